@@ -1,0 +1,120 @@
+"""Runs and sessions: light summaries. The truth lives in the steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from .step import new_id, now
+
+
+class RunStatus(str, Enum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    MAX_STEPS = "max_steps"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self is not RunStatus.RUNNING
+
+
+@dataclass(slots=True)
+class RunMetrics:
+    """Per-run totals, folded from the steps as they complete."""
+
+    steps: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    ttft_ms: float | None = None  # of the run's first model call
+    model_ms: float = 0.0
+    tool_ms: float = 0.0
+    duration_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> RunMetrics:
+        return cls(**{k: v for k, v in (d or {}).items() if k in cls.__slots__})
+
+
+@dataclass(slots=True)
+class AgentRun:
+    """One call of ``run``/``run_stream``/retry/resume: a query and the steps it produced."""
+
+    session_id: str
+    query: str | None = None
+    status: RunStatus = RunStatus.RUNNING
+    agent_name: str | None = None
+    model_name: str | None = None
+    kind: str = "run"  # run | retry | resume
+    start_sequence: int | None = None  # first sequence this run wrote
+    end_sequence: int | None = None  # last sequence this run wrote
+    attempt: int = 1
+    retry_of: str | None = None  # run id this run retries
+    final_text: str | None = None
+    error: str | None = None
+    metrics: RunMetrics = field(default_factory=RunMetrics)
+    id: str = field(default_factory=new_id)
+    started_at: float = field(default_factory=now)
+    ended_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "query": self.query,
+            "status": self.status.value,
+            "agent_name": self.agent_name,
+            "model_name": self.model_name,
+            "kind": self.kind,
+            "start_sequence": self.start_sequence,
+            "end_sequence": self.end_sequence,
+            "attempt": self.attempt,
+            "retry_of": self.retry_of,
+            "final_text": self.final_text,
+            "error": self.error,
+            "metrics": self.metrics.to_dict(),
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AgentRun:
+        kw = {k: d.get(k) for k in ("id", "session_id", "query", "agent_name", "model_name", "start_sequence",
+                                     "end_sequence", "retry_of", "final_text", "error", "ended_at")}
+        return cls(status=RunStatus(d.get("status", "running")), kind=d.get("kind", "run"),
+                   attempt=d.get("attempt", 1), metrics=RunMetrics.from_dict(d.get("metrics")),
+                   started_at=d.get("started_at", 0.0), **kw)
+
+
+@dataclass(slots=True)
+class AgentSession:
+    """A conversation: the steps sharing one ``session_id``.
+
+    A fork records where it came from (``forked_from`` session and ``forked_at`` sequence).
+    """
+
+    session_id: str = field(default_factory=new_id)
+    title: str | None = None
+    forked_from: str | None = None
+    forked_at: int | None = None
+    created_at: float = field(default_factory=now)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "title": self.title, "forked_from": self.forked_from,
+                "forked_at": self.forked_at, "created_at": self.created_at, "metadata": self.metadata}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AgentSession:
+        return cls(session_id=d["session_id"], title=d.get("title"), forked_from=d.get("forked_from"),
+                   forked_at=d.get("forked_at"), created_at=d.get("created_at", 0.0),
+                   metadata=d.get("metadata") or {})

@@ -1,0 +1,60 @@
+"""The Repository protocol: what the engine, frames and notebook need of a store.
+
+Reads and writes are plain (synchronous) calls: the store is local files, an
+append costs one write and one fsync, and keeping it synchronous lets frames,
+the CLI and the notebook use it without an event loop.
+
+Writes go through :meth:`Repository.commit`, which makes a whole batch durable
+at once (one fsync): the engine commits the assistant step before the tools
+run and the tool results before the next model call, no more.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
+
+from ..core import AgentRun, AgentSession, Step, StepEvent
+
+
+@runtime_checkable
+class Repository(Protocol):
+    # -- the write path ---------------------------------------------------------
+    def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
+               steps: Iterable[Step] = (), events: Iterable[StepEvent] = ()) -> None:
+        """Durably store a batch (upsert by id; later versions replace earlier ones).
+
+        Steps and events belong to one session.  When this returns, the batch is
+        on disk (fsynced) and visible to other processes.
+        """
+        ...
+
+    # -- sessions ---------------------------------------------------------------
+    def get_session(self, session_id: str) -> AgentSession | None: ...
+    def list_sessions(self) -> list[AgentSession]: ...
+
+    # -- steps ------------------------------------------------------------------
+    def get_steps(self, session_id: str, start_seq: int | None = None, end_seq: int | None = None,
+                  *, include_superseded: bool = False) -> list[Step]:
+        """Steps of a session ordered by (sequence, attempt); superseded ones only when asked."""
+        ...
+
+    def get_last_step(self, session_id: str) -> Step | None:
+        """The highest-sequence step that is not superseded."""
+        ...
+
+    def delete_steps(self, session_id: str, start_seq: int) -> int:
+        """Remove steps with sequence >= start_seq (all attempts); returns how many."""
+        ...
+
+    # -- runs and events --------------------------------------------------------
+    def get_run(self, run_id: str) -> AgentRun | None: ...
+    def list_runs(self, session_id: str | None = None) -> list[AgentRun]: ...
+    def get_events(self, run_id: str, cursor: int = 0, limit: int = 100) -> list[StepEvent]:
+        """Stored events of a run with ``seq > cursor``, in order, at most ``limit``."""
+        ...
+
+    # -- bulk reads for frames (raw dicts, no object wrapping) ------------------
+    def iter_step_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]: ...
+    def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
