@@ -59,6 +59,7 @@ class AgentRun:
     end_sequence: int | None = None  # last sequence this run wrote
     attempt: int = 1
     retry_of: str | None = None  # run id this run retries
+    superseded_by: str | None = None  # run id of the retry that replaced this attempt
     final_text: str | None = None
     error: str | None = None
     metrics: RunMetrics = field(default_factory=RunMetrics)
@@ -79,6 +80,7 @@ class AgentRun:
             "end_sequence": self.end_sequence,
             "attempt": self.attempt,
             "retry_of": self.retry_of,
+            "superseded_by": self.superseded_by,
             "final_text": self.final_text,
             "error": self.error,
             "metrics": self.metrics.to_dict(),
@@ -89,7 +91,7 @@ class AgentRun:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AgentRun:
         kw = {k: d.get(k) for k in ("id", "session_id", "query", "agent_name", "model_name", "start_sequence",
-                                     "end_sequence", "retry_of", "final_text", "error", "ended_at")}
+                                     "end_sequence", "retry_of", "superseded_by", "final_text", "error", "ended_at")}
         return cls(status=RunStatus(d.get("status", "running")), kind=d.get("kind", "run"),
                    attempt=d.get("attempt", 1), metrics=RunMetrics.from_dict(d.get("metrics")),
                    started_at=d.get("started_at", 0.0), **kw)

@@ -1,0 +1,15 @@
+"""The execution engine: runner, model <-> tool loop, context, retry, fork, hooks."""
+
+from .approval import ApprovalDecision, ApprovalRequest, Approver, policy_approver
+from .context import build_context_from_sequence_range, build_context_from_steps
+from .fork import fork_session
+from .hooks import AgentHook
+from .runner import RunResult, StepRunner
+from .step_executor import StepExecutor
+from .tool_executor import ToolExecutor
+
+__all__ = [
+    "AgentHook", "ApprovalDecision", "ApprovalRequest", "Approver", "RunResult", "StepExecutor", "StepRunner",
+    "ToolExecutor", "build_context_from_sequence_range", "build_context_from_steps", "fork_session",
+    "policy_approver",
+]

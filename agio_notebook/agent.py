@@ -1,0 +1,41 @@
+"""Agent: a model, its tools and its instructions — what a runner runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .core import ExecutionConfig
+from .models import default_model
+from .models.base import Model
+from .tools import Tool, ToolRegistry, tool
+
+
+@dataclass
+class Agent:
+    """Plain functions in ``tools`` are wrapped with :func:`agio_notebook.tool`.
+
+    ``model=None`` picks :func:`agio_notebook.models.default_model` (offline unless an endpoint is
+    configured).  ``config`` is the agent's default :class:`ExecutionConfig`; a runner's own wins.
+    """
+
+    model: Model | None = None
+    tools: Sequence[Tool | Callable[..., Any]] = ()
+    system_prompt: str | None = None
+    name: str = "agent"
+    config: ExecutionConfig | None = None
+    registry: ToolRegistry = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.model is None:
+            self.model = default_model()
+        self.registry = ToolRegistry([t if isinstance(t, Tool) else tool(t) for t in self.tools])
+
+    @property
+    def model_name(self) -> str:
+        return getattr(self.model, "name", type(self.model).__name__)
+
+    def with_model(self, model: Model) -> Agent:
+        """The same agent on another model (e.g. to retry a step with a stronger one)."""
+        return Agent(model=model, tools=list(self.registry), system_prompt=self.system_prompt,
+                     name=self.name, config=self.config)

@@ -1,0 +1,33 @@
+"""Fork: a new session that starts as a copy of another one up to a sequence.
+
+Copies get new ids (the original project reused them, and its upsert-by-id
+moved the original steps into the fork); the fork records its origin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..core import AgentSession, NotFoundError, new_id
+from ..storage.base import Repository
+from .retry import check_continuation_point
+
+
+def fork_session(original_session_id: str, fork_at_sequence: int, repository: Repository) -> str:
+    """Copy steps ``1..fork_at_sequence`` into a new session; returns the new session id."""
+    steps = repository.get_steps(original_session_id)
+    if not steps:
+        raise NotFoundError(f"no session {original_session_id!r} with steps in the store")
+    if not any(s.sequence == fork_at_sequence for s in steps):
+        raise NotFoundError(f"session {original_session_id} has no current step at sequence {fork_at_sequence} "
+                            f"(current steps: 1..{steps[-1].sequence})")
+    check_continuation_point(steps, fork_at_sequence, "fork")
+    origin = repository.get_session(original_session_id)
+    session = AgentSession(title=origin.title if origin else None, forked_from=original_session_id,
+                           forked_at=fork_at_sequence)
+    copies = [replace(s, id=new_id(), session_id=session.session_id, run_id=None,
+                      tool_calls=list(s.tool_calls), extra={**s.extra, "copied_from": s.id},
+                      metrics=replace(s.metrics))
+              for s in steps if s.sequence <= fork_at_sequence]
+    repository.commit(session=session, steps=copies)
+    return session.session_id

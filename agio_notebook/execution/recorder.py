@@ -1,0 +1,107 @@
+"""RunRecorder: the state of one run while it executes.
+
+It numbers events and steps, keeps the model context growing one message at
+a time (never rebuilt per turn), folds step metrics into run totals, and
+groups everything produced since the last checkpoint into one durable commit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core import (TRANSIENT_EVENTS, AgentRun, AgentSession, RunStatus, Step, StepEvent, StepEventType,
+                    StepRole, now)
+from ..storage.base import Repository
+
+
+class RunRecorder:
+    __slots__ = ("run", "repository", "messages", "steps", "events", "_seq", "_next_sequence",
+                 "_pending_steps", "_pending_events", "_pending_session", "_run_dirty", "_started")
+
+    def __init__(self, run: AgentRun, repository: Repository, messages: list[dict[str, Any]],
+                 next_sequence: int, session: AgentSession | None = None):
+        self.run = run
+        self.repository = repository
+        self.messages = messages
+        self.steps: list[Step] = []  # steps this run wrote, in order
+        self.events: list[StepEvent] = []  # stored (non-transient) events of this run
+        self._seq = 0
+        self._next_sequence = next_sequence
+        self._pending_steps: list[Step] = []
+        self._pending_events: list[StepEvent] = []
+        self._pending_session = session
+        self._run_dirty = True
+        self._started = now()
+
+    # -- numbering -------------------------------------------------------------
+    def next_sequence(self) -> int:
+        seq = self._next_sequence
+        self._next_sequence += 1
+        return seq
+
+    def emit(self, type_: StepEventType, payload: dict[str, Any]) -> StepEvent:
+        self._seq += 1
+        run = self.run
+        event = StepEvent(type_, run.id, run.session_id, self._seq, payload)
+        if type_ not in TRANSIENT_EVENTS:
+            self._pending_events.append(event)
+            self.events.append(event)
+        return event
+
+    # -- steps -----------------------------------------------------------------
+    def record_step(self, step: Step) -> None:
+        """A new step of this run: into context, into run totals, into the next commit."""
+        self.messages.append(step.to_message())
+        self.steps.append(step)
+        self._pending_steps.append(step)
+        run = self.run
+        if run.start_sequence is None:
+            run.start_sequence = step.sequence
+        run.end_sequence = step.sequence
+        m, s = run.metrics, step.metrics
+        m.steps += 1
+        if step.role is StepRole.ASSISTANT:
+            m.model_calls += 1
+            m.prompt_tokens += s.prompt_tokens or 0
+            m.completion_tokens += s.completion_tokens or 0
+            m.total_tokens += s.total_tokens or 0
+            m.model_ms += s.model_ms or 0.0
+            if m.ttft_ms is None:
+                m.ttft_ms = s.ttft_ms
+        elif step.role is StepRole.TOOL:
+            m.tool_calls += 1
+            m.tool_ms += s.duration_ms or 0.0
+            if step.status != "ok":
+                m.tool_errors += 1
+
+    def update_step(self, step: Step) -> None:
+        """A changed version of an already stored step (e.g. tool time filled in, superseded)."""
+        if not any(p is step for p in self._pending_steps):
+            self._pending_steps.append(step)
+
+    def mark_run_dirty(self) -> None:
+        self._run_dirty = True
+
+    # -- durability ------------------------------------------------------------
+    def checkpoint(self) -> None:
+        """One durable commit of everything produced since the last one."""
+        if not (self._pending_steps or self._pending_events or self._run_dirty or self._pending_session):
+            return
+        self.repository.commit(session=self._pending_session, run=self.run if self._run_dirty else None,
+                               steps=self._pending_steps, events=self._pending_events)
+        self._pending_steps = []
+        self._pending_events = []
+        self._pending_session = None
+        self._run_dirty = False
+
+    def finish(self, status: RunStatus, error: str | None = None) -> None:
+        run = self.run
+        run.status = status
+        run.error = error
+        run.ended_at = now()
+        run.metrics.duration_ms = (run.ended_at - self._started) * 1000.0
+        for step in reversed(self.steps):
+            if step.role is StepRole.ASSISTANT:
+                run.final_text = step.content
+                break
+        self._run_dirty = True

@@ -1,0 +1,97 @@
+"""Retry and resume: where a new attempt starts and what it may see.
+
+Nothing is deleted: a retry marks the steps it replaces ``superseded`` (they
+stay queryable, with their attempt number) and its own steps start at the
+same sequence with the next attempt number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core import AgentRun, InvalidOperationError, NotFoundError, RunStatus, Step, StepRole
+from ..storage.base import Repository
+from .context import pending_tool_calls
+
+
+@dataclass
+class RetryPlan:
+    session_id: str
+    old_run: AgentRun
+    from_seq: int
+    attempt: int
+    context: list[Step]  # current steps before from_seq
+    superseded: list[Step]  # current steps from from_seq on, now marked superseded
+    superseded_runs: list[AgentRun] = field(default_factory=list)
+
+
+@dataclass
+class ResumePlan:
+    session_id: str
+    query: str | None
+    context: list[Step]
+    pending: tuple[Step, list[str]] | None
+
+
+def check_continuation_point(steps: list[Step], seq: int, what: str) -> None:
+    """Steps ``1..seq`` must end where a model call can follow: not inside a half-finished tool batch."""
+    upto = [s for s in steps if s.sequence <= seq]
+    dangling, missing = pending_tool_calls(upto)
+    if dangling is not None:
+        raise InvalidOperationError(
+            f"cannot {what} at sequence {seq}: it is inside the tool batch of step {dangling.sequence} "
+            f"({len(missing)} tool result(s) missing); pick {dangling.sequence - 1} or the batch's last tool step")
+
+
+def plan_retry(repository: Repository, run_id: str, from_seq: int | None, active_runs: set[str]) -> RetryPlan:
+    run = repository.get_run(run_id)
+    if run is None:
+        raise NotFoundError(f"no run {run_id!r} in the store")
+    if run_id in active_runs:
+        raise InvalidOperationError(f"run {run_id} is still running; cancel it or wait for it to finish")
+    steps = repository.get_steps(run.session_id)
+    if not steps:
+        raise NotFoundError(f"session {run.session_id} of run {run_id} has no steps")
+    if from_seq is None:
+        own = [s for s in steps if s.run_id == run_id and s.role is not StepRole.USER]
+        if not own:
+            raise InvalidOperationError(f"run {run_id} has no current model step to retry; pass from_seq")
+        from_seq = own[0].sequence
+    by_seq = {s.sequence: s for s in steps}
+    if from_seq not in by_seq:
+        raise NotFoundError(f"session {run.session_id} has no current step at sequence {from_seq} "
+                            f"(current steps: 1..{steps[-1].sequence})")
+    if by_seq[from_seq].role is StepRole.USER:
+        from_seq += 1  # keep the user's message; regenerate what followed it
+    if by_seq.get(from_seq) is not None and by_seq[from_seq].role is StepRole.TOOL:
+        raise InvalidOperationError(f"cannot retry from sequence {from_seq}: it is a tool result inside a tool "
+                                    "batch; retry from the assistant step that called the tool")
+    check_continuation_point(steps, from_seq - 1, "retry")
+    context = [s for s in steps if s.sequence < from_seq]
+    superseded = [s for s in steps if s.sequence >= from_seq]
+    all_at = repository.get_steps(run.session_id, from_seq, from_seq, include_superseded=True)
+    attempt = max([s.attempt for s in all_at] + [run.attempt]) + 1
+    for step in superseded:
+        step.superseded = True
+    later_runs = {s.run_id for s in superseded if s.run_id}
+    superseded_runs = [r for r in (repository.get_run(rid) for rid in later_runs | {run_id}) if r is not None
+                       and r.status is not RunStatus.RUNNING]
+    return RetryPlan(run.session_id, run, from_seq, attempt, context, superseded, superseded_runs)
+
+
+def plan_resume(repository: Repository, session_id: str) -> ResumePlan:
+    steps = repository.get_steps(session_id)
+    if not steps:
+        raise NotFoundError(f"no session {session_id!r} with steps in the store")
+    last = steps[-1]
+    dangling, missing = pending_tool_calls(steps)
+    if dangling is not None:
+        return ResumePlan(session_id, _last_query(steps), steps, (dangling, missing))
+    if last.role is StepRole.ASSISTANT:
+        raise InvalidOperationError(f"session {session_id} already ends with an answer (step {last.sequence}); "
+                                    "send a new query or retry instead")
+    return ResumePlan(session_id, _last_query(steps), steps, None)
+
+
+def _last_query(steps: list[Step]) -> str | None:
+    return next((s.content for s in reversed(steps) if s.role is StepRole.USER), None)

@@ -1,0 +1,304 @@
+"""StepRunner: the lifecycle of runs — start, execute, persist, finish.
+
+Every entry point (a new query, a retry, a resume) goes through the same
+lifecycle, so each emits ``run_started`` and exactly one terminal event and
+saves a run record (the original project's resumes were invisible; these
+are not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Callable, Sequence
+
+from ..agent import Agent
+from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
+                    RunStatus, Step, StepEvent, StepEventType, StepRole)
+from ..storage.base import Repository
+from .approval import Approver
+from .context import pending_tool_calls, steps_to_messages
+from .hooks import AgentHook, HookCaller
+from .recorder import RunRecorder
+from .retry import plan_resume, plan_retry
+from .step_executor import StepExecutor
+
+_E = StepEventType
+_TERMINAL = {RunStatus.COMPLETED: _E.RUN_COMPLETED, RunStatus.FAILED: _E.RUN_FAILED,
+             RunStatus.CANCELLED: _E.RUN_CANCELLED, RunStatus.MAX_STEPS: _E.RUN_MAX_STEPS}
+
+# Sessions with a run in progress in this process: two concurrent runs in one
+# session would interleave their sequences.
+_ACTIVE_SESSIONS: dict[str, str] = {}
+
+
+def active_run_ids() -> set[str]:
+    return set(_ACTIVE_SESSIONS.values())
+
+
+@dataclass
+class RunResult:
+    """What ``run()`` returns: the outcome of one run and everything it wrote."""
+
+    run: AgentRun
+    steps: list[Step] = field(default_factory=list)
+    events: list[StepEvent] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return self.run.id
+
+    @property
+    def session_id(self) -> str:
+        return self.run.session_id
+
+    @property
+    def status(self) -> RunStatus:
+        return self.run.status
+
+    @property
+    def final_text(self) -> str | None:
+        return self.run.final_text
+
+    @property
+    def metrics(self) -> RunMetrics:
+        return self.run.metrics
+
+    @property
+    def error(self) -> str | None:
+        return self.run.error
+
+
+def _default_repository() -> Repository:
+    from ..storage import open_repository
+
+    return open_repository()
+
+
+class StepRunner:
+    """Runs an agent against sessions stored in a repository.
+
+    ``config`` defaults to the agent's own, then to ``ExecutionConfig()``;
+    ``repository`` to the default TinyDB store (``AGIO_STORE`` or ``./.agio``).
+    """
+
+    def __init__(self, agent: Agent, hooks: Sequence[AgentHook] = (), config: ExecutionConfig | None = None,
+                 repository: Repository | None = None, approver: Approver | None = None):
+        self.agent = agent
+        self.hooks = list(hooks)
+        self.config = config or agent.config or ExecutionConfig()
+        self.repository = repository if repository is not None else _default_repository()
+        self.approver = approver
+        self._hook_caller = HookCaller(self.hooks)
+        self._executor = StepExecutor(agent.model, agent.registry, self.config, self._hook_caller, approver)
+
+    # -- public entry points -----------------------------------------------------
+    async def run_stream(self, session: AgentSession | str | None, query: str) -> AsyncIterator[StepEvent]:
+        """Send ``query`` to the agent in ``session`` (new if None or unknown) and stream the events."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        repo = self.repository
+        if isinstance(session, AgentSession):
+            session_id = session.session_id
+            new_session = session if repo.get_session(session_id) is None else None
+        else:
+            stored = repo.get_session(session) if session else None
+            new_session = None if stored is not None else AgentSession(**({"session_id": session} if session else {}))
+            session_id = session if stored is not None else new_session.session_id  # type: ignore[union-attr]
+        self._claim(session_id)
+        try:
+            steps = repo.get_steps(session_id) if new_session is None else []
+            rec = self._recorder(session_id, "run", query, steps, new_session)
+
+            def setup() -> list[Step]:
+                new: list[Step] = []
+                dangling, missing = pending_tool_calls(steps)
+                if dangling is not None:  # a cancelled run left tool calls unanswered
+                    for call in dangling.tool_calls:
+                        if call.id in missing:
+                            new.append(Step(session_id=session_id, run_id=rec.run.id,
+                                            sequence=rec.next_sequence(), role=StepRole.TOOL,
+                                            content="Tool call interrupted before it returned a result.",
+                                            tool_call_id=call.id, name=call.name, status="error",
+                                            error="interrupted"))
+                new.append(Step(session_id=session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
+                                role=StepRole.USER, content=query))
+                return new
+
+            async for event in self._lifecycle(rec, setup):
+                yield event
+        finally:
+            self._release(session_id)
+
+    async def run(self, session: AgentSession | str | None, query: str) -> RunResult:
+        """Run to the end and return the result (``final_text``, ``steps``, ``metrics``...)."""
+        return await self._collect(self.run_stream(session, query))
+
+    def run_sync(self, session: AgentSession | str | None, query: str) -> RunResult:
+        """``run`` for plain scripts; inside Jupyter use ``await runner.run(...)`` or ``%%agio``."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(session, query))
+        raise InvalidOperationError("run_sync() cannot be called from a running event loop; "
+                                    "use `await runner.run(...)` instead")
+
+    async def retry_stream(self, run_id: str, from_seq: int | None = None,
+                           agent: Agent | None = None) -> AsyncIterator[StepEvent]:
+        """Regenerate run ``run_id`` from ``from_seq`` (default: its first model step).
+
+        Steps from ``from_seq`` on are kept but marked superseded; the new attempt never sees them.
+        ``agent`` retries with another agent/model.
+        """
+        if agent is not None and agent is not self.agent:
+            other = StepRunner(agent, self.hooks, self.config, self.repository, self.approver)
+            async for event in other.retry_stream(run_id, from_seq):
+                yield event
+            return
+        plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())
+        self._claim(plan.session_id)
+        try:
+            rec = self._recorder(plan.session_id, "retry", plan.old_run.query, plan.context, None,
+                                 next_sequence=plan.from_seq)
+            rec.run.retry_of = plan.old_run.id
+            rec.run.attempt = plan.attempt
+
+            def setup() -> list[Step]:
+                for step in plan.superseded:
+                    rec.update_step(step)
+                return []
+
+            async for event in self._lifecycle(rec, setup, after_start=lambda: self._supersede_run(plan, rec)):
+                yield event
+        finally:
+            self._release(plan.session_id)
+
+    async def retry(self, run_id: str, from_seq: int | None = None, agent: Agent | None = None) -> RunResult:
+        return await self._collect(self.retry_stream(run_id, from_seq, agent))
+
+    async def resume_stream(self, session_id: str) -> AsyncIterator[StepEvent]:
+        """Continue a session that stopped before its answer (crash, cancel, max_steps).
+
+        Ends in a user step: ask the model.  Ends with unanswered tool calls: run them first.
+        """
+        plan = plan_resume(self.repository, session_id)
+        self._claim(session_id)
+        try:
+            rec = self._recorder(session_id, "resume", plan.query, plan.context, None)
+            async for event in self._lifecycle(rec, list, pending=plan.pending):
+                yield event
+        finally:
+            self._release(session_id)
+
+    async def resume_from_user_step(self, session_id: str, step: Step) -> AsyncIterator[StepEvent]:
+        """Seed API: continue from ``step``, which must be the session's last (user) step."""
+        last = self.repository.get_last_step(session_id)
+        if not step.is_user_step():
+            raise InvalidOperationError(f"step {step.sequence} is a {step.role.value} step, not a user step")
+        if last is None or last.id != step.id:
+            raise InvalidOperationError(
+                f"step {step.sequence} is not the last step of session {session_id}"
+                + (f" (the last is {last.sequence})" if last else ""))
+        async for event in self.resume_stream(session_id):
+            yield event
+
+    async def resume(self, session_id: str) -> RunResult:
+        return await self._collect(self.resume_stream(session_id))
+
+    # -- lifecycle ---------------------------------------------------------------
+    def _recorder(self, session_id: str, kind: str, query: str | None, context: list[Step],
+                  new_session: AgentSession | None, next_sequence: int | None = None) -> RunRecorder:
+        agent = self.agent
+        run = AgentRun(session_id=session_id, query=query, agent_name=agent.name, model_name=agent.model_name,
+                       kind=kind)
+        if next_sequence is None:
+            next_sequence = context[-1].sequence + 1 if context else 1
+        return RunRecorder(run, self.repository, steps_to_messages(context, agent.system_prompt), next_sequence,
+                           new_session)
+
+    async def _lifecycle(self, rec: RunRecorder, setup: Callable[[], list[Step]],
+                         pending: tuple[Step, list[str]] | None = None,
+                         after_start: Callable[[], None] | None = None) -> AsyncIterator[StepEvent]:
+        run, hooks = rec.run, self._hook_caller
+        _ACTIVE_SESSIONS[run.session_id] = run.id
+        try:
+            opening = [rec.emit(_E.RUN_STARTED, {"run": run.to_dict()})]
+            new_steps = setup()
+            for step in new_steps:
+                rec.record_step(step)
+                opening.append(rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()}))
+            rec.mark_run_dirty()
+            rec.checkpoint()
+            if after_start is not None:
+                after_start()
+            await hooks.call("on_run_start", run)
+            for event in opening:
+                yield event
+            for step in new_steps:
+                await hooks.call("on_step_end", run, step)
+            async for event in self._executor.execute(rec, pending):
+                yield event
+        except asyncio.CancelledError:
+            final = self._finish(rec, RunStatus.CANCELLED, "cancelled")
+            await hooks.call("on_run_end", run)
+            yield final
+            raise
+        except GeneratorExit:  # the consumer stopped listening: the run ends here, cancelled
+            self._finish(rec, RunStatus.CANCELLED, "the consumer closed the event stream")
+            await hooks.call("on_run_end", run)
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure ends the run as failed, steps kept
+            message = str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {exc}"
+            final = self._finish(rec, RunStatus.FAILED, message)
+            await hooks.call("on_error", run, exc)
+            await hooks.call("on_run_end", run)
+            yield final
+            return
+        final = self._finish(rec, run.status, run.error)
+        await hooks.call("on_run_end", run)
+        yield final
+
+    @staticmethod
+    def _finish(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
+        rec.finish(status, error)
+        event = rec.emit(_TERMINAL[status], {"run": rec.run.to_dict()})
+        try:
+            rec.checkpoint()
+        except Exception as exc:  # noqa: BLE001 - the store failing must not hide the run's own outcome
+            rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"
+            event.payload["run"] = rec.run.to_dict()
+        return event
+
+    def _supersede_run(self, plan, rec: RunRecorder) -> None:
+        """Link the superseded attempt to its retry (a second, small commit after the retry started)."""
+        for old in plan.superseded_runs:
+            old.superseded_by = rec.run.id
+            self.repository.commit(run=old)
+
+    @staticmethod
+    async def _collect(stream: AsyncIterator[StepEvent]) -> RunResult:
+        events: list[StepEvent] = []
+        steps: list[Step] = []
+        run: AgentRun | None = None
+        async for event in stream:
+            if event.type is _E.STEP_DELTA:
+                continue
+            events.append(event)
+            if event.type is _E.STEP_COMPLETED:
+                steps.append(Step.from_dict(event.payload["step"]))
+            elif event.type.is_terminal:
+                run = AgentRun.from_dict(event.payload["run"])
+        assert run is not None
+        return RunResult(run=run, steps=steps, events=events)
+
+    # -- one run per session at a time -------------------------------------------
+    @staticmethod
+    def _claim(session_id: str) -> None:
+        if session_id in _ACTIVE_SESSIONS:
+            raise InvalidOperationError(f"session {session_id} already has a run in progress "
+                                        f"({_ACTIVE_SESSIONS[session_id]}); wait for it or cancel it")
+        _ACTIVE_SESSIONS[session_id] = "pending"
+
+    @staticmethod
+    def _release(session_id: str) -> None:
+        _ACTIVE_SESSIONS.pop(session_id, None)

@@ -1,0 +1,256 @@
+"""StepExecutor: the model <-> tools loop of one run, as a stream of events.
+
+Each turn streams one model reply into an assistant step, makes it durable,
+runs its tool calls (in parallel when allowed), makes their results durable,
+and goes back to the model — until the model answers without tool calls or
+``max_steps`` model calls have been made.  Persisting happens at exactly two
+checkpoints per turn (before the tools run, before the next model call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, AsyncIterator
+
+from ..core import ExecutionConfig, ModelError, RunStatus, Step, StepEvent, StepEventType, StepMetrics, StepRole, ToolCall
+from ..models.base import Finish, Model, TextDelta, ToolCallDelta, Usage
+from ..tools import ToolRegistry, ToolResult
+from .approval import ApprovalDecision, ApprovalRequest, Approver
+from .hooks import HookCaller
+from .recorder import RunRecorder
+from .tool_executor import ToolExecutor
+
+_E = StepEventType
+
+
+class StepExecutor:
+    def __init__(self, model: Model, registry: ToolRegistry, config: ExecutionConfig, hooks: HookCaller,
+                 approver: Approver | None = None):
+        self.model = model
+        self.registry = registry
+        self.config = config
+        self.hooks = hooks
+        self.approver = approver
+        self.tool_executor = ToolExecutor(registry, config)
+        self._schemas = registry.schemas()
+
+    async def execute(self, rec: RunRecorder, pending: tuple[Step, list[str]] | None = None
+                      ) -> AsyncIterator[StepEvent]:
+        """Drive the loop; on return ``rec`` holds the outcome (completed or max_steps)."""
+        if pending is not None:  # resume: answer the dangling tool calls before asking the model again
+            async for event in self._run_tools(rec, pending[0], set(pending[1])):
+                yield event
+        max_steps = self.config.max_steps
+        while True:
+            if rec.run.metrics.model_calls >= max_steps:
+                rec.finish(RunStatus.MAX_STEPS, f"max_steps ({max_steps}) reached before a final answer")
+                return
+            step: Step | None = None
+            async for event in self._model_turn(rec):
+                if event is None:
+                    step = rec.steps[-1]
+                    continue
+                yield event
+            assert step is not None
+            if not step.tool_calls:
+                for event in self._close_turn(rec, step):
+                    yield event
+                rec.finish(RunStatus.COMPLETED)
+                return
+            async for event in self._run_tools(rec, step, None):
+                yield event
+
+    # -- one model call --------------------------------------------------------
+    async def _model_turn(self, rec: RunRecorder) -> AsyncIterator[StepEvent | None]:
+        config = self.config
+        attempts = 1 + (config.max_retries if config.enable_retry else 0)
+        for attempt in range(attempts):
+            got_any = [False]
+            try:
+                async for event in self._stream_reply(rec, got_any):
+                    yield event
+                return
+            except ModelError as exc:
+                if not exc.retryable or got_any[0] or attempt + 1 >= attempts:
+                    raise
+            await asyncio.sleep(min(0.25 * 2 ** attempt, 4.0))
+
+    async def _stream_reply(self, rec: RunRecorder, got_any: list[bool]) -> AsyncIterator[StepEvent | None]:
+        config = self.config
+        stream = config.stream
+        sequence = rec._next_sequence  # taken for good once the step completes
+        texts: list[str] = []
+        calls: dict[int, list[Any]] = {}
+        usage: Usage | None = None
+        t0 = time.perf_counter()
+        ttft: float | None = None
+        timeout = config.timeout_per_step
+        deadline = asyncio.get_running_loop().time() + timeout if timeout is not None else None
+        agen = self.model.stream(rec.messages, self._schemas, stream=stream).__aiter__()
+        try:
+            while True:
+                try:
+                    if deadline is None:
+                        chunk = await agen.__anext__()
+                    else:
+                        async with asyncio.timeout_at(deadline):
+                            chunk = await agen.__anext__()
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise ModelError(f"model call exceeded timeout_per_step={timeout:g}s",
+                                     retryable=not got_any[0]) from None
+                kind = type(chunk)
+                if kind is TextDelta:
+                    if ttft is None:
+                        ttft = time.perf_counter()
+                    got_any[0] = True
+                    texts.append(chunk.text)
+                    if stream:
+                        yield rec.emit(_E.STEP_DELTA, {"sequence": sequence, "content": chunk.text})
+                elif kind is ToolCallDelta:
+                    if ttft is None:
+                        ttft = time.perf_counter()
+                    got_any[0] = True
+                    slot = calls.get(chunk.index)
+                    if slot is None:
+                        slot = calls[chunk.index] = [chunk.id, chunk.name, []]
+                    else:
+                        slot[0] = slot[0] or chunk.id
+                        slot[1] = slot[1] or chunk.name
+                    if chunk.arguments:
+                        slot[2].append(chunk.arguments)
+                    if stream:
+                        yield rec.emit(_E.STEP_DELTA, {"sequence": sequence, "tool_call": {
+                            "index": chunk.index, "id": chunk.id, "name": chunk.name,
+                            "arguments": chunk.arguments}})
+                elif kind is Usage:
+                    usage = chunk
+                elif kind is not Finish:
+                    raise ModelError(f"model {self.model.name!r} yielded an unknown chunk {chunk!r}")
+        finally:
+            await agen.aclose()
+        t1 = time.perf_counter()
+        model_ms = (t1 - t0) * 1000.0
+        tool_calls = [ToolCall(id=slot[0] or f"call_{sequence}_{index}", name=slot[1] or "",
+                               arguments="".join(slot[2]) or "{}")
+                      for index, slot in sorted(calls.items())]
+        metrics = StepMetrics(ttft_ms=(ttft - t0) * 1000.0 if ttft is not None else model_ms,
+                              model_ms=model_ms, duration_ms=model_ms)
+        if usage is not None:
+            metrics.prompt_tokens = usage.prompt_tokens
+            metrics.completion_tokens = usage.completion_tokens
+            metrics.total_tokens = usage.total_tokens if usage.total_tokens is not None else (
+                (usage.prompt_tokens or 0) + (usage.completion_tokens or 0))
+        step = Step(session_id=rec.run.session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
+                    role=StepRole.ASSISTANT, content="".join(texts) if texts or not tool_calls else None,
+                    tool_calls=tool_calls, metrics=metrics)
+        rec.record_step(step)
+        event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
+        if tool_calls:
+            rec.checkpoint()  # the assistant step is durable before any tool runs
+        yield None  # tells execute() the step is recorded
+        yield event
+        await self.hooks.call("on_step_end", rec.run, step)
+
+    # -- tools -----------------------------------------------------------------
+    async def _run_tools(self, rec: RunRecorder, step: Step, only: set[str] | None
+                         ) -> AsyncIterator[StepEvent]:
+        run = rec.run
+        calls = [c for c in step.tool_calls if only is None or c.id in only]
+        sequences = {c.id: rec.next_sequence() for c in calls}
+        hooks = self.hooks
+        for call in calls:
+            yield rec.emit(_E.TOOL_CALL_STARTED, {"tool_call_id": call.id, "name": call.name,
+                                                  "arguments": call.arguments, "sequence": step.sequence})
+            await hooks.call("on_tool_start", run, call)
+        results: dict[str, ToolResult] = {}
+        approvals: dict[str, dict[str, Any]] = {}
+        to_run: list[ToolCall] = []
+        for call in calls:
+            tool = self.registry.get(call.name)
+            if tool is None or not tool.requires_approval:
+                to_run.append(call)
+                continue
+            async for event in self._approve(rec, call, to_run, results, approvals, sequences):
+                yield event
+        t0 = time.perf_counter()
+        if to_run:
+            async for result in self.tool_executor.execute_batch(to_run):
+                results[result.tool_call_id] = result
+                yield self._result_event(rec, result, sequences)
+                await hooks.call("on_tool_end", run, result)
+        tool_ms = (time.perf_counter() - t0) * 1000.0
+        new_events = []
+        for call in calls:
+            result = results[call.id]
+            tool_step = Step(session_id=run.session_id, run_id=run.id, sequence=sequences[call.id],
+                             role=StepRole.TOOL, content=result.content, tool_call_id=call.id, name=call.name,
+                             status=result.status, error=result.error,
+                             metrics=StepMetrics(tool_ms=result.duration_ms, duration_ms=result.duration_ms))
+            if call.id in approvals:
+                tool_step.extra["approval"] = approvals[call.id]
+            rec.record_step(tool_step)
+            new_events.append((rec.emit(_E.STEP_COMPLETED, {"step": tool_step.to_dict()}), tool_step))
+        if step.run_id == run.id:  # the turn's step of this run: its tool time is now known
+            step.metrics.tool_ms = tool_ms
+            step.metrics.duration_ms = (step.metrics.model_ms or 0.0) + tool_ms
+            rec.update_step(step)
+        closing = self._close_turn(rec, step)
+        rec.checkpoint()  # tool results are durable before the next model call
+        for event, tool_step in new_events:
+            yield event
+            await hooks.call("on_step_end", run, tool_step)
+        for event in closing:
+            yield event
+
+    async def _approve(self, rec: RunRecorder, call: ToolCall, to_run: list[ToolCall],
+                       results: dict[str, ToolResult], approvals: dict[str, dict[str, Any]],
+                       sequences: dict[str, int]) -> AsyncIterator[StepEvent]:
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError:
+            to_run.append(call)  # the executor reports the malformed JSON; nothing runs
+            return
+        yield rec.emit(_E.APPROVAL_REQUESTED, {"tool_call_id": call.id, "name": call.name,
+                                               "arguments": call.arguments})
+        if self.approver is None:
+            decision = ApprovalDecision(False, reason="no approver is configured for tools that need approval")
+        else:
+            decision = await self.approver(ApprovalRequest(call.id, call.name, arguments))
+        final_args = decision.arguments if decision.arguments is not None else arguments
+        approvals[call.id] = {"approved": decision.approved, "reason": decision.reason,
+                              "edited": decision.arguments is not None}
+        yield rec.emit(_E.APPROVAL_RESOLVED, {"tool_call_id": call.id, "name": call.name,
+                                              "approved": decision.approved,
+                                              "arguments": json.dumps(final_args), "reason": decision.reason})
+        if decision.approved:
+            to_run.append(ToolCall(call.id, call.name, json.dumps(final_args)) if decision.arguments is not None
+                          else call)
+            return
+        reason = decision.reason or "rejected by the user"
+        result = ToolResult(tool_call_id=call.id, name=call.name,
+                            content=f"Tool call rejected: {reason}", status="rejected", error=reason,
+                            error_type="rejected", duration_ms=0.0, attempts=0, arguments=arguments)
+        results[call.id] = result
+        yield self._result_event(rec, result, sequences)
+
+    @staticmethod
+    def _result_event(rec: RunRecorder, result: ToolResult, sequences: dict[str, int]) -> StepEvent:
+        if result.status == "ok":
+            return rec.emit(_E.TOOL_CALL_COMPLETED, {
+                "tool_call_id": result.tool_call_id, "name": result.name, "content": result.content,
+                "duration_ms": result.duration_ms, "attempts": result.attempts,
+                "sequence": sequences[result.tool_call_id]})
+        return rec.emit(_E.TOOL_CALL_FAILED, {
+            "tool_call_id": result.tool_call_id, "name": result.name, "error": result.error,
+            "error_type": result.error_type, "duration_ms": result.duration_ms, "attempts": result.attempts,
+            "sequence": sequences[result.tool_call_id]})
+
+    @staticmethod
+    def _close_turn(rec: RunRecorder, step: Step) -> list[StepEvent]:
+        """The turn's metrics event: last event of every model turn."""
+        return [rec.emit(_E.METRICS, {"sequence": step.sequence, "step": step.metrics.to_dict(),
+                                      "run": rec.run.metrics.to_dict()})]
