@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (if needed) and open JupyterLab on the quickstart notebook. Offline by default: set
+# OPENAI_API_KEY (and OPENAI_BASE_URL for other endpoints) to use a real model.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+exec .venv/bin/jupyter lab notebooks/quickstart.ipynb "$@"

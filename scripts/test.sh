@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run every test: the Python suite, real-kernel tests, the tutorial notebooks
+# (nbval), the extension's unit tests and its browser test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --browser
+exec .venv/bin/pytest tests notebooks --nbval-lax -p no:cacheprovider "$@"
