@@ -1,3 +1,39 @@
 """agio-notebook: a Jupyter-native execution engine for LLM agents."""
 
+from __future__ import annotations
+
+from typing import Any
+
+from .agent import Agent
+from .core import (AgentRun, AgentSession, ExecutionConfig, RunStatus, Step, StepEvent, StepEventType,
+                   StepRole)
+from .execution import AgentHook, RunResult, StepRunner, fork_session
+from .models import FunctionModel, OpenAIModel, Reply, ScriptedModel, default_model
+from .tools import Tool, tool
+
 __version__ = "0.1.0"
+
+_FRAMES = ("runs", "steps", "tool_calls", "sessions", "run_metrics")
+
+
+def __getattr__(name: str) -> Any:
+    # frames pull in pandas; load them on first use so `import agio_notebook` stays light
+    if name in _FRAMES:
+        from . import frames
+
+        return getattr(frames, name)
+    raise AttributeError(f"module 'agio_notebook' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext agio_notebook`: register the %agio / %%agio magics."""
+    from .notebook.magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+__all__ = [
+    "Agent", "AgentHook", "AgentRun", "AgentSession", "ExecutionConfig", "FunctionModel", "OpenAIModel", "Reply",
+    "RunResult", "RunStatus", "ScriptedModel", "Step", "StepEvent", "StepEventType", "StepRole", "StepRunner",
+    "Tool", "default_model", "fork_session", "tool", *_FRAMES,
+]

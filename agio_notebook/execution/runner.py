@@ -275,20 +275,20 @@ class StepRunner:
             old.superseded_by = rec.run.id
             self.repository.commit(run=old)
 
-    @staticmethod
-    async def _collect(stream: AsyncIterator[StepEvent]) -> RunResult:
+    async def _collect(self, stream: AsyncIterator[StepEvent]) -> RunResult:
         events: list[StepEvent] = []
-        steps: list[Step] = []
         run: AgentRun | None = None
         async for event in stream:
             if event.type is _E.STEP_DELTA:
                 continue
             events.append(event)
-            if event.type is _E.STEP_COMPLETED:
-                steps.append(Step.from_dict(event.payload["step"]))
-            elif event.type.is_terminal:
+            if event.type.is_terminal:
                 run = AgentRun.from_dict(event.payload["run"])
         assert run is not None
+        # the stored versions: metrics filled in after their event (e.g. tool time) are included
+        steps = [] if run.start_sequence is None else [
+            s for s in self.repository.get_steps(run.session_id, run.start_sequence, run.end_sequence)
+            if s.run_id == run.id]
         return RunResult(run=run, steps=steps, events=events)
 
     # -- one run per session at a time -------------------------------------------

@@ -1,0 +1,23 @@
+"""Models: the streaming protocol, an OpenAI-compatible provider, and offline doubles."""
+
+from __future__ import annotations
+
+import os
+
+from .base import Finish, Model, ModelChunk, TextDelta, ToolCallDelta, Usage
+from .offline import offline_model
+from .openai_model import OpenAIModel
+from .scripted import FunctionModel, Reply, ScriptedModel, ToolCallSpec, call
+
+
+def default_model() -> Model:
+    """Offline unless an endpoint is configured (``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` or ``AGIO_MODEL``)."""
+    if any(os.environ.get(v) for v in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL")):
+        return OpenAIModel()
+    return offline_model()
+
+
+__all__ = [
+    "Finish", "FunctionModel", "Model", "ModelChunk", "OpenAIModel", "Reply", "ScriptedModel", "TextDelta",
+    "ToolCallDelta", "ToolCallSpec", "Usage", "call", "default_model", "offline_model",
+]

@@ -1,0 +1,45 @@
+"""Storage: the Repository protocol, an in-memory repository and the TinyDB store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .base import Repository
+from .memory import InMemoryRepository
+
+if TYPE_CHECKING:
+    from .tinydb_repo import JournalStorage, TinyDBRepository
+
+_open: dict[Path, Any] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("JournalStorage", "TinyDBRepository"):
+        from . import tinydb_repo
+
+        return getattr(tinydb_repo, name)
+    raise AttributeError(name)
+
+
+def default_store_path() -> Path:
+    return Path(os.environ.get("AGIO_STORE") or ".agio").expanduser().absolute()
+
+
+def open_repository(path: str | os.PathLike[str] | None = None) -> TinyDBRepository:
+    """The process-wide repository for a store path (default: ``AGIO_STORE`` or ``./.agio``).
+
+    One instance per path, so the engine, frames and magics share caches and file handles.
+    """
+    key = Path(path).expanduser().absolute() if path is not None else default_store_path()
+    repo = _open.get(key)
+    if repo is None:
+        from .tinydb_repo import TinyDBRepository
+
+        repo = _open[key] = TinyDBRepository(key)
+    return repo
+
+
+__all__ = ["InMemoryRepository", "JournalStorage", "Repository", "TinyDBRepository", "default_store_path",
+           "open_repository"]

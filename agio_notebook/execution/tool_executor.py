@@ -1,0 +1,117 @@
+"""ToolExecutor: run the model's tool calls safely.
+
+Every problem — unknown tool, malformed JSON, invalid arguments, an
+exception, a timeout — becomes an error ``ToolResult`` that the model sees
+on its next turn; only cancellation propagates.  A batch runs in parallel
+when ``parallel_tool_calls`` is on, capped at ``max_parallel_tools``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, AsyncIterator, Iterable
+
+import pydantic
+
+from ..core import ExecutionConfig, ToolCall
+from ..tools import Tool, ToolRegistry, ToolResult
+from ..tools.base import to_content
+
+
+def _validation_message(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        parts.append(f"{where}: {err.get('msg')}")
+    return "; ".join(parts)
+
+
+class ToolExecutor:
+    def __init__(self, tools: Iterable[Tool] | ToolRegistry, config: ExecutionConfig | None = None):
+        self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.config = config or ExecutionConfig()
+
+    def _fail(self, call: ToolCall, error_type: str, error: str, started: float, attempts: int = 0,
+              arguments: dict[str, Any] | None = None) -> ToolResult:
+        return ToolResult(tool_call_id=call.id, name=call.name, content=f"Error ({error_type}): {error}",
+                          status="error", error=error, error_type=error_type,
+                          duration_ms=(time.perf_counter() - started) * 1000.0, attempts=attempts,
+                          arguments=arguments)
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Run one call; never raises for tool problems."""
+        started = time.perf_counter()
+        tool = self.registry.get(call.name)
+        if tool is None:
+            available = ", ".join(self.registry.names()) or "none"
+            return self._fail(call, "unknown_tool", f"no tool named {call.name!r} (available: {available})",
+                              started)
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            return self._fail(call, "invalid_json", f"arguments are not valid JSON ({exc.msg} at position "
+                                                    f"{exc.pos}): {call.arguments[:200]}", started)
+        if not isinstance(arguments, dict):
+            return self._fail(call, "invalid_arguments", f"arguments must be a JSON object, got "
+                                                         f"{type(arguments).__name__}", started)
+        try:
+            kwargs = tool.validate(arguments)
+        except pydantic.ValidationError as exc:
+            return self._fail(call, "invalid_arguments", _validation_message(exc), started, arguments=arguments)
+        config = self.config
+        timeout = tool.timeout if tool.timeout is not None else config.tool_timeout
+        allowed = 1 + (min(tool.retries, config.max_retries) if config.enable_retry else 0)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                if tool.is_async:
+                    if timeout is None:
+                        value = await tool.function(**kwargs)
+                    else:
+                        async with asyncio.timeout(timeout):
+                            value = await tool.function(**kwargs)
+                else:
+                    work = asyncio.to_thread(tool.function, **kwargs)
+                    value = await (work if timeout is None else asyncio.wait_for(work, timeout))
+            except TimeoutError:
+                if attempt < allowed:
+                    continue
+                return self._fail(call, "timeout", f"{call.name} took longer than {timeout:g}s", started,
+                                  attempt, arguments)
+            except Exception as exc:  # noqa: BLE001 - a failing tool is a result, not a crash
+                if attempt < allowed:
+                    continue
+                return self._fail(call, "exception", f"{type(exc).__name__}: {exc}", started, attempt, arguments)
+            try:
+                content = to_content(value)
+            except Exception as exc:  # noqa: BLE001
+                return self._fail(call, "exception", f"result cannot be serialised: {exc}", started, attempt,
+                                  arguments)
+            return ToolResult(tool_call_id=call.id, name=call.name, content=content,
+                              duration_ms=(time.perf_counter() - started) * 1000.0, attempts=attempt,
+                              arguments=arguments)
+
+    async def execute_batch(self, calls: list[ToolCall]) -> AsyncIterator[ToolResult]:
+        """Results in completion order; concurrently when the config allows it."""
+        if len(calls) == 1 or not self.config.parallel_tool_calls:
+            for call in calls:
+                yield await self.execute(call)
+            return
+        limit = asyncio.Semaphore(self.config.max_parallel_tools)
+
+        async def bounded(call: ToolCall) -> ToolResult:
+            async with limit:
+                return await self.execute(call)
+
+        tasks = [asyncio.ensure_future(bounded(c)) for c in calls]
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                yield await next_done
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)

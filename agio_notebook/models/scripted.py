@@ -1,0 +1,202 @@
+"""Offline models: ScriptedModel (a list of replies) and FunctionModel (your function decides).
+
+They drive the whole loop — streaming, tool calls, usage — with no network, which is what tests,
+tutorials and teaching need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable, Iterable
+
+from ..core import ModelError
+from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
+
+_WORDS = re.compile(r"\S+\s*|\s+")
+
+
+@dataclass(slots=True)
+class ToolCallSpec:
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    id: str | None = None
+
+    @property
+    def raw_arguments(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+
+
+@dataclass(slots=True)
+class Reply:
+    """One model reply: text and/or tool calls, optional usage and a delay before it starts.
+
+    ``Reply.text("hi")``, ``Reply.call("add", a=1, b=2)``, ``Reply.calls(call("a"), call("b"))``.
+    """
+
+    text: str | None = None
+    tool_calls: list[ToolCallSpec] = field(default_factory=list)
+    usage: Usage | None = None
+    delay: float = 0.0
+
+    @classmethod
+    def say(cls, text: str, **kw: Any) -> Reply:
+        return cls(text=text, **kw)
+
+    @classmethod
+    def call(cls, name: str, /, _text: str | None = None, _id: str | None = None, **arguments: Any) -> Reply:
+        return cls(text=_text, tool_calls=[ToolCallSpec(name, arguments, _id)])
+
+    @classmethod
+    def calls(cls, *specs: ToolCallSpec, text: str | None = None) -> Reply:
+        return cls(text=text, tool_calls=list(specs))
+
+
+def call(name: str, /, _id: str | None = None, **arguments: Any) -> ToolCallSpec:
+    """A tool call for :meth:`Reply.calls`; pass arguments as keywords."""
+    return ToolCallSpec(name, arguments, _id)
+
+
+def _tokens(text: str) -> list[str]:
+    return _WORDS.findall(text)
+
+
+def _as_reply(value: Any) -> Reply:
+    if isinstance(value, Reply):
+        return value
+    if isinstance(value, str):
+        return Reply(text=value)
+    if isinstance(value, ToolCallSpec):
+        return Reply(tool_calls=[value])
+    raise TypeError(f"a reply must be a str, Reply or ToolCallSpec, got {type(value).__name__}")
+
+
+def reply_chunks(reply: Reply, chunk_size: int, prompt_tokens: int, call_prefix: str = "call") -> Iterable[ModelChunk]:
+    """A reply as the chunks a streaming provider would send."""
+    completion = 0
+    if reply.text:
+        words = _tokens(reply.text)
+        completion += len(words)
+        for i in range(0, len(words), chunk_size):
+            yield TextDelta("".join(words[i:i + chunk_size]))
+    for index, spec in enumerate(reply.tool_calls):
+        raw = spec.raw_arguments
+        completion += 1 + len(raw) // 4
+        call_id = spec.id or f"{call_prefix}_{index}"
+        if len(raw) > 16:  # arguments arrive in pieces, as from real providers
+            half = len(raw) // 2
+            yield ToolCallDelta(index, call_id, spec.name, raw[:half])
+            yield ToolCallDelta(index, None, None, raw[half:])
+        else:
+            yield ToolCallDelta(index, call_id, spec.name, raw)
+    usage = reply.usage or Usage(prompt_tokens, completion, prompt_tokens + completion)
+    yield usage
+    yield Finish("tool_calls" if reply.tool_calls else "stop")
+
+
+class _PromptCounter:
+    """Plausible prompt-token counts without rescanning history: count only messages not seen before."""
+
+    __slots__ = ("_seen", "_total")
+
+    def __init__(self) -> None:
+        self._seen = 0
+        self._total = 0
+
+    def count(self, messages: list[dict[str, Any]]) -> int:
+        if len(messages) < self._seen:  # a new conversation
+            self._seen, self._total = 0, 0
+        for m in messages[self._seen:]:
+            content = m.get("content") or ""
+            self._total += 4 + len(content) // 4 + 8 * len(m.get("tool_calls") or ())
+        self._seen = len(messages)
+        return self._total
+
+
+class ScriptedModel:
+    """Replies from a script, streamed in chunks of ``chunk_size`` words, with token usage.
+
+    ``calls`` records (a reference to) the messages of each call and their count then; use
+    :meth:`messages_of` to see exactly what call ``i`` was sent.
+    """
+
+    def __init__(self, replies: Iterable[str | Reply | ToolCallSpec], *, chunk_size: int = 1,
+                 name: str = "scripted", loop: bool = False):
+        self.replies = [_as_reply(r) for r in replies]
+        self.chunk_size = max(1, chunk_size)
+        self.name = name
+        self.loop = loop
+        self.calls: list[tuple[list[dict[str, Any]], int]] = []
+        self._next = 0
+        self._counter = _PromptCounter()
+        self._token = secrets.token_hex(3)
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel({len(self.replies)} replies, name={self.name!r})"
+
+    def reset(self) -> None:
+        self._next = 0
+        self.calls.clear()
+        self._counter = _PromptCounter()
+
+    def messages_of(self, i: int) -> list[dict[str, Any]]:
+        messages, n = self.calls[i]
+        return messages[:n]
+
+    async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                     stream: bool = True) -> AsyncIterator[ModelChunk]:
+        if self._next >= len(self.replies):
+            if not self.loop or not self.replies:
+                raise ModelError(f"ScriptedModel ran out of replies after {self._next} calls")
+            self._next = 0
+        reply = self.replies[self._next]
+        self._next += 1
+        self.calls.append((messages, len(messages)))
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        chunk_size = self.chunk_size if stream else 1 << 30
+        for chunk in reply_chunks(reply, chunk_size, self._counter.count(messages), f"call_{self._token}{len(self.calls)}"):
+            yield chunk
+
+
+class FunctionModel:
+    """``fn(messages, tools)`` decides each reply: return a str, a Reply, a ToolCallSpec, or be an async
+    generator yielding str pieces / chunks for custom streaming. Sync or async."""
+
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, chunk_size: int = 1):
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "function")
+        self.chunk_size = max(1, chunk_size)
+        self._counter = _PromptCounter()
+        self._n = 0
+        self._token = secrets.token_hex(3)
+
+    def __repr__(self) -> str:
+        return f"FunctionModel({self.name})"
+
+    async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                     stream: bool = True) -> AsyncIterator[ModelChunk]:
+        prompt = self._counter.count(messages)
+        if inspect.isasyncgenfunction(self.fn):
+            completion, saw_usage = 0, False
+            async for item in self.fn(messages, tools):
+                if isinstance(item, str):
+                    completion += len(_tokens(item))
+                    yield TextDelta(item)
+                else:
+                    saw_usage = saw_usage or isinstance(item, Usage)
+                    yield item
+            if not saw_usage:
+                yield Usage(prompt, completion, prompt + completion)
+            return
+        value = self.fn(messages, tools)
+        if inspect.isawaitable(value):
+            value = await value
+        self._n += 1
+        for chunk in reply_chunks(_as_reply(value), self.chunk_size if stream else 1 << 30, prompt,
+                                  f"call_{self._token}{self._n}"):
+            yield chunk

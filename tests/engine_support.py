@@ -1,0 +1,49 @@
+"""Chunk-level model doubles for engine tests: each reply is an exact list of protocol chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from agio_notebook.core import ModelError
+from agio_notebook.models.base import Finish, TextDelta, ToolCallDelta, Usage
+
+
+def text(*pieces: str, prompt: int = 10, completion: int | None = None) -> list[Any]:
+    return [*(TextDelta(p) for p in pieces), Usage(prompt, completion or len(pieces), None), Finish("stop")]
+
+
+def calls(*specs: tuple[str, Any], split: bool = False) -> list[Any]:
+    """Tool calls; ``split`` sends each call's arguments in two pieces, as real providers do."""
+    chunks: list[Any] = []
+    for i, (name, args) in enumerate(specs):
+        raw = args if isinstance(args, str) else json.dumps(args)
+        if split and len(raw) > 2:
+            chunks += [ToolCallDelta(i, f"call_{name}_{i}", name, raw[:2]), ToolCallDelta(i, None, None, raw[2:])]
+        else:
+            chunks.append(ToolCallDelta(i, f"call_{name}_{i}", name, raw))
+    return [*chunks, Usage(12, 5, 17), Finish("tool_calls")]
+
+
+class ChunkModel:
+    """Replays ``replies`` (lists of chunks, or exceptions to raise) and records the messages it saw."""
+
+    name = "chunks"
+
+    def __init__(self, replies: list[Any], delay: float = 0.0):
+        self.replies = list(replies)
+        self.seen: list[list[dict[str, Any]]] = []
+        self.delay = delay
+
+    async def stream(self, messages, tools, *, stream=True):
+        self.seen.append([dict(m) for m in messages])
+        if not self.replies:
+            raise ModelError("ChunkModel has no replies left")
+        reply = self.replies.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        for chunk in reply:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            yield chunk
