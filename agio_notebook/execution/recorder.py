@@ -51,10 +51,12 @@ class RunRecorder:
     # -- steps -----------------------------------------------------------------
     def record_step(self, step: Step) -> None:
         """A new step of this run: into context, into run totals, into the next commit."""
+        run = self.run
+        if run.attempt > 1 and step.run_id == run.id:
+            step.attempt = run.attempt  # a retry's steps are that attempt's
         self.messages.append(step.to_message())
         self.steps.append(step)
         self._pending_steps.append(step)
-        run = self.run
         if run.start_sequence is None:
             run.start_sequence = step.sequence
         run.end_sequence = step.sequence
