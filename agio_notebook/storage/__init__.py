@@ -4,23 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from .base import Repository
+from .journal import JournalStorage
 from .memory import InMemoryRepository
+from .tinydb_repo import TinyDBRepository
 
-if TYPE_CHECKING:
-    from .tinydb_repo import JournalStorage, TinyDBRepository
-
-_open: dict[Path, Any] = {}
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("JournalStorage", "TinyDBRepository"):
-        from . import tinydb_repo
-
-        return getattr(tinydb_repo, name)
-    raise AttributeError(name)
+_open: dict[Path, TinyDBRepository] = {}
 
 
 def default_store_path() -> Path:
@@ -35,8 +25,6 @@ def open_repository(path: str | os.PathLike[str] | None = None) -> TinyDBReposit
     key = Path(path).expanduser().absolute() if path is not None else default_store_path()
     repo = _open.get(key)
     if repo is None:
-        from .tinydb_repo import TinyDBRepository
-
         repo = _open[key] = TinyDBRepository(key)
     return repo
 
