@@ -1,0 +1,187 @@
+"""Runs, steps, tool calls, sessions and metrics as pandas DataFrames, ready for groupby and plots.
+
+Real dtypes: UTC timestamps, durations as floats in milliseconds (``_ms`` columns), nullable ``Int64``
+for counts and tokens, categoricals for role, status and kind, booleans for ``superseded``.
+Superseded attempts are included (``superseded`` tells them apart), so attempts compare side by side.
+Columns are documented in ``docs/frames.md``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Iterable
+
+import pandas as pd
+
+from .core import StoreError
+from .storage import Repository, open_repository
+
+STEP_METRICS = ("prompt_tokens", "completion_tokens", "total_tokens", "ttft_ms", "model_ms", "tool_ms", "duration_ms")
+RUN_COUNTS = ("steps", "model_calls", "tool_calls", "tool_errors", "prompt_tokens", "completion_tokens", "total_tokens")
+RUN_TIMES = ("ttft_ms", "model_ms", "tool_ms", "duration_ms")
+ROLES = ["user", "assistant", "tool", "system"]
+STEP_STATUSES = ["ok", "error", "rejected"]
+RUN_STATUSES = ["running", "completed", "failed", "cancelled", "max_steps"]
+
+
+def default_repository() -> Repository:
+    return open_repository()
+
+
+def _utc(values: list[Any]) -> pd.Series:
+    return pd.to_datetime(pd.Series(values, dtype="float64"), unit="s", utc=True)
+
+
+def _int(values: list[Any]) -> pd.Series:
+    return pd.Series(values, dtype="Int64")
+
+
+def _float(values: list[Any]) -> pd.Series:
+    return pd.Series([float("nan") if v is None else v for v in values], dtype="float64")
+
+
+def _cat(values: list[Any], categories: list[str]) -> pd.Series:
+    return pd.Series(pd.Categorical(values, categories=categories))
+
+
+def _text(values: list[Any]) -> pd.Series:
+    return pd.Series(values, dtype="string")
+
+
+def _step_docs(repo: Repository, session_id: str | None, run_id: str | None) -> list[dict[str, Any]]:
+    if session_id is None and run_id is not None:
+        run = repo.get_run(run_id)
+        session_id = run.session_id if run is not None else None
+        if session_id is None:
+            return []
+    try:
+        docs = list(repo.iter_step_dicts(session_id))
+    except StoreError:
+        if session_id is not None:
+            raise
+        docs = []
+        for session in repo.list_sessions():  # skip the unreadable sessions, say which
+            try:
+                docs.extend(repo.iter_step_dicts(session.session_id))
+            except StoreError as exc:
+                warnings.warn(f"skipped an unreadable session: {exc}", stacklevel=3)
+    if run_id is not None:
+        docs = [d for d in docs if d.get("run_id") == run_id]
+    docs.sort(key=lambda d: (d["session_id"], d["sequence"], d.get("attempt", 1)))
+    return docs
+
+
+def steps(session_id: str | None = None, run_id: str | None = None, *,
+          repository: Repository | None = None) -> pd.DataFrame:
+    """One row per step (all sessions unless filtered), in session and sequence order."""
+    docs = _step_docs(repository or default_repository(), session_id, run_id)
+    metrics = [d.get("metrics") or {} for d in docs]
+    col = {
+        "session_id": _text([d["session_id"] for d in docs]),
+        "run_id": _text([d.get("run_id") for d in docs]),
+        "sequence": _int([d["sequence"] for d in docs]),
+        "attempt": _int([d.get("attempt", 1) for d in docs]),
+        "superseded": pd.Series([bool(d.get("superseded")) for d in docs], dtype="bool"),
+        "role": _cat([d["role"] for d in docs], ROLES),
+        "status": _cat([d.get("status", "ok") for d in docs], STEP_STATUSES),
+        "content": _text([d.get("content") for d in docs]),
+        "tool_calls": _int([len(d.get("tool_calls") or ()) for d in docs]),
+        "tool_names": _text([",".join(c["function"]["name"] for c in d["tool_calls"]) if d.get("tool_calls")
+                             else None for d in docs]),
+        "tool_call_id": _text([d.get("tool_call_id") for d in docs]),
+        "name": _text([d.get("name") for d in docs]),
+        "error": _text([d.get("error") for d in docs]),
+        "created_at": _utc([d.get("created_at") for d in docs]),
+    }
+    for key in STEP_METRICS:
+        values = [m.get(key) for m in metrics]
+        col[key] = _float(values) if key.endswith("_ms") else _int(values)
+    col["step_id"] = _text([d["id"] for d in docs])
+    return pd.DataFrame(col)
+
+
+def _run_frame(docs: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    docs = sorted(docs, key=lambda d: d.get("started_at") or 0.0)
+    metrics = [d.get("metrics") or {} for d in docs]
+    col = {
+        "run_id": _text([d["id"] for d in docs]),
+        "session_id": _text([d["session_id"] for d in docs]),
+        "kind": _cat([d.get("kind", "run") for d in docs], ["run", "retry", "resume"]),
+        "status": _cat([d.get("status") for d in docs], RUN_STATUSES),
+        "attempt": _int([d.get("attempt", 1) for d in docs]),
+        "retry_of": _text([d.get("retry_of") for d in docs]),
+        "superseded_by": _text([d.get("superseded_by") for d in docs]),
+        "query": _text([d.get("query") for d in docs]),
+        "final_text": _text([d.get("final_text") for d in docs]),
+        "error": _text([d.get("error") for d in docs]),
+        "agent_name": _text([d.get("agent_name") for d in docs]),
+        "model_name": _text([d.get("model_name") for d in docs]),
+        "start_sequence": _int([d.get("start_sequence") for d in docs]),
+        "end_sequence": _int([d.get("end_sequence") for d in docs]),
+        "started_at": _utc([d.get("started_at") for d in docs]),
+        "ended_at": _utc([d.get("ended_at") for d in docs]),
+    }
+    for key in RUN_COUNTS:
+        col[key] = _int([m.get(key) for m in metrics])
+    for key in RUN_TIMES:
+        col[key] = _float([m.get(key) for m in metrics])
+    return pd.DataFrame(col)
+
+
+def runs(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
+    """One row per run (retries and resumes included), oldest first, with its totals."""
+    return _run_frame((repository or default_repository()).iter_run_dicts(session_id))
+
+
+def run_metrics(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
+    """Per-run metrics only, indexed by run id: counts, tokens and times."""
+    frame = runs(session_id, repository=repository)
+    return frame[["run_id", "status", "attempt", *RUN_COUNTS, *RUN_TIMES]].set_index("run_id")
+
+
+def tool_calls(session_id: str | None = None, run_id: str | None = None, *,
+               repository: Repository | None = None) -> pd.DataFrame:
+    """One row per tool call: the call (from the assistant step) joined with its result step."""
+    docs = _step_docs(repository or default_repository(), session_id, None)
+    results = {(d["session_id"], d.get("tool_call_id")): d for d in docs if d["role"] == "tool"}
+    rows: list[tuple[Any, ...]] = []
+    for d in docs:
+        if d["role"] != "assistant" or not d.get("tool_calls"):
+            continue
+        if run_id is not None and d.get("run_id") != run_id:
+            continue
+        for call in d["tool_calls"]:
+            res = results.get((d["session_id"], call["id"])) or {}
+            rows.append((d["session_id"], d.get("run_id"), d["sequence"], res.get("sequence"), call["id"],
+                         call["function"]["name"], call["function"]["arguments"],
+                         res.get("status") if res else None, res.get("content"), res.get("error"),
+                         (res.get("metrics") or {}).get("duration_ms"), d.get("attempt", 1),
+                         bool(d.get("superseded"))))
+    cols = list(zip(*rows)) if rows else [[] for _ in range(13)]
+    return pd.DataFrame({
+        "session_id": _text(list(cols[0])), "run_id": _text(list(cols[1])), "sequence": _int(list(cols[2])),
+        "result_sequence": _int(list(cols[3])), "tool_call_id": _text(list(cols[4])), "name": _text(list(cols[5])),
+        "arguments": _text(list(cols[6])), "status": _cat(list(cols[7]), STEP_STATUSES),
+        "result": _text(list(cols[8])), "error": _text(list(cols[9])), "duration_ms": _float(list(cols[10])),
+        "attempt": _int(list(cols[11])), "superseded": pd.Series(list(cols[12]), dtype="bool"),
+    })
+
+
+def sessions(*, repository: Repository | None = None) -> pd.DataFrame:
+    """One row per session, with its fork origin and how many runs it has."""
+    repo = repository or default_repository()
+    all_sessions = repo.list_sessions()
+    run_counts: dict[str, int] = {}
+    last: dict[str, float] = {}
+    for d in repo.iter_run_dicts():
+        run_counts[d["session_id"]] = run_counts.get(d["session_id"], 0) + 1
+        last[d["session_id"]] = max(last.get(d["session_id"], 0.0), d.get("ended_at") or d.get("started_at") or 0.0)
+    return pd.DataFrame({
+        "session_id": _text([s.session_id for s in all_sessions]),
+        "title": _text([s.title for s in all_sessions]),
+        "forked_from": _text([s.forked_from for s in all_sessions]),
+        "forked_at": _int([s.forked_at for s in all_sessions]),
+        "runs": _int([run_counts.get(s.session_id, 0) for s in all_sessions]),
+        "created_at": _utc([s.created_at for s in all_sessions]),
+        "last_run_at": _utc([last.get(s.session_id) for s in all_sessions]),
+    })

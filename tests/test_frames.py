@@ -1,0 +1,84 @@
+"""DataFrames from a real store: contents, real dtypes, attempts side by side."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pandas as pd
+import pytest
+
+from agio_notebook import Agent, StepRunner, fork_session, frames, tool
+from agio_notebook.storage import TinyDBRepository
+
+from engine_support import ChunkModel, calls, text
+
+
+@tool
+def divide(a: float, b: float) -> float:
+    """Divide a by b."""
+    return a / b
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    repo = TinyDBRepository(tmp_path_factory.mktemp("frames") / "store")
+    runner = StepRunner(Agent(model=ChunkModel([calls(("divide", {"a": 1, "b": 0}), ("divide", {"a": 6, "b": 3})),
+                                                 text("one failed, 6/3 is 2")]), tools=[divide]), repository=repo)
+    first = asyncio.run(runner.run("s1", "divide things"))
+    retry = StepRunner(Agent(model=ChunkModel([text("second attempt")]), tools=[divide]), repository=repo)
+    second = asyncio.run(retry.retry(first.run_id, from_seq=5))
+    fork = fork_session("s1", 4, repo)
+    return repo, first, second, fork
+
+
+def test_steps_frame_dtypes_and_attempts(store):
+    repo, first, second, _ = store
+    df = frames.steps("s1", repository=repo)
+    assert list(df["sequence"]) == [1, 2, 3, 4, 5, 5]
+    assert list(df["attempt"]) == [1, 1, 1, 1, 1, 2]
+    assert list(df["superseded"]) == [False, False, False, False, True, False]
+    assert isinstance(df["role"].dtype, pd.CategoricalDtype) and isinstance(df["status"].dtype, pd.CategoricalDtype)
+    assert str(df["created_at"].dtype) == "datetime64[ns, UTC]"
+    assert str(df["total_tokens"].dtype) == "Int64" and df["model_ms"].dtype == "float64"
+    assert df.loc[df.role == "assistant", "total_tokens"].notna().all()
+    assert df.loc[df.role == "user", "total_tokens"].isna().all()
+    assert list(df.loc[df.role == "tool", "status"]) == ["error", "ok"]
+    only_second = frames.steps(run_id=second.run_id, repository=repo)
+    assert list(only_second["content"]) == ["second attempt"]
+    by_role = df.groupby("role", observed=True)["duration_ms"].sum()
+    assert by_role["assistant"] > 0
+
+
+def test_runs_and_metrics_frames(store):
+    repo, first, second, _ = store
+    df = frames.runs(repository=repo)
+    assert list(df["run_id"]) == [first.run_id, second.run_id]
+    assert list(df["kind"]) == ["run", "retry"] and list(df["attempt"]) == [1, 2]
+    assert df.loc[0, "superseded_by"] == second.run_id and df.loc[1, "retry_of"] == first.run_id
+    assert list(df["status"]) == ["completed", "completed"]
+    assert str(df["started_at"].dtype) == "datetime64[ns, UTC]" and str(df["tool_errors"].dtype) == "Int64"
+    assert df.loc[0, "tool_calls"] == 2 and df.loc[0, "tool_errors"] == 1
+    m = frames.run_metrics(repository=repo)
+    assert m.index.name == "run_id" and m.loc[first.run_id, "model_calls"] == 2
+
+
+def test_tool_calls_frame_joins_results(store):
+    repo, first, _, _ = store
+    df = frames.tool_calls("s1", repository=repo)
+    assert list(df["name"]) == ["divide", "divide"]
+    assert list(df["status"]) == ["error", "ok"]
+    assert "ZeroDivisionError" in df.loc[0, "error"] and df.loc[1, "result"] == "2.0"
+    assert list(df["result_sequence"]) == [3, 4] and (df["duration_ms"] >= 0).all()
+
+
+def test_sessions_frame_shows_fork_origin(store):
+    repo, _, _, fork = store
+    df = frames.sessions(repository=repo).set_index("session_id")
+    assert df.loc[fork, "forked_from"] == "s1" and df.loc[fork, "forked_at"] == 4
+    assert df.loc["s1", "runs"] == 2 and df.loc[fork, "runs"] == 0
+    assert len(frames.steps(fork, repository=repo)) == 4
+
+
+def test_top_level_reexports():
+    import agio_notebook
+    assert agio_notebook.steps is frames.steps and agio_notebook.runs is frames.runs
