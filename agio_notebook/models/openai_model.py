@@ -45,14 +45,15 @@ class OpenAIModel:
         status = getattr(exc, "status_code", None)
         if isinstance(exc, openai.APIStatusError):
             detail = getattr(exc, "message", None) or str(exc)
-            return ModelError(f"OpenAI-compatible endpoint {self.base_url} returned {status}: "
-                              f"{_one_line(detail)}", retryable=status == 429 or (status or 0) >= 500,
-                              status_code=status)
+            transient = status == 429 or (status or 0) >= 500
+            tries = f" (after {self._client.max_retries} retries)" if transient and self._client.max_retries else ""
+            # retryable=False: the client already retried with backoff; the engine must not multiply it
+            return ModelError(f"OpenAI-compatible endpoint {self.base_url} returned {status}{tries}: "
+                              f"{_one_line(detail)}", retryable=False, status_code=status)
         if isinstance(exc, openai.APITimeoutError):
-            return ModelError(f"OpenAI-compatible endpoint {self.base_url} timed out", retryable=True)
+            return ModelError(f"OpenAI-compatible endpoint {self.base_url} timed out")
         if isinstance(exc, openai.APIConnectionError):
-            return ModelError(f"cannot reach OpenAI-compatible endpoint {self.base_url}: {_one_line(str(exc))}",
-                              retryable=True)
+            return ModelError(f"cannot reach OpenAI-compatible endpoint {self.base_url}: {_one_line(str(exc))}")
         return ModelError(f"OpenAI-compatible endpoint {self.base_url}: {type(exc).__name__}: "
                           f"{_one_line(str(exc))}")
 
