@@ -71,8 +71,9 @@ def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
 
     def resolve(node: Any) -> Any:
         if isinstance(node, dict):
-            if "$ref" in node and len(node) == 1:
-                return resolve(defs[node["$ref"].rsplit("/", 1)[-1]])
+            if "$ref" in node:
+                target = {k: v for k, v in defs[node["$ref"].rsplit("/", 1)[-1]].items() if k != "title"}
+                return resolve({**target, **{k: v for k, v in node.items() if k != "$ref"}})
             return {k: resolve(v) for k, v in node.items()}
         if isinstance(node, list):
             return [resolve(v) for v in node]
