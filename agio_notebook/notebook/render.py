@@ -1,0 +1,138 @@
+"""Static renderings of a RunView: escaped HTML (GitHub, nbviewer, VS Code) and plain text.
+
+Every piece of model output or tool output goes through ``html.escape``; the markup uses inline
+styles only and no script, so it survives sanitisers and cannot run anything.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+
+from .view_model import RunView, StepView, ToolCard
+
+STATUS_COLORS = {"completed": "#1a7f37", "running": "#0969da", "failed": "#cf222e", "cancelled": "#9a6700",
+                 "max_steps": "#9a6700", "pending": "#57606a", "ok": "#1a7f37", "error": "#cf222e",
+                 "rejected": "#9a6700", "awaiting_approval": "#8250df"}
+
+_BOX = "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.45"
+_MONO = "font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:12px"
+
+
+def pretty_json(raw: str | None) -> str:
+    """Arguments and JSON results indented when they parse; as they are otherwise."""
+    if raw is None:
+        return ""
+    try:
+        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    except (ValueError, TypeError):
+        return raw
+
+
+def metrics_line(m: dict, *, run: bool = False) -> str:
+    parts = []
+    if run:
+        parts.append(f"{m.get('steps', 0)} steps")
+        parts.append(f"{m.get('tool_calls', 0)} tool calls" + (f" ({m['tool_errors']} failed)" if m.get("tool_errors") else ""))
+    if m.get("total_tokens") is not None:
+        tokens = f"{m['total_tokens']} tokens"
+        if m.get("prompt_tokens") is not None and m.get("completion_tokens") is not None:
+            tokens += f" ({m['prompt_tokens']} in / {m['completion_tokens']} out)"
+        parts.append(tokens)
+    if m.get("ttft_ms") is not None:
+        parts.append(f"TTFT {m['ttft_ms']:.0f} ms")
+    if m.get("model_ms"):
+        parts.append(f"model {m['model_ms']:.0f} ms")
+    if m.get("tool_ms"):
+        parts.append(f"tools {m['tool_ms']:.0f} ms")
+    if m.get("duration_ms"):
+        parts.append(f"total {m['duration_ms']:.0f} ms")
+    return " · ".join(parts)
+
+
+def _badge(status: str) -> str:
+    color = STATUS_COLORS.get(status, "#57606a")
+    return (f'<span class="agio-status" style="color:#fff;background:{color};border-radius:8px;padding:0 6px;'
+            f'font-size:11px">{escape(status)}</span>')
+
+
+def card_html(card: ToolCard) -> str:
+    duration = f" · {card.duration_ms:.0f} ms" if card.duration_ms is not None else ""
+    body = (f'<div style="color:#57606a;font-size:11px">arguments</div>'
+            f'<pre class="agio-tool-args" style="{_MONO};margin:2px 0;white-space:pre-wrap">'
+            f'{escape(pretty_json(card.arguments))}</pre>')
+    if card.result is not None:
+        body += (f'<div style="color:#57606a;font-size:11px">result</div>'
+                 f'<pre class="agio-tool-result" style="{_MONO};margin:2px 0;white-space:pre-wrap">'
+                 f'{escape(pretty_json(card.result))}</pre>')
+    if card.error is not None:
+        body += (f'<pre class="agio-tool-error" style="{_MONO};margin:2px 0;color:#cf222e;white-space:pre-wrap">'
+                 f'{escape(card.error_type or "error")}: {escape(card.error)}</pre>')
+    return (f'<details class="agio-tool-card agio-tool-{escape(card.status)}" '
+            f'style="border:1px solid #d0d7de;border-radius:6px;margin:4px 0 4px 12px;padding:2px 8px">'
+            f'<summary>🔧 <b>{escape(card.name)}</b> {_badge(card.status)}{duration}</summary>{body}</details>')
+
+
+def step_html(step: StepView) -> str:
+    css = f"agio-step agio-step-{escape(step.role)}" + (" agio-superseded" if step.superseded else "")
+    style = "margin:4px 0;padding:4px 8px;border-left:3px solid " + (
+        "#0969da" if step.role == "user" else "#8250df")
+    if step.superseded:
+        style += ";opacity:.55;text-decoration:line-through"
+    label = "You" if step.role == "user" else "Assistant"
+    tip = metrics_line(step.metrics)
+    head = (f'<div style="font-size:11px;color:#57606a" title="{escape(tip)}">#{step.sequence} {label}'
+            + (f" · attempt {step.attempt}" if step.attempt > 1 else "")
+            + (" · superseded" if step.superseded else "")
+            + (f' · <span class="agio-metrics">{escape(tip)}</span>' if tip and step.role == "assistant" else "")
+            + "</div>")
+    text = f'<div style="white-space:pre-wrap">{escape(step.text)}</div>' if step.text else ""
+    return f'<div class="{css}" style="{style}">{head}{text}{"".join(card_html(c) for c in step.tool_cards)}</div>'
+
+
+def header_html(view: RunView) -> str:
+    title = "Run" if view.kind == "run" else view.kind.capitalize()
+    extra = ""
+    if view.retry_of:
+        extra += f" · attempt {view.attempt}, retry of {escape(view.retry_of[:8])}"
+    origin = ""
+    if view.forked_from:
+        origin = (f'<div class="agio-fork-origin" style="font-size:11px;color:#57606a">forked from session '
+                  f'{escape(view.forked_from[:8])} at step {view.forked_at}</div>')
+    ids = f"{escape((view.run_id or '')[:8])} · session {escape((view.session_id or '')[:8])}"
+    return (f'<div class="agio-header" style="display:flex;gap:8px;align-items:center">'
+            f'<b>agio {title}</b> {_badge(view.status)}<span style="color:#57606a;font-size:11px">{ids}'
+            f'{extra}</span></div>{origin}')
+
+
+def footer_html(view: RunView) -> str:
+    error = (f'<div class="agio-error" style="color:#cf222e">{escape(view.error)}</div>'
+             if view.error and view.status != "completed" else "")
+    return (f'{error}<div class="agio-metrics" style="font-size:11px;color:#57606a;border-top:1px solid #d0d7de;'
+            f'margin-top:4px;padding-top:2px">{escape(metrics_line(view.run_metrics, run=True))}</div>')
+
+
+def to_html(view: RunView) -> str:
+    steps = "".join(step_html(s) for s in view.conversation())
+    return (f'<div class="agio-run" data-agio-run="{escape(view.run_id or "")}" style="{_BOX};'
+            f'border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
+            f'{header_html(view)}{steps}{footer_html(view)}</div>')
+
+
+def to_text(view: RunView) -> str:
+    lines = [f"agio {view.kind} {(view.run_id or '')[:8]} [{view.status}]"
+             + (f" attempt {view.attempt} (retry of {view.retry_of[:8]})" if view.retry_of else "")]
+    if view.forked_from:
+        lines.append(f"  forked from session {view.forked_from[:8]} at step {view.forked_at}")
+    for step in view.conversation():
+        mark = " (superseded)" if step.superseded else ""
+        who = "user" if step.role == "user" else "assistant"
+        if step.text:
+            lines.append(f"#{step.sequence} {who}{mark}: {step.text}")
+        for card in step.tool_cards:
+            outcome = card.result if card.status == "ok" else f"{card.error_type or card.status}: {card.error}"
+            lines.append(f"  -> {card.name}({card.arguments}) [{card.status}] {outcome}")
+    if view.error and view.status != "completed":
+        lines.append(f"error: {view.error}")
+    lines.append(metrics_line(view.run_metrics, run=True))
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""The transcript bundle a finished run leaves in its cell.
+
+``application/vnd.agio.run+json`` carries the run's stored events (enough to redraw it, which the
+JupyterLab extension does); ``text/html`` and ``text/plain`` are the same transcript for viewers
+without the extension (GitHub, nbviewer, VS Code). Secrets never get in: the bundle holds events,
+not configuration, and any configured API key that slipped into model or tool text is masked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable
+
+from ..core import AgentRun, AgentSession, StepEvent, StepEventType
+from ..storage.base import Repository
+from .render import to_html, to_text
+from .view_model import fold
+
+MIME_TYPE = "application/vnd.agio.run+json"
+BUNDLE_VERSION = 1
+SECRET_ENV_VARS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "AGIO_API_KEY")
+
+
+def _mask_secrets(data: Any) -> Any:
+    secrets = [v for v in (os.environ.get(name) for name in SECRET_ENV_VARS) if v and len(v) >= 8]
+    if not secrets:
+        return data
+    text = json.dumps(data)
+    if not any(s in text for s in secrets):
+        return data
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return json.loads(text)
+
+
+def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | dict[str, Any] | None = None,
+                 session: AgentSession | dict[str, Any] | None = None) -> dict[str, Any]:
+    """The MIME bundle for a run from its events (deltas are dropped: the completed steps carry the text)."""
+    dicts = [e.to_dict() if isinstance(e, StepEvent) else e for e in events]
+    dicts = [e for e in dicts if e["type"] != StepEventType.STEP_DELTA.value]
+    run_dict = run.to_dict() if isinstance(run, AgentRun) else run
+    if run_dict is None:
+        run_dict = next((e["payload"]["run"] for e in reversed(dicts) if "run" in e["payload"]), None)
+    session_dict = session.to_dict() if isinstance(session, AgentSession) else session
+    payload = _mask_secrets({"version": BUNDLE_VERSION, "run": run_dict, "session": session_dict,
+                             "events": dicts})
+    view = fold(payload["events"], payload["session"])
+    return {MIME_TYPE: payload, "text/html": to_html(view), "text/plain": to_text(view)}
+
+
+def stored_events(repository: Repository, run_id: str, page: int = 500) -> list[StepEvent]:
+    events: list[StepEvent] = []
+    cursor = 0
+    while True:
+        batch = repository.get_events(run_id, cursor, page)
+        if not batch:
+            return events
+        events.extend(batch)
+        cursor = batch[-1].seq
+
+
+def bundle_for_run(repository: Repository, run_id: str) -> dict[str, Any]:
+    """The bundle of a stored run, rebuilt from the store (e.g. for ``%agio replay``)."""
+    run = repository.get_run(run_id)
+    session = repository.get_session(run.session_id) if run is not None else None
+    return build_bundle(stored_events(repository, run_id), run, session)

@@ -1,0 +1,142 @@
+"""RunView: a pure fold over a run's events — what the live view, the static HTML, the text transcript
+and the JupyterLab renderer all draw. Built from the event stream only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..core import StepEvent, StepEventType
+
+_E = StepEventType
+
+
+@dataclass
+class ToolCard:
+    tool_call_id: str
+    name: str
+    arguments: str
+    status: str = "running"  # running | awaiting_approval | ok | error | rejected
+    result: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    duration_ms: float | None = None
+    attempts: int | None = None
+    sequence: int | None = None  # of the tool step
+
+
+@dataclass
+class StepView:
+    sequence: int
+    role: str
+    text: str = ""
+    status: str = "ok"
+    attempt: int = 1
+    superseded: bool = False
+    metrics: dict[str, Any] = field(default_factory=dict)
+    tool_cards: list[ToolCard] = field(default_factory=list)
+    complete: bool = False
+
+
+@dataclass
+class RunView:
+    run_id: str | None = None
+    session_id: str | None = None
+    status: str = "pending"
+    kind: str = "run"
+    attempt: int = 1
+    retry_of: str | None = None
+    query: str | None = None
+    model_name: str | None = None
+    error: str | None = None
+    final_text: str | None = None
+    run_metrics: dict[str, Any] = field(default_factory=dict)
+    steps: list[StepView] = field(default_factory=list)
+    forked_from: str | None = None
+    forked_at: int | None = None
+    _by_seq: dict[int, StepView] = field(default_factory=dict, repr=False)
+    _cards: dict[str, ToolCard] = field(default_factory=dict, repr=False)
+
+    @property
+    def done(self) -> bool:
+        return self.status not in ("pending", "running")
+
+    def _step(self, sequence: int, role: str) -> StepView:
+        view = self._by_seq.get(sequence)
+        if view is None:
+            view = self._by_seq[sequence] = StepView(sequence=sequence, role=role)
+            self.steps.append(view)
+        return view
+
+    def apply(self, event: StepEvent | dict[str, Any]) -> None:
+        """Fold one event (object or wire dict) into the view."""
+        if isinstance(event, dict):
+            event = StepEvent.from_dict(event)
+        t, p = event.type, event.payload
+        if t is _E.STEP_DELTA:
+            if "content" in p:
+                self._step(p["sequence"], "assistant").text += p["content"]
+            return
+        if t is _E.RUN_STARTED or t.is_terminal:
+            run = p["run"]
+            self.run_id, self.session_id = run["id"], run["session_id"]
+            self.status, self.kind, self.attempt = run["status"], run.get("kind", "run"), run.get("attempt", 1)
+            self.retry_of, self.query, self.model_name = run.get("retry_of"), run.get("query"), run.get("model_name")
+            self.error, self.final_text = run.get("error"), run.get("final_text")
+            self.run_metrics = run.get("metrics") or {}
+        elif t is _E.STEP_COMPLETED:
+            step = p["step"]
+            view = self._step(step["sequence"], step["role"])
+            view.role = step["role"]
+            view.text = step.get("content") or ""
+            view.status, view.attempt = step.get("status", "ok"), step.get("attempt", 1)
+            view.superseded, view.metrics, view.complete = step.get("superseded", False), step.get("metrics") or {}, True
+            if step["role"] == "assistant":
+                for call in step.get("tool_calls") or ():
+                    if call["id"] not in self._cards:
+                        card = ToolCard(call["id"], call["function"]["name"], call["function"]["arguments"])
+                        self._cards[call["id"]] = card
+                        view.tool_cards.append(card)
+        elif t is _E.TOOL_CALL_STARTED:
+            card = self._cards.get(p["tool_call_id"])
+            if card is None:
+                card = self._cards[p["tool_call_id"]] = ToolCard(p["tool_call_id"], p["name"], p["arguments"])
+                self._step(p["sequence"], "assistant").tool_cards.append(card)
+            card.status = "running"
+        elif t is _E.APPROVAL_REQUESTED:
+            card = self._cards.get(p["tool_call_id"])
+            if card is not None:
+                card.status = "awaiting_approval"
+        elif t is _E.APPROVAL_RESOLVED:
+            card = self._cards.get(p["tool_call_id"])
+            if card is not None:
+                card.arguments = p.get("arguments", card.arguments)
+                card.status = "running" if p["approved"] else "rejected"
+        elif t in (_E.TOOL_CALL_COMPLETED, _E.TOOL_CALL_FAILED):
+            card = self._cards.get(p["tool_call_id"])
+            if card is None:
+                return
+            card.duration_ms, card.attempts, card.sequence = p.get("duration_ms"), p.get("attempts"), p.get("sequence")
+            if t is _E.TOOL_CALL_COMPLETED:
+                card.status, card.result = "ok", p.get("content")
+            else:
+                card.status = "rejected" if p.get("error_type") == "rejected" else "error"
+                card.error, card.error_type = p.get("error"), p.get("error_type")
+        elif t is _E.METRICS:
+            self.run_metrics = p.get("run") or self.run_metrics
+            view = self._by_seq.get(p["sequence"])
+            if view is not None:
+                view.metrics = p.get("step") or view.metrics
+
+    def conversation(self) -> list[StepView]:
+        """Steps in sequence order, tool steps folded into their cards (they are shown there)."""
+        return [s for s in sorted(self.steps, key=lambda s: s.sequence) if s.role != "tool"]
+
+
+def fold(events: Iterable[StepEvent | dict[str, Any]], session: dict[str, Any] | None = None) -> RunView:
+    view = RunView()
+    for event in events:
+        view.apply(event)
+    if session:
+        view.forked_from, view.forked_at = session.get("forked_from"), session.get("forked_at")
+    return view

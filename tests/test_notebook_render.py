@@ -1,0 +1,80 @@
+"""The fold, the static renderings and the transcript bundle — no kernel needed."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agio_notebook import Agent, StepRunner, tool
+from agio_notebook.notebook.render import to_html, to_text
+from agio_notebook.notebook.transcript import MIME_TYPE, build_bundle, bundle_for_run
+from agio_notebook.notebook.view_model import fold
+from agio_notebook.storage import TinyDBRepository
+
+from engine_support import ChunkModel, calls, text
+
+EVIL = '<img src=x onerror="window.__pwned=1"><script>alert(1)</script>'
+
+
+@tool
+def echo(s: str) -> str:
+    """Echo."""
+    return s
+
+
+@tool
+def fail(s: str) -> str:
+    """Fail."""
+    raise RuntimeError(s)
+
+
+def run_events(tmp_path, replies):
+    repo = TinyDBRepository(tmp_path / "store")
+    runner = StepRunner(Agent(model=ChunkModel(replies), tools=[echo, fail]), repository=repo)
+
+    async def go():
+        return [e async for e in runner.run_stream("s", "hello <b>you</b>")]
+    return repo, asyncio.run(go())
+
+
+def test_fold_builds_conversation_with_cards(tmp_path):
+    _, events = run_events(tmp_path, [calls(("echo", {"s": "hi"}), ("fail", {"s": "nope"})), text("fine", "!")])
+    view = fold(events)
+    assert view.status == "completed" and view.final_text == "fine!"
+    conv = view.conversation()
+    assert [s.role for s in conv] == ["user", "assistant", "assistant"]
+    cards = conv[1].tool_cards
+    assert [(c.name, c.status) for c in cards] == [("echo", "ok"), ("fail", "error")]
+    assert cards[0].result == "hi" and "RuntimeError: nope" in cards[1].error
+    assert view.run_metrics["tool_errors"] == 1 and conv[2].metrics["total_tokens"]
+
+
+def test_html_escapes_model_and_tool_output(tmp_path):
+    _, events = run_events(tmp_path, [calls(("echo", {"s": EVIL})), text(EVIL)])
+    html = to_html(fold(events))
+    assert "<img" not in html and "<script" not in html
+    assert "&lt;img src=x onerror=" in html
+    assert "hello &lt;b&gt;you&lt;/b&gt;" in html
+    for cls in ("agio-run", "agio-header", "agio-step-user", "agio-step-assistant", "agio-tool-card",
+                "agio-tool-args", "agio-tool-result", "agio-metrics", "agio-status"):
+        assert cls in html
+
+
+def test_bundle_has_three_types_and_no_secret(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-very-secret-key")
+    repo, events = run_events(tmp_path, [text("the key is sk-live-very-secret-key")])
+    bundle = bundle_for_run(repo, events[0].run_id)
+    assert set(bundle) == {MIME_TYPE, "text/html", "text/plain"}
+    payload = bundle[MIME_TYPE]
+    assert payload["version"] == 1 and payload["run"]["status"] == "completed"
+    assert [e["type"] for e in payload["events"]][0] == "run_started"
+    assert all(e["type"] != "step_delta" for e in payload["events"])
+    assert "sk-live-very-secret-key" not in str(bundle)
+    live = build_bundle(events)  # the same transcript from the live events
+    assert live["text/plain"] == bundle["text/plain"]
+
+
+def test_text_transcript_reads_well(tmp_path):
+    _, events = run_events(tmp_path, [calls(("fail", {"s": "x"})), text("sorry")])
+    plain = to_text(fold(events))
+    assert "#1 user: hello <b>you</b>" in plain and "-> fail(" in plain and "[error]" in plain
+    assert plain.splitlines()[-1].startswith("4 steps")
