@@ -1,0 +1,360 @@
+"""What %agio does, as plain Python: runs in the worker thread, live views, transcripts, sessions.
+
+The magics only parse arguments and call this. Without a kernel (``shell=None``) nothing is
+displayed, so everything here is testable from plain pytest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import sys
+import threading
+from typing import Any, AsyncIterator, Callable
+
+import ipywidgets as widgets
+import pandas as pd
+
+from .. import frames
+from ..agent import Agent
+from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus, StepEvent, StepEventType, new_id
+from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
+from ..models import OpenAIModel, default_model
+from ..storage import open_repository
+from ..storage.base import Repository
+from .live_view import LiveView
+from .transcript import build_bundle, bundle_for_run
+from .worker import capture_parent, restore_parent, submit
+
+_E = StepEventType
+
+
+class RunHandle:
+    """The value of a ``%%agio`` cell: the run's id, its text, its frames, and what you can do next."""
+
+    def __init__(self, controller: Controller, session_id: str | None):
+        self._controller = controller
+        self.session_id = session_id
+        self.run_id: str | None = None
+        self.events_list: list[StepEvent] = []
+        self._future: concurrent.futures.Future[Any] | None = None
+        self._finished = threading.Event()
+        self._started = threading.Event()
+        self.approval_pending = threading.Event()
+        self.error: BaseException | None = None
+        self.live: LiveView | None = None
+
+    @property
+    def live_flushes(self) -> int:
+        """How many times the live view was redrawn (coalesced: at most ~20 a second)."""
+        return self.live.flushes if self.live is not None else 0
+
+    # -- outcome ----------------------------------------------------------------
+    @property
+    def run(self) -> AgentRun | None:
+        return self._controller.repository.get_run(self.run_id) if self.run_id else None
+
+    @property
+    def status(self) -> str:
+        run = self.run
+        return run.status.value if run is not None else "pending"
+
+    @property
+    def final_text(self) -> str | None:
+        run = self.run
+        return run.final_text if run is not None else None
+
+    @property
+    def done(self) -> bool:
+        return self._finished.is_set()
+
+    def wait(self, timeout: float | None = None) -> RunHandle:
+        """Block until a background run ends (or ``timeout`` seconds pass)."""
+        self._finished.wait(timeout)
+        return self
+
+    def cancel(self) -> None:
+        if self._future is not None:
+            self._future.cancel()
+
+    # -- data -------------------------------------------------------------------
+    @property
+    def steps(self) -> pd.DataFrame:
+        return frames.steps(run_id=self.run_id, repository=self._controller.repository)
+
+    @property
+    def events(self) -> pd.DataFrame:
+        evs = self._controller.repository.get_events(self.run_id, 0, 1_000_000) if self.run_id else []
+        return pd.DataFrame({
+            "seq": pd.Series([e.seq for e in evs], dtype="Int64"),
+            "type": pd.Series(pd.Categorical([e.type.value for e in evs],
+                                             categories=[t.value for t in StepEventType])),
+            "ts": pd.to_datetime(pd.Series([e.ts for e in evs], dtype="float64"), unit="s", utc=True),
+            "payload": [e.payload for e in evs],
+        })
+
+    # -- next steps ---------------------------------------------------------------
+    def retry(self, from_seq: int | None = None, *, background: bool = False) -> RunHandle:
+        return self._controller.retry(self._require_id(), from_seq, background=background)
+
+    def fork(self, at: int) -> str:
+        return self._controller.fork(self.session_id, at)
+
+    def _require_id(self) -> str:
+        if self.run_id is None:
+            raise InvalidOperationError("this run has not started yet")
+        return self.run_id
+
+    def __repr__(self) -> str:
+        text = (self.final_text or "").replace("\n", " ")
+        text = text if len(text) <= 80 else text[:79] + "…"
+        return f"<agio run {(self.run_id or '?')[:8]} {self.status}: {text!r}>"
+
+
+class Controller:
+    """agio's state in one kernel: the store, the current session, the default agent."""
+
+    def __init__(self, shell: Any = None, *, store: str | None = None):
+        self.shell = shell
+        self.store = store
+        self.model: str | None = None
+        self.base_url: str | None = None
+        self.session_id: str | None = None
+        self.handles: dict[str, RunHandle] = {}
+        self._default_agent: Agent | None = None
+
+    # -- configuration -------------------------------------------------------------
+    @property
+    def repository(self) -> Repository:
+        return open_repository(self.store)
+
+    def configure(self, *, model: str | None = None, base_url: str | None = None, store: str | None = None) -> str:
+        if store is not None:
+            self.store = store
+            self.session_id = None
+        if model is not None:
+            self.model = model
+        if base_url is not None:
+            self.base_url = base_url
+        if model is not None or base_url is not None:
+            self._default_agent = None
+        return self.describe()
+
+    def describe(self) -> str:
+        """Current settings, never the key (only whether one is set)."""
+        import os
+
+        agent = self.default_agent()
+        key = "set" if os.environ.get("OPENAI_API_KEY") else "not set"
+        return (f"model: {agent.model_name}" + (f" at {self.base_url}" if self.base_url else "")
+                + f" · store: {self.repository.root} · session: {self.session_id or '(new on next run)'}"
+                + f" · OPENAI_API_KEY {key}")
+
+    def default_agent(self) -> Agent:
+        if self._default_agent is None:
+            model = (OpenAIModel(self.model, base_url=self.base_url) if (self.model or self.base_url)
+                     else default_model())
+            self._default_agent = Agent(model=model, name="default")
+        return self._default_agent
+
+    def agent_with_model(self, agent: Agent, model: str | None) -> Agent:
+        if model is None:
+            return agent
+        return agent.with_model(OpenAIModel(model, base_url=self.base_url))
+
+    # -- sessions ----------------------------------------------------------------------
+    def use(self, session_id: str) -> str:
+        if self.repository.get_session(session_id) is None:
+            raise NotFoundError(f"no session {session_id!r} in the store at {self.repository.root}")
+        self.session_id = session_id
+        return session_id
+
+    def fork(self, session_id: str | None, at: int) -> str:
+        source = session_id or self.session_id
+        if source is None:
+            raise InvalidOperationError("no current session to fork; pass a session id")
+        new = fork_session(source, at, self.repository)
+        self.session_id = new
+        return new
+
+    # -- runs ------------------------------------------------------------------------------
+    def run_query(self, query: str, *, agent: Agent | None = None, session: str | None = None,
+                  new_session: bool = False, max_steps: int | None = None, background: bool = False) -> RunHandle:
+        if not query.strip():
+            raise InvalidOperationError("the cell is empty: write the query in the cell body")
+        agent = agent or self.default_agent()
+        if new_session:
+            session_id = new_id()
+        elif session is not None:
+            session_id = session
+        else:
+            session_id = self.session_id or new_id()
+        self.session_id = session_id
+        return self._start(lambda approver: self._runner(agent, max_steps, approver).run_stream(session_id, query),
+                           session_id, background)
+
+    def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
+              background: bool = False) -> RunHandle:
+        run = self.repository.get_run(run_id)
+        if run is None:
+            raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
+        agent = agent or self.default_agent()
+        from ..execution.retry import plan_retry
+        from ..execution.runner import active_run_ids
+
+        plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
+        self.session_id = run.session_id
+        return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq),
+                           run.session_id, background)
+
+    def replay(self, run_id: str) -> dict[str, Any]:
+        if self.repository.get_run(run_id) is None:
+            raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
+        return bundle_for_run(self.repository, run_id)
+
+    def _runner(self, agent: Agent, max_steps: int | None, approver: Any = None) -> StepRunner:
+        config = agent.config or ExecutionConfig()
+        if max_steps is not None:
+            config = ExecutionConfig(**{**config.to_dict(), "max_steps": max_steps})
+        return StepRunner(agent, config=config, repository=self.repository, approver=approver)
+
+    # -- the live part -----------------------------------------------------------------------
+    def _start(self, make_stream: Callable[[Any], AsyncIterator[StepEvent]], session_id: str,
+               background: bool) -> RunHandle:
+        handle = RunHandle(self, session_id)
+        stop = widgets.Button(description="Stop", icon="stop", button_style="warning",
+                              layout=widgets.Layout(width="auto"))
+        approvals = widgets.VBox()
+        live = LiveView(actions=widgets.VBox([approvals, widgets.HBox([stop])]))
+        live.approvals = approvals  # type: ignore[attr-defined]
+        stop.on_click(lambda _: handle.cancel())
+        display_id = new_id()
+        shell = self.shell
+        if shell is not None:
+            from IPython.display import display
+
+            display(live.widget, display_id=display_id)
+        parent = capture_parent(shell) if shell is not None else None
+        handle.live = live
+        approver = self._approver_for(handle, live) if shell is not None else None
+
+        async def drive() -> None:
+            restore_parent(shell, parent)
+            loop = asyncio.get_running_loop()
+            ticker = loop.create_task(_tick(live))
+            cancelled = False
+            try:
+                async for event in make_stream(approver):
+                    if handle.run_id is None:
+                        handle.run_id = event.run_id
+                        self.handles[event.run_id] = handle
+                        handle._started.set()
+                    if event.type is not _E.STEP_DELTA:
+                        handle.events_list.append(event)
+                    live.feed(event)
+            except asyncio.CancelledError:
+                cancelled = True
+            except Exception as exc:  # noqa: BLE001 - reported in the cell, never lost
+                handle.error = exc
+            finally:
+                ticker.cancel()
+                live.flush()
+                self._finish_display(handle, live, display_id, parent)
+                handle._finished.set()
+            if cancelled:
+                raise asyncio.CancelledError
+
+        handle._future = submit(drive())
+        if background:
+            return handle
+        return self._wait(handle)
+
+    def _wait(self, handle: RunHandle) -> RunHandle:
+        try:
+            while not handle._finished.wait(0.05):
+                if handle.approval_pending.is_set():
+                    print("agio: the run waits for your approval below; the cell is released so you can "
+                          "click (the run goes on in this output)")
+                    return handle
+        except KeyboardInterrupt:
+            handle.cancel()
+            handle._finished.wait(30)
+            kept = len(self.repository.get_steps(handle.session_id)) if handle.session_id else 0
+            print(f"agio: run {(handle.run_id or '?')[:8]} cancelled by the interrupt; "
+                  f"its completed steps are kept ({kept} in the session)", file=sys.stderr)
+            return handle
+        if handle.error is not None:
+            print(f"agio: {handle.error}", file=sys.stderr)
+        return handle
+
+    def _finish_display(self, handle: RunHandle, live: LiveView, display_id: str, parent: Any) -> None:
+        if self.shell is None or handle.run_id is None:
+            return
+        from IPython.display import update_display
+
+        restore_parent(self.shell, parent)
+        repo = self.repository
+        run = repo.get_run(handle.run_id)
+        session = repo.get_session(handle.session_id) if handle.session_id else None
+        bundle = build_bundle(handle.events_list, run, session)
+        update_display(bundle, display_id=display_id, raw=True)
+        live.close()
+
+    # -- approval ------------------------------------------------------------------------------------
+    @staticmethod
+    def _approver_for(handle: RunHandle, live: LiveView) -> Callable[[ApprovalRequest], Any]:
+        async def approve(request: ApprovalRequest) -> ApprovalDecision:
+            return await _ask(handle, live, request)
+        return approve
+
+
+async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> ApprovalDecision:
+    """An approval card in the running cell's output: approve or reject, arguments editable."""
+    decided: concurrent.futures.Future[ApprovalDecision] = concurrent.futures.Future()
+    args = widgets.Textarea(value=json.dumps(request.arguments, indent=2),
+                            layout=widgets.Layout(width="100%", height="80px"))
+    approve = widgets.Button(description="Approve", button_style="success")
+    reject = widgets.Button(description="Reject", button_style="danger")
+    note = widgets.HTML()
+    title = widgets.HTML()
+    title.value = f"<b>Approve tool call</b> <code>{_escape(request.name)}</code>?"
+    card = widgets.VBox([title, args, widgets.HBox([approve, reject]), note])
+    card.add_class("agio-approval")
+
+    def on_approve(_: Any) -> None:
+        try:
+            edited = json.loads(args.value)
+        except ValueError as exc:
+            note.value = f"<span style='color:#cf222e'>arguments are not valid JSON: {_escape(str(exc))}</span>"
+            return
+        if not decided.done():
+            decided.set_result(ApprovalDecision(True, edited if edited != request.arguments else None))
+
+    def on_reject(_: Any) -> None:
+        if not decided.done():
+            decided.set_result(ApprovalDecision(False, reason="rejected by the user"))
+
+    approve.on_click(on_approve)
+    reject.on_click(on_reject)
+    live.approvals.children = (*live.approvals.children, card)  # type: ignore[attr-defined]
+    handle.approval_pending.set()
+    try:
+        return await asyncio.wrap_future(decided)
+    finally:
+        handle.approval_pending.clear()
+        live.approvals.children = tuple(c for c in live.approvals.children if c is not card)  # type: ignore[attr-defined]
+        card.close()
+
+
+async def _tick(live: LiveView) -> None:
+    """Flush coalesced updates when a stream pauses (no event arrives to trigger the flush)."""
+    while True:
+        await asyncio.sleep(live.min_interval)
+        live.flush_if_due()
+
+
+def _escape(text: str) -> str:
+    from html import escape
+
+    return escape(text)

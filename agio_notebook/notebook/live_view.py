@@ -1,0 +1,163 @@
+"""LiveView: the run as ipywidgets while it streams, built from the event stream only.
+
+Updates are coalesced: events only mark the view dirty, and the widgets are written at most
+``max_rate`` times a second (plus once at the end). Streaming text goes into fixed-size segments, so
+an update resends at most one segment (~2 kB), never the whole growing answer: bytes on the wire stay
+linear in the answer's length. All text is escaped before it becomes HTML.
+"""
+
+from __future__ import annotations
+
+import time
+from html import escape
+from typing import Any, Callable
+
+import ipywidgets as widgets
+
+from ..core import StepEvent, StepEventType
+from .render import card_html, footer_html, header_html, metrics_line
+from .view_model import RunView, StepView
+
+SEGMENT_CHARS = 2000
+_E = StepEventType
+
+
+class _StepBlock:
+    """Widgets of one step: a label, text segments, tool cards."""
+
+    def __init__(self, step: StepView, counter: list[int]):
+        self.step = step
+        self.counter = counter
+        self.label = widgets.HTML()
+        self.segments: list[widgets.HTML] = []
+        self.raw: list[str] = []
+        self.flushed_chars = 0
+        self.cards: dict[str, widgets.HTML] = {}
+        self.card_state: dict[str, tuple] = {}
+        self.text_box = widgets.VBox(layout=widgets.Layout(margin="0"))
+        self.card_box = widgets.VBox(layout=widgets.Layout(margin="0 0 0 12px"))
+        border = "#0969da" if step.role == "user" else "#8250df"
+        self.box = widgets.VBox([self.label, self.text_box, self.card_box],
+                                layout=widgets.Layout(border_left=f"3px solid {border}", padding="2px 8px",
+                                                      margin="3px 0"))
+        self.box.add_class(f"agio-step")
+        self.box.add_class(f"agio-step-{step.role}")
+        self._label_value = ""
+
+    def _set(self, widget: widgets.HTML, value: str) -> None:
+        if widget.value != value:
+            widget.value = value
+            self.counter[0] += 1
+
+    def sync(self) -> None:
+        step = self.step
+        who = "You" if step.role == "user" else "Assistant"
+        tip = metrics_line(step.metrics) if step.role == "assistant" else ""
+        label = (f'<span style="font-size:11px;color:#57606a">#{step.sequence} {who}'
+                 + (f" · attempt {step.attempt}" if step.attempt > 1 else "")
+                 + (f' · <span class="agio-metrics">{escape(tip)}</span>' if tip else "") + "</span>")
+        if label != self._label_value:
+            self._label_value = label
+            self._set(self.label, label)
+        text = step.text
+        if len(text) < self.flushed_chars:  # the completed step replaced the streamed text
+            self.segments.clear()
+            self.raw.clear()
+            self.text_box.children = ()
+            self.flushed_chars = 0
+        pos = self.flushed_chars
+        while pos < len(text):
+            if not self.raw or len(self.raw[-1]) >= SEGMENT_CHARS:
+                seg = widgets.HTML(layout=widgets.Layout(margin="0"))
+                seg.add_class("agio-text")
+                self.segments.append(seg)
+                self.raw.append("")
+                self.text_box.children = (*self.text_box.children, seg)
+                self.counter[0] += 1
+            piece = text[pos:pos + SEGMENT_CHARS - len(self.raw[-1])]
+            self.raw[-1] += piece
+            pos += len(piece)
+            self._set(self.segments[-1], f'<span style="white-space:pre-wrap">{escape(self.raw[-1])}</span>')
+        self.flushed_chars = pos
+        for card in step.tool_cards:
+            state = (card.status, card.result, card.error, card.arguments)
+            if self.card_state.get(card.tool_call_id) == state:
+                continue
+            self.card_state[card.tool_call_id] = state
+            widget = self.cards.get(card.tool_call_id)
+            if widget is None:
+                widget = self.cards[card.tool_call_id] = widgets.HTML()
+                self.card_box.children = (*self.card_box.children, widget)
+            self._set(widget, card_html(card).replace("<details ", "<details open ", 1)
+                      if card.status in ("running", "awaiting_approval") else card_html(card))
+
+
+class LiveView:
+    """Feed it events; it redraws at most ``max_rate`` times a second. ``updates`` counts widget writes."""
+
+    def __init__(self, *, max_rate: float = 20.0, clock: Callable[[], float] = time.monotonic,
+                 actions: widgets.Widget | None = None):
+        self.view = RunView()
+        self.min_interval = 1.0 / max_rate
+        self.clock = clock
+        self.counter = [0]
+        self.flushes = 0
+        self._last_flush = float("-inf")
+        self._dirty = False
+        self.header = widgets.HTML()
+        self.footer = widgets.HTML()
+        self.steps_box = widgets.VBox()
+        self._blocks: dict[int, _StepBlock] = {}
+        children = [self.header, self.steps_box, self.footer]
+        if actions is not None:
+            children.append(actions)
+        self.widget = widgets.VBox(children, layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 10px"))
+        self.widget.add_class("agio-run")
+
+    @property
+    def updates(self) -> int:
+        return self.counter[0]
+
+    def feed(self, event: StepEvent | dict[str, Any]) -> bool:
+        """Apply an event; flush if the interval has passed or the run ended. Returns whether it flushed."""
+        self.view.apply(event)
+        self._dirty = True
+        kind = event.type if isinstance(event, StepEvent) else _E(event["type"])
+        if kind.is_terminal or self.clock() - self._last_flush >= self.min_interval:
+            self.flush()
+            return True
+        return False
+
+    def flush_if_due(self) -> None:
+        """For a timer: write pending changes once the interval has passed (streams that pause)."""
+        if self._dirty and self.clock() - self._last_flush >= self.min_interval:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._dirty:
+            return
+        self._dirty = False
+        self._last_flush = self.clock()
+        self.flushes += 1
+        view = self.view
+        with self.widget.hold_sync():
+            self._set(self.header, header_html(view))
+            new_blocks = False
+            for step in view.conversation():
+                block = self._blocks.get(step.sequence)
+                if block is None or block.step is not step:
+                    block = self._blocks[step.sequence] = _StepBlock(step, self.counter)
+                    new_blocks = True
+                block.sync()
+            if new_blocks:
+                self.steps_box.children = tuple(self._blocks[s.sequence].box for s in view.conversation())
+                self.counter[0] += 1
+            self._set(self.footer, footer_html(view))
+
+    def _set(self, widget: widgets.HTML, value: str) -> None:
+        if widget.value != value:
+            widget.value = value
+            self.counter[0] += 1
+
+    def close(self) -> None:
+        self.widget.close_all() if hasattr(self.widget, "close_all") else self.widget.close()

@@ -1,0 +1,81 @@
+"""A real ipykernel for tests, on this interpreter, and helpers that read its iopub messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import start_new_kernel
+
+KERNEL_NAME = "agio-test"
+
+
+def install_kernelspec(root: Path) -> None:
+    """A kernelspec for this interpreter, found through JUPYTER_PATH (no user-level install needed)."""
+    spec = root / "kernels" / KERNEL_NAME
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "agio test", "language": "python"}))
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("JUPYTER_PATH")]))
+
+
+class Kernel:
+    def __init__(self, workdir: Path, env: dict[str, str] | None = None):
+        kernel_env = {**os.environ, "AGIO_STORE": str(workdir / "store"), **(env or {})}
+        self.km, self.kc = start_new_kernel(kernel_name=KERNEL_NAME, cwd=str(workdir), env=kernel_env)
+
+    def execute(self, code: str, timeout: float = 60, until_idle: bool = True) -> dict[str, Any]:
+        """Run code; return the reply and every iopub message of it (plus those that follow, if asked)."""
+        msg_id = self.kc.execute(code)
+        messages: list[dict[str, Any]] = []
+        deadline = time.time() + timeout
+        idle = False
+        while time.time() < deadline:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.5)
+            except queue.Empty:
+                continue
+            msg["_t"] = time.time()
+            messages.append(msg)
+            if (msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
+                    and msg["parent_header"].get("msg_id") == msg_id):
+                idle = True
+                break
+        assert idle, f"cell did not finish in {timeout}s: {code[:80]!r}"
+        reply = self.kc.get_shell_msg(timeout=10)
+        return {"msg_id": msg_id, "reply": reply, "messages": messages, "idle_at": messages[-1]["_t"]}
+
+    def drain(self, seconds: float, stop=None) -> list[dict[str, Any]]:
+        """Collect iopub messages for a while (e.g. after a background cell returned)."""
+        out: list[dict[str, Any]] = []
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                continue
+            msg["_t"] = time.time()
+            out.append(msg)
+            if stop is not None and stop(msg):
+                break
+        return out
+
+    def value(self, expr: str) -> Any:
+        """Evaluate ``expr`` in the kernel and return it (through JSON)."""
+        res = self.execute(f"import json as _j; print(_j.dumps({expr}))")
+        text = "".join(m["content"]["text"] for m in res["messages"] if m["msg_type"] == "stream")
+        return json.loads(text.strip().splitlines()[-1])
+
+    def close(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+def of_type(messages: list[dict[str, Any]], *types: str) -> list[dict[str, Any]]:
+    return [m for m in messages if m["msg_type"] in types]
