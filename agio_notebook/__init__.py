@@ -25,6 +25,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'agio_notebook' has no attribute {name!r}")
 
 
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where `jupyter labextension develop` finds the prebuilt transcript renderer."""
+    return [{"src": "labextension", "dest": "agio-notebook"}]
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext agio_notebook`: register the %agio / %%agio magics."""
     from .notebook.magics import load_ipython_extension as load

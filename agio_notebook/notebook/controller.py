@@ -33,9 +33,10 @@ _E = StepEventType
 class RunHandle:
     """The value of a ``%%agio`` cell: the run's id, its text, its frames, and what you can do next."""
 
-    def __init__(self, controller: Controller, session_id: str | None):
+    def __init__(self, controller: Controller, session_id: str | None, agent: Agent | None = None):
         self._controller = controller
         self.session_id = session_id
+        self.agent = agent  # the agent that ran it: a retry uses it again unless told otherwise
         self.run_id: str | None = None
         self.events_list: list[StepEvent] = []
         self._future: concurrent.futures.Future[Any] | None = None
@@ -95,8 +96,10 @@ class RunHandle:
         })
 
     # -- next steps ---------------------------------------------------------------
-    def retry(self, from_seq: int | None = None, *, background: bool = False) -> RunHandle:
-        return self._controller.retry(self._require_id(), from_seq, background=background)
+    def retry(self, from_seq: int | None = None, *, agent: Agent | None = None,
+              background: bool = False) -> RunHandle:
+        return self._controller.retry(self._require_id(), from_seq, agent=agent or self.agent,
+                                      background=background)
 
     def fork(self, at: int) -> str:
         return self._controller.fork(self.session_id, at)
@@ -192,21 +195,22 @@ class Controller:
             session_id = self.session_id or new_id()
         self.session_id = session_id
         return self._start(lambda approver: self._runner(agent, max_steps, approver).run_stream(session_id, query),
-                           session_id, background)
+                           session_id, background, agent)
 
     def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
               background: bool = False) -> RunHandle:
         run = self.repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
-        agent = agent or self.default_agent()
+        known = self.handles.get(run_id)
+        agent = agent or (known.agent if known is not None else None) or self.default_agent()
         from ..execution.retry import plan_retry
         from ..execution.runner import active_run_ids
 
         plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq),
-                           run.session_id, background)
+                           run.session_id, background, agent)
 
     def replay(self, run_id: str) -> dict[str, Any]:
         if self.repository.get_run(run_id) is None:
@@ -221,8 +225,8 @@ class Controller:
 
     # -- the live part -----------------------------------------------------------------------
     def _start(self, make_stream: Callable[[Any], AsyncIterator[StepEvent]], session_id: str,
-               background: bool) -> RunHandle:
-        handle = RunHandle(self, session_id)
+               background: bool, agent: Agent) -> RunHandle:
+        handle = RunHandle(self, session_id, agent)
         stop = widgets.Button(description="Stop", icon="stop", button_style="warning",
                               layout=widgets.Layout(width="auto"))
         approvals = widgets.VBox()

@@ -1,0 +1,310 @@
+/**
+ * Pure rendering of an agio run transcript: JSON in, DOM out.
+ *
+ * Untrusted text (model output, tool arguments and results) only ever reaches the DOM through
+ * textContent or attribute values, never innerHTML. The structure and class names follow the live
+ * view and the static HTML fallback of the Python package.
+ */
+
+export const MIME_TYPE = 'application/vnd.agio.run+json';
+
+export interface AgioEvent {
+  type: string;
+  run_id: string;
+  session_id: string;
+  seq: number;
+  ts: number;
+  payload: Record<string, any>;
+}
+
+export interface Transcript {
+  version: number;
+  run: Record<string, any> | null;
+  session: Record<string, any> | null;
+  events: AgioEvent[];
+}
+
+export interface ToolCard {
+  id: string;
+  name: string;
+  arguments: string;
+  status: string;
+  result?: string;
+  error?: string;
+  errorType?: string;
+  durationMs?: number;
+}
+
+export interface StepView {
+  sequence: number;
+  role: string;
+  text: string;
+  status: string;
+  attempt: number;
+  superseded: boolean;
+  metrics: Record<string, any>;
+  cards: ToolCard[];
+}
+
+export interface RunView {
+  run: Record<string, any>;
+  session: Record<string, any> | null;
+  steps: StepView[];
+  runMetrics: Record<string, any>;
+}
+
+const TERMINAL = new Set(['run_completed', 'run_failed', 'run_cancelled', 'run_max_steps']);
+
+/** Check the shape of a transcript; throw an Error saying what is wrong. */
+export function parseTranscript(data: unknown): Transcript {
+  let value = data;
+  if (typeof value === 'string') {
+    try {
+      value = JSON.parse(value);
+    } catch (e) {
+      throw new Error(`the transcript is not valid JSON (${(e as Error).message})`);
+    }
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new Error('the transcript is not a JSON object');
+  }
+  const t = value as Record<string, any>;
+  if (typeof t.version !== 'number' || t.version > 1) {
+    throw new Error(`unsupported transcript version ${JSON.stringify(t.version)}`);
+  }
+  if (!Array.isArray(t.events)) {
+    throw new Error('the transcript has no "events" list');
+  }
+  for (const e of t.events) {
+    if (!e || typeof e.type !== 'string' || typeof e.payload !== 'object' || e.payload === null) {
+      throw new Error('the transcript has a malformed event');
+    }
+  }
+  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events };
+}
+
+/** Fold the events into steps and tool cards (the same fold as the Python RunView). */
+export function foldEvents(t: Transcript): RunView {
+  const bySeq = new Map<number, StepView>();
+  const cards = new Map<string, ToolCard>();
+  let run: Record<string, any> = t.run ?? {};
+  let runMetrics: Record<string, any> = run.metrics ?? {};
+  const stepFor = (sequence: number, role: string): StepView => {
+    let s = bySeq.get(sequence);
+    if (!s) {
+      s = { sequence, role, text: '', status: 'ok', attempt: 1, superseded: false, metrics: {}, cards: [] };
+      bySeq.set(sequence, s);
+    }
+    return s;
+  };
+  for (const e of t.events) {
+    const p = e.payload;
+    if (e.type === 'run_started' || TERMINAL.has(e.type)) {
+      if (p.run && !t.run) {
+        run = { ...run, ...p.run };
+        runMetrics = p.run.metrics ?? runMetrics;
+      }
+    } else if (e.type === 'step_completed' && p.step) {
+      const st = p.step;
+      const view = stepFor(st.sequence, st.role);
+      view.role = st.role;
+      view.text = st.content ?? '';
+      view.status = st.status ?? 'ok';
+      view.attempt = st.attempt ?? 1;
+      view.superseded = Boolean(st.superseded);
+      view.metrics = st.metrics ?? {};
+      for (const call of st.tool_calls ?? []) {
+        if (!cards.has(call.id)) {
+          const card: ToolCard = {
+            id: call.id,
+            name: call.function?.name ?? '?',
+            arguments: call.function?.arguments ?? '',
+            status: 'running'
+          };
+          cards.set(call.id, card);
+          view.cards.push(card);
+        }
+      }
+    } else if (e.type === 'approval_resolved') {
+      const card = cards.get(p.tool_call_id);
+      if (card && typeof p.arguments === 'string') {
+        card.arguments = p.arguments;
+      }
+    } else if (e.type === 'tool_call_completed' || e.type === 'tool_call_failed') {
+      const card = cards.get(p.tool_call_id);
+      if (card) {
+        card.durationMs = p.duration_ms;
+        if (e.type === 'tool_call_completed') {
+          card.status = 'ok';
+          card.result = p.content;
+        } else {
+          card.status = p.error_type === 'rejected' ? 'rejected' : 'error';
+          card.error = p.error;
+          card.errorType = p.error_type;
+        }
+      }
+    } else if (e.type === 'metrics') {
+      runMetrics = p.run ?? runMetrics;
+      const view = bySeq.get(p.sequence);
+      if (view && p.step) {
+        view.metrics = p.step;
+      }
+    }
+  }
+  const steps = [...bySeq.values()].filter(s => s.role !== 'tool').sort((a, b) => a.sequence - b.sequence);
+  return { run, session: t.session, steps, runMetrics };
+}
+
+export function prettyJson(raw: string | undefined): string {
+  if (raw === undefined || raw === null) {
+    return '';
+  }
+  try {
+    return JSON.stringify(JSON.parse(raw), null, 2);
+  } catch {
+    return String(raw);
+  }
+}
+
+export function metricsLine(m: Record<string, any>, run = false): string {
+  const parts: string[] = [];
+  if (run) {
+    parts.push(`${m.steps ?? 0} steps`);
+    parts.push(`${m.tool_calls ?? 0} tool calls` + (m.tool_errors ? ` (${m.tool_errors} failed)` : ''));
+  }
+  if (m.total_tokens !== undefined && m.total_tokens !== null) {
+    let tokens = `${m.total_tokens} tokens`;
+    if (m.prompt_tokens != null && m.completion_tokens != null) {
+      tokens += ` (${m.prompt_tokens} in / ${m.completion_tokens} out)`;
+    }
+    parts.push(tokens);
+  }
+  if (m.ttft_ms != null) {
+    parts.push(`TTFT ${Math.round(m.ttft_ms)} ms`);
+  }
+  if (m.model_ms) {
+    parts.push(`model ${Math.round(m.model_ms)} ms`);
+  }
+  if (m.tool_ms) {
+    parts.push(`tools ${Math.round(m.tool_ms)} ms`);
+  }
+  if (m.duration_ms) {
+    parts.push(`total ${Math.round(m.duration_ms)} ms`);
+  }
+  return parts.join(' · ');
+}
+
+function el(doc: Document, tag: string, classes: string[] = [], text?: string): HTMLElement {
+  const node = doc.createElement(tag);
+  for (const c of classes) {
+    node.classList.add(c);
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+function statusBadge(doc: Document, status: string): HTMLElement {
+  return el(doc, 'span', ['agio-status', `agio-status-${status.replace(/[^a-z_]/g, '')}`], status);
+}
+
+function renderCard(doc: Document, card: ToolCard): HTMLElement {
+  const details = el(doc, 'details', ['agio-tool-card', `agio-tool-${card.status.replace(/[^a-z_]/g, '')}`]) as HTMLDetailsElement;
+  if (card.status !== 'ok') {
+    details.open = true;
+  }
+  const summary = el(doc, 'summary');
+  summary.append(el(doc, 'span', ['agio-tool-name'], card.name), ' ', statusBadge(doc, card.status));
+  if (card.durationMs !== undefined && card.durationMs !== null) {
+    summary.append(el(doc, 'span', ['agio-tool-duration'], ` ${Math.round(card.durationMs)} ms`));
+  }
+  details.append(summary);
+  details.append(el(doc, 'div', ['agio-label'], 'arguments'));
+  details.append(el(doc, 'pre', ['agio-tool-args'], prettyJson(card.arguments)));
+  if (card.result !== undefined) {
+    details.append(el(doc, 'div', ['agio-label'], 'result'));
+    details.append(el(doc, 'pre', ['agio-tool-result'], prettyJson(card.result)));
+  }
+  if (card.error !== undefined) {
+    details.append(el(doc, 'pre', ['agio-tool-error'], `${card.errorType ?? 'error'}: ${card.error}`));
+  }
+  return details;
+}
+
+function renderStep(doc: Document, step: StepView): HTMLElement {
+  const classes = ['agio-step', `agio-step-${step.role.replace(/[^a-z]/g, '')}`];
+  if (step.superseded) {
+    classes.push('agio-superseded');
+  }
+  const node = el(doc, 'div', classes);
+  node.dataset.sequence = String(step.sequence);
+  const label = el(doc, 'div', ['agio-step-label']);
+  let head = `#${step.sequence} ${step.role === 'user' ? 'You' : 'Assistant'}`;
+  if (step.attempt > 1) {
+    head += ` · attempt ${step.attempt}`;
+  }
+  if (step.superseded) {
+    head += ' · superseded';
+  }
+  label.append(head);
+  const metrics = metricsLine(step.metrics);
+  if (metrics) {
+    label.title = metrics;
+    if (step.role === 'assistant') {
+      label.append(' · ', el(doc, 'span', ['agio-step-metrics'], metrics));
+    }
+  }
+  node.append(label);
+  if (step.text) {
+    node.append(el(doc, 'div', ['agio-text'], step.text));
+  }
+  for (const card of step.cards) {
+    node.append(renderCard(doc, card));
+  }
+  return node;
+}
+
+function short(id: unknown): string {
+  return typeof id === 'string' ? id.slice(0, 8) : '';
+}
+
+/** The whole transcript as a DOM tree. */
+export function renderRun(view: RunView, doc: Document): HTMLElement {
+  const run = view.run;
+  const root = el(doc, 'div', ['agio-run']);
+  root.dataset.agioRun = String(run.id ?? '');
+  const header = el(doc, 'div', ['agio-header']);
+  const kind = String(run.kind ?? 'run');
+  header.append(el(doc, 'b', [], `agio ${kind === 'run' ? 'Run' : kind.charAt(0).toUpperCase() + kind.slice(1)}`));
+  header.append(' ', statusBadge(doc, String(run.status ?? 'unknown')));
+  header.append(el(doc, 'span', ['agio-ids'], ` ${short(run.id)} · session ${short(run.session_id)}`));
+  if (run.retry_of) {
+    header.append(el(doc, 'span', ['agio-attempt'], ` · attempt ${run.attempt ?? '?'}, retry of ${short(run.retry_of)}`));
+  }
+  if (run.superseded_by) {
+    header.append(el(doc, 'span', ['agio-attempt', 'agio-superseded'], ` · superseded by ${short(run.superseded_by)}`));
+  }
+  root.append(header);
+  if (view.session && view.session.forked_from) {
+    root.append(el(doc, 'div', ['agio-fork-origin'],
+      `forked from session ${short(view.session.forked_from)} at step ${view.session.forked_at}`));
+  }
+  for (const step of view.steps) {
+    root.append(renderStep(doc, step));
+  }
+  if (run.error && run.status !== 'completed') {
+    root.append(el(doc, 'div', ['agio-error'], String(run.error)));
+  }
+  root.append(el(doc, 'div', ['agio-metrics'], metricsLine(view.runMetrics, true)));
+  return root;
+}
+
+/** JSON (object or string) to DOM; a malformed transcript becomes a clear inline message. */
+export function renderTranscript(data: unknown, doc: Document): HTMLElement {
+  try {
+    return renderRun(foldEvents(parseTranscript(data)), doc);
+  } catch (e) {
+    return el(doc, 'div', ['agio-run', 'agio-invalid'], `Cannot show this agio transcript: ${(e as Error).message}`);
+  }
+}

@@ -1,0 +1,49 @@
+"""Shared fixtures: a kernelspec for this interpreter, and a notebook executed and saved once."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from kernel_support import KERNEL_NAME, install_kernelspec
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_KEY = "sk-agio-test-DO-NOT-LEAK-0123456789"
+
+
+@pytest.fixture(scope="session")
+def kernelspec_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("jupyter")
+    install_kernelspec(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def saved_notebook(kernelspec_dir, tmp_path_factory) -> Path:
+    """tests/fixtures/transcripts.ipynb executed in a real kernel and saved (with a key in the env)."""
+    work = tmp_path_factory.mktemp("saved")
+    nb = nbformat.read(ROOT / "tests" / "fixtures" / "transcripts.ipynb", as_version=4)
+    saved_env = {k: os.environ.get(k) for k in ("AGIO_STORE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL")}
+    os.environ.update({"AGIO_STORE": str(work / "store"), "OPENAI_API_KEY": FAKE_KEY})
+    os.environ.pop("OPENAI_BASE_URL", None)
+    try:
+        # the key is set but the notebook's agents are scripted: nothing leaves the machine
+        NotebookClient(nb, kernel_name=KERNEL_NAME, timeout=120,
+                       resources={"metadata": {"path": str(work)}}).execute()
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    path = work / "saved_runs.ipynb"
+    nbformat.write(nb, path)
+    out = ROOT / "test-output"
+    out.mkdir(exist_ok=True)
+    shutil.copy(path, out / "saved_runs.ipynb")
+    return path
