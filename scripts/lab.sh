@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec .venv/bin/jupyter lab notebooks/quickstart.ipynb "$@"
+root_flag=()
+[ "$(id -u)" = 0 ] && root_flag=(--allow-root)
+exec .venv/bin/jupyter lab "${root_flag[@]}" notebooks/quickstart.ipynb "$@"

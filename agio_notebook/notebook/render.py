@@ -24,9 +24,11 @@ def pretty_json(raw: str | None) -> str:
     if raw is None:
         return ""
     try:
-        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+        parsed = json.loads(raw)
     except (ValueError, TypeError):
         return raw
+    # objects and lists are indented; scalars stay exactly as written ("2.0" stays "2.0")
+    return json.dumps(parsed, indent=2, ensure_ascii=False) if isinstance(parsed, (dict, list)) else raw
 
 
 def metrics_line(m: dict, *, run: bool = False) -> str:

@@ -160,7 +160,9 @@ export function prettyJson(raw: string | undefined): string {
     return '';
   }
   try {
-    return JSON.stringify(JSON.parse(raw), null, 2);
+    const parsed = JSON.parse(raw);
+    // objects and lists are indented; scalars stay exactly as the tool wrote them ("2.0" stays "2.0")
+    return parsed !== null && typeof parsed === 'object' ? JSON.stringify(parsed, null, 2) : String(raw);
   } catch {
     return String(raw);
   }
