@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --browser
-exec .venv/bin/pytest tests notebooks --nbval-lax -p no:cacheprovider "$@"
+export PATH="$PWD/.venv/bin:$PATH"
+exec pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider "$@"
