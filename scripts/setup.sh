@@ -29,7 +29,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 echo "== installing agio-notebook (editable) with test extras"
-.venv/bin/pip install -q -e '.[test]'
+# (pip's notes about missing local package mirrors are noise here)
+.venv/bin/pip install -q -e '.[test]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
 
 if [ -x scripts/build_labextension.sh ]; then
   echo "== building the JupyterLab extension"

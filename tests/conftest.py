@@ -10,11 +10,11 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from kernel_support import KERNEL_NAME, install_kernelspec
+from kernel_support import FAKE_KEY, KERNEL_NAME, install_kernelspec
 
 ROOT = Path(__file__).resolve().parent.parent
 collect_ignore_glob = ["fixtures/*"]  # notebooks executed by tests, not tests themselves
-FAKE_KEY = "sk-agio-test-DO-NOT-LEAK-0123456789"
+
 
 
 @pytest.fixture(scope="session")

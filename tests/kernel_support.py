@@ -13,6 +13,7 @@ from typing import Any
 from jupyter_client.manager import start_new_kernel
 
 KERNEL_NAME = "agio-test"
+FAKE_KEY = "sk-agio-test-DO-NOT-LEAK-0123456789"  # set in kernels under test; must never be saved
 
 
 def install_kernelspec(root: Path) -> None:

@@ -6,7 +6,7 @@ import json
 
 import nbformat
 
-from conftest import FAKE_KEY
+from kernel_support import FAKE_KEY
 
 MIME = "application/vnd.agio.run+json"
 
