@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import orjson
-from filelock import FileLock, Timeout
 from tinydb.storages import Storage
 
 from ..core import StoreError
+from .locking import FileLock
 
 Doc = dict[str, Any]
 KeyFn = Callable[[Doc], str]
@@ -63,7 +63,7 @@ class Journal:
     def __init__(self, path: Path, keys: dict[str, KeyFn], lock_timeout: float = 10.0):
         self.path = path
         self.keys = keys
-        self.lock = FileLock(str(path) + ".lock", timeout=lock_timeout)
+        self.lock = FileLock(path, lock_timeout)
         self.tables: dict[str, dict[str, Doc]] = {}  # table -> key -> doc (insertion order = doc id order)
         self.base_ids: dict[str, dict[str, int]] = {}  # doc ids fixed by the snapshot line
         self.lines = 0  # change lines after the snapshot
@@ -80,7 +80,7 @@ class Journal:
         self.lines = 0
         self._offset = 0
 
-    def refresh(self, *, repair: bool = False) -> None:
+    def refresh(self, *, repair: bool = False) -> bool:
         """Apply what other writers appended since we last looked (a stat when nothing changed).
 
         With ``repair`` (only under the lock) a torn trailing line is truncated away.
@@ -89,15 +89,16 @@ class Journal:
             st = os.stat(self.path)
         except FileNotFoundError:
             if self._inode is not None:
+                self._close_fd()
                 self._reset()
                 self._inode = None
-            return
+            return False
         if st.st_ino != self._inode or st.st_size < self._offset:
             self._close_fd()
             self._reset()
             self._inode = st.st_ino
         if st.st_size == self._offset:
-            return
+            return True
         with open(self.path, "rb") as f:
             f.seek(self._offset)
             data = f.read()
@@ -117,6 +118,7 @@ class Journal:
             with open(self.path, "r+b") as f:
                 f.truncate(self._offset)
                 os.fsync(f.fileno())
+        return True
 
     def _apply(self, data: bytes, first_line_no: int | None) -> None:
         if not data:
@@ -184,42 +186,48 @@ class Journal:
 
     def append(self, records: Iterable[tuple[str, Doc]], deletes: Iterable[tuple[str, str]] = ()) -> None:
         """Durably append upserts ``(table, doc)`` and deletes ``(table, key)``: one write, one fsync."""
+        records = list(records)
+        deletes = list(deletes)
         parts = [b'{"t":"%s","d":%s}\n' % (table.encode(), orjson.dumps(doc)) for table, doc in records]
         parts += [orjson.dumps({"t": table, "k": key, "x": 1}) + b"\n" for table, key in deletes]
         if not parts:
             return
         data = b"".join(parts)
-        try:
-            with self.lock:
-                created = not self.path.exists()
-                self.refresh(repair=True)
-                if self._fd is not None and os.fstat(self._fd).st_ino != self._inode:
-                    self._close_fd()
-                fd = self._open_fd()
-                if created:
-                    fsync_dir(self.path.parent)
-                os.write(fd, data)
-                os.fsync(fd)
-                self._apply(data, None)
-                self._offset += len(data)
-        except Timeout:
-            raise StoreError(f"store file {self.path} is locked by another process "
-                             f"(waited {self.lock.timeout:g}s); is another kernel stuck writing?") from None
+        with self.lock:
+            existed = self.refresh(repair=True)
+            fd = self._open_fd()
+            if not existed:
+                fsync_dir(self.path.parent)
+            os.write(fd, data)
+            os.fsync(fd)
+            self._offset += len(data)
+            self._apply_records(records, deletes)
+
+    def _apply_records(self, records: list[tuple[str, Doc]], deletes: list[tuple[str, str]]) -> None:
+        """What we just wrote, applied without parsing it back."""
+        tables, keys = self.tables, self.keys
+        for table, doc in records:
+            key = keys[table](doc) if table in keys else str(doc.get("id"))
+            tables.setdefault(table, {})[key] = doc
+            if self.on_change is not None:
+                self.on_change(table, key, doc)
+        for table, key in deletes:
+            tables.get(table, {}).pop(key, None)
+            if self.on_change is not None:
+                self.on_change(table, key, None)
+        self.lines += len(records) + len(deletes)
 
     def compact(self) -> None:
         """Rewrite the file as one snapshot line (atomically); doc ids are kept."""
-        try:
-            with self.lock:
-                self.refresh(repair=True)
-                if not self.lines:
-                    return
-                atomic_write(self.path, self.snapshot_bytes())
-                self._close_fd()
-                self._reset()
-                self._inode = None
-                self.refresh()
-        except Timeout:
-            raise StoreError(f"store file {self.path} is locked by another process; compaction skipped") from None
+        with self.lock:
+            self.refresh(repair=True)
+            if not self.lines:
+                return
+            atomic_write(self.path, self.snapshot_bytes())
+            self._close_fd()
+            self._reset()
+            self._inode = None
+            self.refresh()
 
     def tinydb_data(self) -> dict[str, dict[str, Doc]]:
         """The state in TinyDB's layout: ``{table: {doc_id: doc}}``."""
@@ -242,6 +250,7 @@ class Journal:
 
     def close(self) -> None:
         self._close_fd()
+        self.lock.close()
 
 
 class JournalStorage(Storage):

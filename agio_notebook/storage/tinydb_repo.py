@@ -61,12 +61,14 @@ class TinyDBRepository:
     def session_file(self, session_id: str) -> Path:
         return self._sessions_dir / session_file_name(session_id)
 
-    def _journal(self, session_id: str) -> Journal:
+    def _journal(self, session_id: str, *, refresh: bool = True) -> Journal:
         journal = self._journals.get(session_id)
         if journal is None:
             journal = self._journals[session_id] = Journal(self.session_file(session_id), SESSION_KEYS,
                                                            self.lock_timeout)
-        journal.refresh()
+            refresh = True
+        if refresh:
+            journal.refresh()
         return journal
 
     def _limit_open_files(self, keep: Journal) -> None:
@@ -95,7 +97,7 @@ class TinyDBRepository:
         if session_id is None:
             return
         with self._lock:
-            journal = self._journal(session_id)
+            journal = self._journal(session_id, refresh=False)  # append() reads new lines under the lock
             known = "session" in journal.tables and session_id in journal.tables["session"]
             if not known and session is None:  # first write to a session created implicitly
                 implicit = AgentSession(session_id=session_id)
@@ -106,6 +108,8 @@ class TinyDBRepository:
             self._update_index(session, run)
 
     def _update_index(self, session: AgentSession | None, run: AgentRun | None) -> None:
+        if session is None and run is None:
+            return
         index = self._index
         index.refresh()
         updates: list[tuple[str, dict[str, Any]]] = []
