@@ -87,21 +87,34 @@ class StepExecutor:
         t0 = time.perf_counter()
         ttft: float | None = None
         timeout = config.timeout_per_step
-        deadline = asyncio.get_running_loop().time() + timeout if timeout is not None else None
+        # One timer per model call (not one per chunk): it cancels the task only while we are waiting
+        # on the model, so time spent by the consumer between chunks is never mistaken for it.
+        task = asyncio.current_task()
+        waiting_fired = [False, False]
+
+        def on_timeout() -> None:
+            waiting_fired[1] = True
+            if waiting_fired[0] and task is not None:
+                task.cancel()
+
+        timer = (asyncio.get_running_loop().call_later(timeout, on_timeout) if timeout is not None else None)
         agen = self.model.stream(rec.messages, self._schemas, stream=stream).__aiter__()
         try:
             while True:
+                if waiting_fired[1]:
+                    raise ModelError(f"model call exceeded timeout_per_step={timeout:g}s", retryable=not got_any[0])
+                waiting_fired[0] = True
                 try:
-                    if deadline is None:
-                        chunk = await agen.__anext__()
-                    else:
-                        async with asyncio.timeout_at(deadline):
-                            chunk = await agen.__anext__()
+                    chunk = await agen.__anext__()
                 except StopAsyncIteration:
                     break
-                except TimeoutError:
-                    raise ModelError(f"model call exceeded timeout_per_step={timeout:g}s",
-                                     retryable=not got_any[0]) from None
+                except asyncio.CancelledError:
+                    if waiting_fired[1] and task is not None and task.uncancel() == 0:
+                        raise ModelError(f"model call exceeded timeout_per_step={timeout:g}s",
+                                         retryable=not got_any[0]) from None
+                    raise
+                finally:
+                    waiting_fired[0] = False
                 kind = type(chunk)
                 if kind is TextDelta:
                     if ttft is None:
@@ -131,6 +144,8 @@ class StepExecutor:
                 elif kind is not Finish:
                     raise ModelError(f"model {self.model.name!r} yielded an unknown chunk {chunk!r}")
         finally:
+            if timer is not None:
+                timer.cancel()
             await agen.aclose()
         t1 = time.perf_counter()
         model_ms = (t1 - t0) * 1000.0
