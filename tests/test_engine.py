@@ -300,3 +300,14 @@ def test_sync_entry_point_and_refusal_inside_a_loop():
         runner.run_sync(None, "hi")
     with pytest.raises(Exception, match="await runner.run"):
         asyncio.run(inside())
+
+
+def test_context_builders_read_the_store():
+    from agio_notebook.execution import build_context_from_sequence_range, build_context_from_steps
+    repo = InMemoryRepository()
+    runner, _ = make_runner([calls(("add", {"a": 1, "b": 1})), text("2")], repo=repo)
+    run(runner, "1+1?", session="ctx")
+    full = build_context_from_steps("ctx", repo, system_prompt="sys")
+    assert [m["role"] for m in full] == ["system", "user", "assistant", "tool", "assistant"]
+    window = build_context_from_sequence_range("ctx", repo, 3, 4)
+    assert [m["role"] for m in window] == ["tool", "assistant"] and window[1]["content"] == "2"

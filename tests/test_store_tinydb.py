@@ -168,3 +168,17 @@ def test_unsafe_session_ids_get_safe_file_names(root):
     repo.commit(steps=steps_for("../../etc/passwd", 1))
     assert [p.parent for p in root.rglob("*.jsonl") if p.name.startswith("h-")] == [root / "sessions"]
     assert len(repo.get_steps("../../etc/passwd")) == 1
+
+
+def test_get_events_pages_in_order_with_a_cursor(root):
+    repo = TinyDBRepository(root)
+    run = AgentRun(session_id="p")
+    events = [StepEvent(StepEventType.METRICS, run.id, "p", seq, {"n": seq}) for seq in range(1, 26)]
+    repo.commit(run=run, events=events[10:])
+    repo.commit(events=events[:10])  # stored out of order: pages still come in seq order
+    seen, cursor = [], 0
+    while page := repo.get_events(run.id, cursor, 7):
+        seen.append([e.seq for e in page])
+        cursor = page[-1].seq
+    assert seen == [list(range(1, 8)), list(range(8, 15)), list(range(15, 22)), list(range(22, 26))]
+    assert repo.get_events("unknown-run") == []
