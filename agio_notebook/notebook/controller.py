@@ -23,7 +23,7 @@ from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_sess
 from ..models import OpenAIModel, default_model
 from ..storage import open_repository
 from ..storage.base import Repository
-from .live_view import LiveView
+from .live_view import LiveView, close_tree
 from .transcript import build_bundle, bundle_for_run
 from .worker import capture_parent, restore_parent, submit
 
@@ -198,7 +198,7 @@ class Controller:
                            session_id, background, agent)
 
     def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
-              background: bool = False) -> RunHandle:
+              background: bool = False, capture: widgets.Output | None = None) -> RunHandle:
         run = self.repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
@@ -210,7 +210,7 @@ class Controller:
         plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq),
-                           run.session_id, background, agent)
+                           run.session_id, background, agent, capture)
 
     def replay(self, run_id: str) -> dict[str, Any]:
         if self.repository.get_run(run_id) is None:
@@ -225,7 +225,7 @@ class Controller:
 
     # -- the live part -----------------------------------------------------------------------
     def _start(self, make_stream: Callable[[Any], AsyncIterator[StepEvent]], session_id: str,
-               background: bool, agent: Agent) -> RunHandle:
+               background: bool, agent: Agent, capture: widgets.Output | None = None) -> RunHandle:
         handle = RunHandle(self, session_id, agent)
         stop = widgets.Button(description="Stop", icon="stop", button_style="warning",
                               layout=widgets.Layout(width="auto"))
@@ -235,11 +235,15 @@ class Controller:
         stop.on_click(lambda _: handle.cancel())
         display_id = new_id()
         shell = self.shell
+        parent = capture_parent(shell) if shell is not None else None
+        if capture is not None and parent:
+            # a run started from a button: its output goes into the button bar's Output widget,
+            # which collects every message sent on behalf of the click until the run ends
+            capture.msg_id = parent["header"]["msg_id"]
         if shell is not None:
             from IPython.display import display
 
             display(live.widget, display_id=display_id)
-        parent = capture_parent(shell) if shell is not None else None
         handle.live = live
         approver = self._approver_for(handle, live) if shell is not None else None
 
@@ -265,6 +269,8 @@ class Controller:
                 ticker.cancel()
                 live.flush()
                 self._finish_display(handle, live, display_id, parent)
+                if capture is not None:
+                    capture.msg_id = ""
                 handle._finished.set()
             if cancelled:
                 raise asyncio.CancelledError
@@ -304,6 +310,27 @@ class Controller:
         bundle = build_bundle(handle.events_list, run, session)
         update_display(bundle, display_id=display_id, raw=True)
         live.close()
+        if run is not None and run.status is not RunStatus.RUNNING:
+            from IPython.display import display
+
+            display(ActionBar(self, handle, run))
+
+    def _retry_from_bar(self, handle: RunHandle, seq: int, out: widgets.Output) -> None:
+        out.clear_output()
+        try:
+            self.retry(handle._require_id(), seq, agent=handle.agent, background=True, capture=out)
+        except (InvalidOperationError, NotFoundError) as exc:
+            out.append_stderr(f"agio: {exc}\n")
+
+    def _fork_from_bar(self, handle: RunHandle, seq: int, out: widgets.Output) -> None:
+        out.clear_output()
+        try:
+            new = self.fork(handle.session_id, seq)
+        except (InvalidOperationError, NotFoundError) as exc:
+            out.append_stderr(f"agio: {exc}\n")
+            return
+        out.append_stdout(f"agio: forked into session {new} at step {seq}; the next %%agio cell continues "
+                          "there\n")
 
     # -- approval ------------------------------------------------------------------------------------
     @staticmethod
@@ -348,7 +375,30 @@ async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> A
     finally:
         handle.approval_pending.clear()
         live.approvals.children = tuple(c for c in live.approvals.children if c is not card)  # type: ignore[attr-defined]
-        card.close()
+        close_tree(card)
+
+
+class ActionBar(widgets.VBox):
+    """Retry from a step or fork at a step, under a finished run's transcript (while the kernel lives)."""
+
+    def __init__(self, controller: Controller, handle: RunHandle, run: AgentRun):
+        steps = controller.repository.get_steps(run.session_id, include_superseded=True)
+        options = [(f"#{s.sequence} {s.role.value}" + (f" (attempt {s.attempt})" if s.attempt > 1 else "")
+                    + (f": {(s.content or '')[:40]}" if s.content else ""), s.sequence)
+                   for s in steps if s.run_id == run.id and not s.superseded]
+        self.run_id, self.session_id = run.id, run.session_id
+        self.step = widgets.Dropdown(options=options, description="step", layout=widgets.Layout(width="auto"))
+        self.retry_button = widgets.Button(description="Retry from step", icon="redo")
+        self.fork_button = widgets.Button(description="Fork at step", icon="code-branch")
+        self.out = widgets.Output()
+        self.retry_button.on_click(lambda _: controller._retry_from_bar(handle, self.step.value, self.out))
+        self.fork_button.on_click(lambda _: controller._fork_from_bar(handle, self.step.value, self.out))
+        super().__init__([widgets.HBox([self.step, self.retry_button, self.fork_button]), self.out])
+        self.add_class("agio-actions")
+
+    def __repr__(self) -> str:  # what a saved notebook shows without the kernel
+        return (f"agio: retry this run with `%agio retry {self.run_id} --from-seq N`, or fork its session with "
+                f"`%agio fork {self.session_id} --at N`")
 
 
 async def _tick(live: LiveView) -> None:

@@ -160,4 +160,11 @@ class LiveView:
             self.counter[0] += 1
 
     def close(self) -> None:
-        self.widget.close_all() if hasattr(self.widget, "close_all") else self.widget.close()
+        close_tree(self.widget)
+
+
+def close_tree(widget: widgets.Widget) -> None:
+    """Close a widget and its descendants (their comms); unlike ``Widget.close_all`` it spares the rest."""
+    for child in getattr(widget, "children", ()):
+        close_tree(child)
+    widget.close()
