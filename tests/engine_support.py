@@ -8,6 +8,7 @@ from typing import Any
 
 from agio_notebook.core import ModelError
 from agio_notebook.models.base import Finish, TextDelta, ToolCallDelta, Usage
+from agio_notebook.tools import tool
 
 
 def text(*pieces: str, prompt: int = 10, completion: int | None = None) -> list[Any]:
@@ -47,3 +48,16 @@ class ChunkModel:
             if self.delay:
                 await asyncio.sleep(self.delay)
             yield chunk
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+async def nap(seconds: float) -> str:
+    """Sleep, then say so."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"

@@ -78,5 +78,14 @@ class Kernel:
         self.km.shutdown_kernel(now=True)
 
 
+def offline_kernel(tmp_path_factory, name: str, setup: str):
+    """A module's kernel: offline (no endpoint in its env), with ``setup`` already executed."""
+    root = tmp_path_factory.mktemp(name)
+    install_kernelspec(root / "jupyter")
+    k = Kernel(root, env={"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "AGIO_MODEL": ""})
+    k.execute(setup)
+    return k
+
+
 def of_type(messages: list[dict[str, Any]], *types: str) -> list[dict[str, Any]]:
     return [m for m in messages if m["msg_type"] in types]

@@ -11,20 +11,9 @@ from agio_notebook import Agent, AgentHook, ExecutionConfig, StepRunner, tool
 from agio_notebook.core import ModelError, RunStatus, StepEventType as E
 from agio_notebook.storage import InMemoryRepository
 
-from engine_support import ChunkModel, calls, text
+from engine_support import ChunkModel, add, calls, nap, text
 
 
-@tool
-async def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-@tool
-async def nap(seconds: float) -> str:
-    """Sleep, then say so."""
-    await asyncio.sleep(seconds)
-    return f"slept {seconds}"
 
 
 @tool

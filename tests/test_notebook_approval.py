@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kernel_support import Kernel, install_kernelspec, of_type
+from kernel_support import of_type, offline_kernel
 
 SETUP = r'''
 %load_ext agio_notebook
@@ -41,10 +41,7 @@ chatty = Agent(model=FunctionModel(endless), name="chatty")
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    root = tmp_path_factory.mktemp("approval")
-    install_kernelspec(root / "jupyter")
-    k = Kernel(root, env={"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "AGIO_MODEL": ""})
-    k.execute(SETUP)
+    k = offline_kernel(tmp_path_factory, "approval", SETUP)
     yield k
     k.close()
 

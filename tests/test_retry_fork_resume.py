@@ -10,20 +10,9 @@ from agio_notebook import Agent, StepRunner, fork_session, tool
 from agio_notebook.core import InvalidOperationError, NotFoundError, RunStatus, StepEventType as E
 from agio_notebook.storage import TinyDBRepository
 
-from engine_support import ChunkModel, calls, text
+from engine_support import ChunkModel, add, calls, nap, text
 
 
-@tool
-async def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-@tool
-async def nap(seconds: float) -> str:
-    """Sleep."""
-    await asyncio.sleep(seconds)
-    return "rested"
 
 
 @pytest.fixture
