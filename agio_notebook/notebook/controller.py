@@ -388,6 +388,10 @@ class ActionBar(widgets.VBox):
                    for s in steps if s.run_id == run.id and not s.superseded]
         self.run_id, self.session_id = run.id, run.session_id
         self.step = widgets.Dropdown(options=options, description="step", layout=widgets.Layout(width="auto"))
+        first_answer = next((s.sequence for s in steps if s.run_id == run.id and s.role.value == "assistant"
+                             and not s.superseded), None)
+        if first_answer is not None:
+            self.step.value = first_answer  # the usual retry: regenerate the answer
         self.retry_button = widgets.Button(description="Retry from step", icon="redo")
         self.fork_button = widgets.Button(description="Fork at step", icon="code-branch")
         self.out = widgets.Output()

@@ -1,0 +1,103 @@
+"""A %%agio cell run from a real JupyterLab in chromium: the live widget streams, then becomes the transcript."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+from playwright.sync_api import sync_playwright
+
+from kernel_support import KERNEL_NAME
+from test_labextension_e2e import ARGS, CHROMIUM, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CELLS = [
+    "%load_ext agio_notebook",
+    '''import asyncio
+from agio_notebook import Agent, FunctionModel
+
+async def slow(messages, tools):
+    for i in range(60):
+        await asyncio.sleep(0.05)
+        yield f"word{i} <b>bold?</b> "
+
+streamer = Agent(model=FunctionModel(slow), name="streamer")''',
+    "%%agio streamer\nstream please",
+]
+
+
+@pytest.fixture
+def lab_with_kernel(kernelspec_dir, tmp_path):
+    nb = new_notebook(cells=[new_code_cell(c) for c in CELLS],
+                      metadata={"kernelspec": {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}})
+    nbformat.write(nb, tmp_path / "live.ipynb")
+    settings = tmp_path / ".settings" / "@jupyterlab" / "notebook-extension"
+    settings.mkdir(parents=True)
+    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    port, token = free_port(), secrets.token_hex(16)
+    env = {**os.environ, "AGIO_STORE": str(tmp_path / "store"), "JUPYTER_CONFIG_DIR": str(tmp_path / ".config")}
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
+        env.pop(name, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}", "--ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
+         f"--LabApp.user_settings_dir={tmp_path / '.settings'}", f"--LabApp.workspaces_dir={tmp_path / '.ws'}",
+         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.3)
+    yield base, token
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_live_widget_streams_then_the_transcript_replaces_it(lab_with_kernel):
+    base, token = lab_with_kernel
+    out = ROOT / "test-output"
+    out.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 1400})
+        page.goto(f"{base}/lab/tree/live.ipynb?token={token}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
+        page.wait_for_function("document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-KernelStatus') !== null",
+                               timeout=30000)
+        page.locator(".jp-Cell").first.click()
+        page.get_by_text("Run", exact=True).click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        # while running: the ipywidgets view, with some of the text but not all of it
+        live = page.locator(".agio-run.widget-vbox, .widget-vbox.agio-run").first
+        live.wait_for(timeout=60000)
+        page.wait_for_function("document.body.innerText.includes('word5 ')", timeout=30000)
+        partial = live.inner_text()
+        assert "word59" not in partial and "<b>bold?</b>" in partial
+        assert page.locator(".agio-run b:has-text('bold?')").count() == 0  # escaped, not markup
+        page.screenshot(path=str(out / "live-running.png"))
+        # at the end: the same output area shows the transcript through the extension
+        page.wait_for_selector(".jp-AgioRun .agio-run", timeout=60000)
+        final = page.locator(".jp-AgioRun .agio-run").first
+        assert final.locator(".agio-status").first.inner_text() == "completed"
+        assert "word59" in final.inner_text()
+        assert page.locator(".widget-vbox.agio-run").count() == 0
+        assert page.get_by_text("Retry from step").count() == 1
+        page.screenshot(path=str(out / "live-finished.png"))
+        browser.close()
