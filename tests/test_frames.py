@@ -82,3 +82,15 @@ def test_sessions_frame_shows_fork_origin(store):
 def test_top_level_reexports():
     import agio_notebook
     assert agio_notebook.steps is frames.steps and agio_notebook.runs is frames.runs
+
+
+def test_an_unreadable_session_is_skipped_with_a_warning_naming_it(tmp_path):
+    from agio_notebook.core import Step, StepRole
+    repo = TinyDBRepository(tmp_path / "store")
+    for sid in ("good", "bad"):
+        repo.commit(steps=[Step(session_id=sid, run_id="r", sequence=1, role=StepRole.USER, content=sid)])
+    path = repo.session_file("bad")
+    path.write_bytes(path.read_bytes().replace(b'"content":"bad"', b'"content":"bad'))
+    with pytest.warns(UserWarning, match="bad.jsonl"):
+        df = frames.steps(repository=TinyDBRepository(tmp_path / "store"))
+    assert list(df["content"]) == ["good"]

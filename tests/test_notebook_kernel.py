@@ -165,3 +165,12 @@ def test_await_runner_run_works_in_a_cell(kernel):
                          "r = await StepRunner(streamer).run(None, 'hi')\nprint(r.status.value, r.final_text[:5])")
     out = "".join(m["content"]["text"] for m in of_type(res["messages"], "stream"))
     assert "completed word0" in out
+
+
+def test_config_shows_settings_but_never_the_key(kernel, tmp_path):
+    res = kernel.execute("import os; os.environ['OPENAI_API_KEY'] = 'sk-never-shown-123456'\n"
+                         f"%agio config --model gpt-test --base-url http://127.0.0.1:9/v1 --store {tmp_path}/cfg")
+    out = "".join(m["content"]["text"] for m in of_type(res["messages"], "stream"))
+    assert "model: gpt-test at http://127.0.0.1:9/v1" in out and f"store: {tmp_path}/cfg" in out
+    assert "OPENAI_API_KEY set" in out and "sk-never-shown" not in out
+    kernel.execute("os.environ['OPENAI_API_KEY'] = ''\n%agio config --store " + str(tmp_path / "back"))
