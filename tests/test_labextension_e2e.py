@@ -34,6 +34,10 @@ def lab(saved_notebook, tmp_path_factory):
     nb = nbformat.read(saved_notebook, as_version=4)
     # a kernel this server does not know: the notebook opens without starting any kernel
     nb.metadata["kernelspec"] = {"name": "agio-absent", "display_name": "absent", "language": "python"}
+    broken = nbformat.v4.new_code_cell("# a transcript damaged by hand")
+    broken.outputs = [nbformat.v4.new_output("display_data", data={
+        "application/vnd.agio.run+json": {"version": 1, "events": [42]}, "text/plain": "damaged"})]
+    nb.cells.append(broken)
     nbformat.write(nb, root / "saved_runs.ipynb")
     # render every cell (no virtual scrolling), so all transcripts are in the page at once
     settings = root / ".settings" / "@jupyterlab" / "notebook-extension"
@@ -91,9 +95,12 @@ def test_saved_transcripts_render_richly_and_safely(lab):
             dialog.wait_for(state="detached", timeout=10000)
         except Exception:  # noqa: BLE001 - no dialog this time
             pass
-        runs = page.locator(".jp-AgioRun .agio-run")
-        page.wait_for_function("document.querySelectorAll('.jp-AgioRun .agio-run').length >= 3", timeout=30000)
+        runs = page.locator(".jp-AgioRun .agio-run:not(.agio-invalid)")
+        page.wait_for_function("document.querySelectorAll('.jp-AgioRun .agio-run').length >= 4", timeout=30000)
         assert runs.count() == 3
+        invalid = page.locator(".jp-AgioRun .agio-invalid")
+        assert invalid.count() == 1 and "Cannot show this agio transcript: the transcript has a malformed event" \
+            in invalid.inner_text()
         first, retry, hostile = runs.nth(0), runs.nth(1), runs.nth(2)
         # the run with a tool error: steps, cards, metrics
         assert first.locator(".agio-header .agio-status").inner_text() == "completed"
