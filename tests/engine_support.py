@@ -61,3 +61,30 @@ async def nap(seconds: float) -> str:
     """Sleep, then say so."""
     await asyncio.sleep(seconds)
     return f"slept {seconds}"
+
+
+async def cancel_when(stream, ready=lambda events: bool(events), while_running=None):
+    """Consume ``stream`` in a task; once ``ready(events)``, optionally await ``while_running(events)``,
+    then cancel the task. Returns the events seen; the stream must end in CancelledError."""
+    events: list = []
+
+    async def consume():
+        async for e in stream:
+            events.append(e)
+
+    task = asyncio.create_task(consume())
+    while not ready(events):
+        await asyncio.sleep(0.01)
+    if while_running is not None:
+        await while_running(events)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        return events
+    raise AssertionError("the stream did not end with CancelledError")
+
+
+def tool_started(events) -> bool:
+    from agio_notebook.core import StepEventType
+    return any(e.type is StepEventType.TOOL_CALL_STARTED for e in events)

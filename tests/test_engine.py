@@ -11,7 +11,7 @@ from agio_notebook import Agent, AgentHook, ExecutionConfig, StepRunner, tool
 from agio_notebook.core import ModelError, RunStatus, StepEventType as E
 from agio_notebook.storage import InMemoryRepository
 
-from engine_support import ChunkModel, add, calls, nap, text
+from engine_support import ChunkModel, add, calls, cancel_when, nap, text, tool_started
 
 
 
@@ -140,20 +140,7 @@ def test_max_steps_ends_with_its_own_status_and_event():
 def test_cancellation_mid_run_marks_cancelled_and_keeps_steps():
     repo = InMemoryRepository()
     runner, _ = make_runner([calls(("nap", {"seconds": 10})), text("never")], tools=[nap], repo=repo)
-    seen = []
-
-    async def main():
-        async def consume():
-            async for e in runner.run_stream("s1", "go"):
-                seen.append(e)
-        task = asyncio.create_task(consume())
-        while not any(e.type is E.TOOL_CALL_STARTED for e in seen):
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(main())
+    seen = asyncio.run(cancel_when(runner.run_stream("s1", "go"), tool_started))
     assert seen[-1].type is E.RUN_CANCELLED
     run_ = repo.get_run(seen[0].run_id)
     assert run_.status is RunStatus.CANCELLED

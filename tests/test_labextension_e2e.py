@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -16,16 +11,9 @@ import nbformat
 import pytest
 from playwright.sync_api import sync_playwright
 
+from lab_support import CHROMIUM, CHROMIUM_ARGS, running_lab
+
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -39,38 +27,10 @@ def lab(saved_notebook, tmp_path_factory):
         "application/vnd.agio.run+json": {"version": 1, "events": [42]}, "text/plain": "damaged"})]
     nb.cells.append(broken)
     nbformat.write(nb, root / "saved_runs.ipynb")
-    # render every cell (no virtual scrolling), so all transcripts are in the page at once
-    settings = root / ".settings" / "@jupyterlab" / "notebook-extension"
-    settings.mkdir(parents=True)
-    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    port, token = free_port(), secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items() if k != "JUPYTER_PATH"}
-    env["JUPYTER_CONFIG_DIR"] = str(root / ".config")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", "--allow-root", f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",
-         f"--LabApp.user_settings_dir={root / '.settings'}", f"--LabApp.workspaces_dir={root / '.ws'}",
-         "--LabApp.news_url=",
-         # no kernel can start: the transcripts must render from the saved file alone
-         "--KernelSpecManager.allowed_kernelspecs=agio-absent", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("jupyter lab did not start: " + (proc.stdout.read() if proc.stdout else ""))
-    yield base, token
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    # no kernel can start: the transcripts must render from the saved file alone
+    with running_lab(root, env, "--KernelSpecManager.allowed_kernelspecs=agio-absent") as served:
+        yield served
 
 
 def test_saved_transcripts_render_richly_and_safely(lab):
@@ -81,7 +41,7 @@ def test_saved_transcripts_render_richly_and_safely(lab):
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1300, "height": 1800})
         page.on("dialog", lambda d: d.dismiss())
         page.goto(f"{base}/lab/tree/saved_runs.ipynb?token={token}")

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -17,7 +11,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
-from test_labextension_e2e import ARGS, CHROMIUM, free_port
+from lab_support import CHROMIUM, CHROMIUM_ARGS, running_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,33 +35,11 @@ def lab_with_kernel(kernelspec_dir, tmp_path):
     nb = new_notebook(cells=[new_code_cell(c) for c in CELLS],
                       metadata={"kernelspec": {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}})
     nbformat.write(nb, tmp_path / "live.ipynb")
-    settings = tmp_path / ".settings" / "@jupyterlab" / "notebook-extension"
-    settings.mkdir(parents=True)
-    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    port, token = free_port(), secrets.token_hex(16)
-    env = {**os.environ, "AGIO_STORE": str(tmp_path / "store"), "JUPYTER_CONFIG_DIR": str(tmp_path / ".config")}
+    env = {**os.environ, "AGIO_STORE": str(tmp_path / "store")}
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
         env.pop(name, None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
-         f"--LabApp.user_settings_dir={tmp_path / '.settings'}", f"--LabApp.workspaces_dir={tmp_path / '.ws'}",
-         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.3)
-    yield base, token
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with running_lab(tmp_path, env) as served:
+        yield served
 
 
 def test_live_widget_streams_then_the_transcript_replaces_it(lab_with_kernel):
@@ -75,7 +47,7 @@ def test_live_widget_streams_then_the_transcript_replaces_it(lab_with_kernel):
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1200, "height": 1400})
         page.goto(f"{base}/lab/tree/live.ipynb?token={token}")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)

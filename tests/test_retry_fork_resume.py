@@ -10,7 +10,7 @@ from agio_notebook import Agent, StepRunner, fork_session, tool
 from agio_notebook.core import InvalidOperationError, NotFoundError, RunStatus, StepEventType as E
 from agio_notebook.storage import TinyDBRepository
 
-from engine_support import ChunkModel, add, calls, nap, text
+from engine_support import ChunkModel, add, calls, cancel_when, nap, text, tool_started
 
 
 
@@ -79,39 +79,17 @@ def test_retry_clear_errors(repo):
 def test_retry_of_running_run_is_refused(repo):
     runner, _ = runner_for(repo, [calls(("nap", {"seconds": 5}))])
 
-    async def main():
-        events = []
-
-        async def consume():
-            async for e in runner.run_stream("s", "q"):
-                events.append(e)
-        task = asyncio.create_task(consume())
-        while not events:
-            await asyncio.sleep(0.01)
+    async def refuse(events):
         with pytest.raises(InvalidOperationError, match="still running|in progress"):
             await runner.retry(events[0].run_id)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-    go(main())
+
+    go(cancel_when(runner.run_stream("s", "q"), while_running=refuse))
 
 
 def test_resume_after_cancelled_run_runs_pending_tools_first(repo):
     runner, _ = runner_for(repo, [calls(("nap", {"seconds": 10}))])
 
-    async def cancel_during_tool():
-        events = []
-
-        async def consume():
-            async for e in runner.run_stream("s", "q"):
-                events.append(e)
-        task = asyncio.create_task(consume())
-        while not any(e.type is E.TOOL_CALL_STARTED for e in events):
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-    go(cancel_during_tool())
+    go(cancel_when(runner.run_stream("s", "q"), tool_started))
     assert repo.get_last_step("s").role.value == "assistant"
 
     # the tool is fast now: resuming runs the pending call, then asks the model
