@@ -46,7 +46,7 @@ class EventPrinter:
         if t is _E.STEP_DELTA:
             if "content" in p:
                 if not self._in_text:
-                    self.out.write(f"  assistant> ")
+                    self.out.write("  assistant> ")
                     self._in_text = True
                 self.out.write(p["content"])
                 self.out.flush()

@@ -418,7 +418,7 @@ async def measure(variants: list[Variant], k: int, reps: int) -> dict[str, list[
         prepared.append((v, prepare, cleanup))
     samples: dict[str, list[float]] = {v.label: [] for v in variants}
     try:
-        for v, prepare, _ in prepared:  # warm-up
+        for _, prepare, _ in prepared:  # warm-up
             await run_once(prepare(), k)
         for rep in range(reps):
             order = prepared[rep % len(prepared):] + prepared[:rep % len(prepared)]

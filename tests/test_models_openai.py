@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from agio_notebook import Agent, StepRunner, tool
-from agio_notebook.core import ModelError, RunStatus, StepEventType as E
+from agio_notebook.core import ModelError, StepEventType as E
 from agio_notebook.models import Finish, OpenAIModel, TextDelta, ToolCallDelta, Usage
 from agio_notebook.storage import InMemoryRepository
 

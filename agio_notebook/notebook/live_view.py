@@ -40,7 +40,7 @@ class _StepBlock:
         self.box = widgets.VBox([self.label, self.text_box, self.card_box],
                                 layout=widgets.Layout(border_left=f"3px solid {border}", padding="2px 8px",
                                                       margin="3px 0"))
-        self.box.add_class(f"agio-step")
+        self.box.add_class("agio-step")
         self.box.add_class(f"agio-step-{step.role}")
         self._label_value = ""
 
