@@ -20,7 +20,7 @@ from .approval import Approver
 from .context import pending_tool_calls, steps_to_messages
 from .hooks import AgentHook, HookCaller
 from .recorder import RunRecorder
-from .retry import plan_resume, plan_retry
+from .retry import RetryPlan, plan_resume, plan_retry
 from .step_executor import StepExecutor
 
 _E = StepEventType
@@ -269,7 +269,7 @@ class StepRunner:
             event.payload["run"] = rec.run.to_dict()
         return event
 
-    def _supersede_run(self, plan, rec: RunRecorder) -> None:
+    def _supersede_run(self, plan: RetryPlan, rec: RunRecorder) -> None:
         """Link the superseded attempt to its retry (a second, small commit after the retry started)."""
         for old in plan.superseded_runs:
             old.superseded_by = rec.run.id

@@ -110,8 +110,11 @@ def header_html(view: RunView) -> str:
 def footer_html(view: RunView) -> str:
     error = (f'<div class="agio-error" style="color:#cf222e">{escape(view.error)}</div>'
              if view.error and view.status != "completed" else "")
+    line = metrics_line(view.run_metrics, run=True)
+    if view.status == "running" and not view.run_metrics.get("model_calls"):
+        line = "waiting for the model…"
     return (f'{error}<div class="agio-metrics" style="font-size:11px;color:#57606a;border-top:1px solid #d0d7de;'
-            f'margin-top:4px;padding-top:2px">{escape(metrics_line(view.run_metrics, run=True))}</div>')
+            f'margin-top:4px;padding-top:2px">{escape(line)}</div>')
 
 
 def to_html(view: RunView) -> str:
