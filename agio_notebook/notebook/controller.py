@@ -41,7 +41,6 @@ class RunHandle:
         self.events_list: list[StepEvent] = []
         self._future: concurrent.futures.Future[Any] | None = None
         self._finished = threading.Event()
-        self._started = threading.Event()
         self.approval_pending = threading.Event()
         self.error: BaseException | None = None
         self.live: LiveView | None = None
@@ -227,12 +226,7 @@ class Controller:
     def _start(self, make_stream: Callable[[Any], AsyncIterator[StepEvent]], session_id: str,
                background: bool, agent: Agent, capture: widgets.Output | None = None) -> RunHandle:
         handle = RunHandle(self, session_id, agent)
-        stop = widgets.Button(description="Stop", icon="stop", button_style="warning",
-                              layout=widgets.Layout(width="auto"))
-        approvals = widgets.VBox()
-        live = LiveView(actions=widgets.VBox([approvals, widgets.HBox([stop])]))
-        live.approvals = approvals  # type: ignore[attr-defined]
-        stop.on_click(lambda _: handle.cancel())
+        live = LiveView(on_stop=handle.cancel)
         display_id = new_id()
         shell = self.shell
         parent = capture_parent(shell) if shell is not None else None
@@ -257,7 +251,6 @@ class Controller:
                     if handle.run_id is None:
                         handle.run_id = event.run_id
                         self.handles[event.run_id] = handle
-                        handle._started.set()
                     if event.type is not _E.STEP_DELTA:
                         handle.events_list.append(event)
                     live.feed(event)
@@ -368,13 +361,13 @@ async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> A
 
     approve.on_click(on_approve)
     reject.on_click(on_reject)
-    live.approvals.children = (*live.approvals.children, card)  # type: ignore[attr-defined]
+    live.approvals.children = (*live.approvals.children, card)
     handle.approval_pending.set()
     try:
         return await asyncio.wrap_future(decided)
     finally:
         handle.approval_pending.clear()
-        live.approvals.children = tuple(c for c in live.approvals.children if c is not card)  # type: ignore[attr-defined]
+        live.approvals.children = tuple(c for c in live.approvals.children if c is not card)
         close_tree(card)
 
 

@@ -96,7 +96,7 @@ class LiveView:
     """Feed it events; it redraws at most ``max_rate`` times a second. ``updates`` counts widget writes."""
 
     def __init__(self, *, max_rate: float = 20.0, clock: Callable[[], float] = time.monotonic,
-                 actions: widgets.Widget | None = None):
+                 on_stop: Callable[[], None] | None = None):
         self.view = RunView()
         self.min_interval = 1.0 / max_rate
         self.clock = clock
@@ -108,9 +108,13 @@ class LiveView:
         self.footer = widgets.HTML()
         self.steps_box = widgets.VBox()
         self._blocks: dict[int, _StepBlock] = {}
-        children = [self.header, self.steps_box, self.footer]
-        if actions is not None:
-            children.append(actions)
+        self.approvals = widgets.VBox()  # approval cards appear here while a tool waits for a decision
+        children: list[widgets.Widget] = [self.header, self.steps_box, self.footer, self.approvals]
+        if on_stop is not None:
+            stop = widgets.Button(description="Stop", icon="stop", button_style="warning",
+                                  layout=widgets.Layout(width="auto"))
+            stop.on_click(lambda _: on_stop())
+            children.append(stop)
         self.widget = widgets.VBox(children, layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 10px"))
         self.widget.add_class("agio-run")
 
