@@ -108,16 +108,31 @@ def p95(xs: list[float]) -> float:
     return statistics.quantiles(xs, n=20)[-1]
 
 
-def one_session_growth(root: str, steps: int = 1000) -> tuple[float, float]:
+def one_session_growth(root: str, steps: int = 1000, samples: int = 31) -> tuple[float, float]:
+    """Median latency of a session's 10th step and of its ~1,000th, sampled alternately.
+
+    Disk fsync drifts over seconds, so the two are measured interleaved: a fresh session's 10th
+    step, then the next step of one long session (centred on its 1,000th), ``samples`` times.
+    """
     repo = TinyDBRepository(root)
-    lat = []
-    for seq in range(1, steps + 1):
-        step = make_step("long", seq)
+
+    def timed(step: Step) -> float:
         t0 = time.perf_counter()
         repo.commit(steps=[step], events=[make_event(step)])
-        lat.append((time.perf_counter() - t0) * 1e3)
+        return (time.perf_counter() - t0) * 1e3
+
+    first_long = steps - samples // 2
+    for seq in range(1, first_long):
+        timed(make_step("long", seq))
+    at10, at_long = [], []
+    for i in range(samples):
+        short = f"short-{i}"
+        for seq in range(1, 10):
+            timed(make_step(short, seq))
+        at10.append(timed(make_step(short, 10)))
+        at_long.append(timed(make_step("long", first_long + i)))
     repo.close()
-    return statistics.median(lat[5:15]), statistics.median(lat[-10:])
+    return statistics.median(at10), statistics.median(at_long)
 
 
 def bench_medium(label: str, base: str, sizes: list[int], appends: int) -> list[str]:

@@ -66,7 +66,6 @@ class TinyDBRepository:
         if journal is None:
             journal = self._journals[session_id] = Journal(self.session_file(session_id), SESSION_KEYS,
                                                            self.lock_timeout)
-            refresh = True
         if refresh:
             journal.refresh()
         return journal
@@ -97,14 +96,16 @@ class TinyDBRepository:
         if session_id is None:
             return
         with self._lock:
-            journal = self._journal(session_id, refresh=False)  # append() reads new lines under the lock
-            known = "session" in journal.tables and session_id in journal.tables["session"]
-            if not known and session is None:  # first write to a session created implicitly
-                implicit = AgentSession(session_id=session_id)
-                records.insert(0, ("session", implicit.to_dict()))
-                session = implicit
+            journal = self._journal(session_id, refresh=False)
             self._limit_open_files(journal)
-            journal.append(records)
+            with journal.lock:  # read, decide and append as one step against other writers
+                journal.refresh(repair=True)  # a torn tail from a crashed writer is cut, not reported
+                known = "session" in journal.tables and session_id in journal.tables["session"]
+                if not known and session is None:  # first write to a session created implicitly
+                    implicit = AgentSession(session_id=session_id)
+                    records.insert(0, ("session", implicit.to_dict()))
+                    session = implicit
+                journal.append(records)
             self._update_index(session, run)
 
     def _update_index(self, session: AgentSession | None, run: AgentRun | None) -> None:
