@@ -1,4 +1,4 @@
-"""Crash consistency under SIGKILL, and concurrent writers in separate processes."""
+"""Crash consistency under SIGKILL, concurrent writers in separate processes, a lock held elsewhere."""
 
 from __future__ import annotations
 
@@ -10,7 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from agio_notebook import Agent, ScriptedModel, StepRunner
+from agio_notebook.core import RunStatus, Step, StepRole
 from agio_notebook.storage import TinyDBRepository
+from agio_notebook.storage.locking import LockTimeout
 
 WRITER = [sys.executable, str(Path(__file__).with_name("store_writer.py"))]
 
@@ -58,3 +63,35 @@ def test_two_processes_on_the_same_and_different_sessions_lose_nothing(tmp_path)
     assert {s.id for s in shared} == set(outs[0].split()) | set(outs[1].split())
     assert len(repo.get_steps("own-a")) == n and len(repo.get_steps("own-b")) == n
     assert sorted(s.session_id for s in repo.list_sessions()) == ["own-a", "own-b", "shared"]
+
+
+HOLD_LOCK = ("import fcntl, sys, time\n"
+             "f = open(sys.argv[1], 'a')\n"
+             "fcntl.flock(f, fcntl.LOCK_EX)\n"
+             "print('held', flush=True)\n"
+             "time.sleep(60)\n")
+
+
+def test_a_store_locked_by_another_process_fails_the_run_clearly_and_loses_nothing(tmp_path):
+    root = tmp_path / "store"
+    repo = TinyDBRepository(root, lock_timeout=0.3)
+    runner = StepRunner(Agent(model=ScriptedModel(["first answer", "third answer"])), repository=repo)
+    assert runner.run_sync("s", "one").status is RunStatus.COMPLETED
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, f"{repo.session_file('s')}.lock"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        blocked = runner.run_sync("s", "two")
+        assert blocked.status is RunStatus.FAILED
+        assert "is locked by another process" in blocked.error and repo.session_file("s").name in blocked.error
+        assert "\n" not in blocked.error
+        with pytest.raises(LockTimeout, match="locked by another process"):
+            repo.commit(steps=[Step(session_id="s", run_id="x", sequence=9, role=StepRole.USER, content="x")])
+    finally:
+        holder.kill()
+        holder.wait()
+    # the lock is gone: the session goes on where it was, the first run intact
+    assert runner.run_sync("s", "three").status is RunStatus.COMPLETED
+    steps = TinyDBRepository(root).get_steps("s")
+    assert [(s.sequence, s.content) for s in steps] == [(1, "one"), (2, "first answer"), (3, "three"),
+                                                          (4, "third answer")]
