@@ -31,21 +31,15 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from .storage import open_repository
+    from .storage import iter_events, open_repository
 
     repo = open_repository(args.store)
     run = repo.get_run(args.run_id)
     if run is None:
         raise AgioError(f"no run {args.run_id!r} in the store at {repo.root}")
     printer = EventPrinter(sys.stdout)
-    cursor = 0
-    while True:
-        page = repo.get_events(args.run_id, cursor, 100)
-        if not page:
-            break
-        for event in page:
-            printer(event)
-        cursor = page[-1].seq
+    for event in iter_events(repo, args.run_id):
+        printer(event)
     return 0
 
 

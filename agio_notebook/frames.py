@@ -24,10 +24,6 @@ STEP_STATUSES = ["ok", "error", "rejected"]
 RUN_STATUSES = ["running", "completed", "failed", "cancelled", "max_steps"]
 
 
-def default_repository() -> Repository:
-    return open_repository()
-
-
 def _utc(values: list[Any]) -> pd.Series:
     return pd.to_datetime(pd.Series(values, dtype="float64"), unit="s", utc=True)
 
@@ -74,7 +70,7 @@ def _step_docs(repo: Repository, session_id: str | None, run_id: str | None) -> 
 def steps(session_id: str | None = None, run_id: str | None = None, *,
           repository: Repository | None = None) -> pd.DataFrame:
     """One row per step (all sessions unless filtered), in session and sequence order."""
-    docs = _step_docs(repository or default_repository(), session_id, run_id)
+    docs = _step_docs(repository or open_repository(), session_id, run_id)
     metrics = [d.get("metrics") or {} for d in docs]
     col = {
         "session_id": _text([d["session_id"] for d in docs]),
@@ -130,7 +126,7 @@ def _run_frame(docs: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 def runs(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
     """One row per run (retries and resumes included), oldest first, with its totals."""
-    return _run_frame((repository or default_repository()).iter_run_dicts(session_id))
+    return _run_frame((repository or open_repository()).iter_run_dicts(session_id))
 
 
 def run_metrics(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
@@ -142,7 +138,7 @@ def run_metrics(session_id: str | None = None, *, repository: Repository | None 
 def tool_calls(session_id: str | None = None, run_id: str | None = None, *,
                repository: Repository | None = None) -> pd.DataFrame:
     """One row per tool call: the call (from the assistant step) joined with its result step."""
-    docs = _step_docs(repository or default_repository(), session_id, None)
+    docs = _step_docs(repository or open_repository(), session_id, None)
     results = {(d["session_id"], d.get("tool_call_id")): d for d in docs if d["role"] == "tool"}
     rows: list[tuple[Any, ...]] = []
     for d in docs:
@@ -169,7 +165,7 @@ def tool_calls(session_id: str | None = None, run_id: str | None = None, *,
 
 def sessions(*, repository: Repository | None = None) -> pd.DataFrame:
     """One row per session, with its fork origin and how many runs it has."""
-    repo = repository or default_repository()
+    repo = repository or open_repository()
     all_sessions = repo.list_sessions()
     run_counts: dict[str, int] = {}
     last: dict[str, float] = {}

@@ -15,7 +15,7 @@ from typing import AsyncIterator, Callable, Sequence
 from ..agent import Agent
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
                     RunStatus, Step, StepEvent, StepEventType, StepRole)
-from ..storage.base import Repository
+from ..storage import Repository, open_repository
 from .approval import Approver
 from .context import pending_tool_calls, steps_to_messages
 from .hooks import AgentHook, HookCaller
@@ -69,12 +69,6 @@ class RunResult:
         return self.run.error
 
 
-def _default_repository() -> Repository:
-    from ..storage import open_repository
-
-    return open_repository()
-
-
 class StepRunner:
     """Runs an agent against sessions stored in a repository.
 
@@ -87,7 +81,7 @@ class StepRunner:
         self.agent = agent
         self.hooks = list(hooks)
         self.config = config or agent.config or ExecutionConfig()
-        self.repository = repository if repository is not None else _default_repository()
+        self.repository = repository if repository is not None else open_repository()
         self.approver = approver
         self._hook_caller = HookCaller(self.hooks)
         self._executor = StepExecutor(agent.model, agent.registry, self.config, self._hook_caller, approver)

@@ -21,7 +21,7 @@ from ..agent import Agent
 from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus, StepEvent, StepEventType, new_id
 from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
 from ..models import OpenAIModel, default_model
-from ..storage import open_repository
+from ..storage import iter_events, open_repository
 from ..storage.base import Repository
 from .live_view import LiveView, close_tree
 from .transcript import build_bundle, bundle_for_run
@@ -85,7 +85,7 @@ class RunHandle:
 
     @property
     def events(self) -> pd.DataFrame:
-        evs = self._controller.repository.get_events(self.run_id, 0, 1_000_000) if self.run_id else []
+        evs = list(iter_events(self._controller.repository, self.run_id)) if self.run_id else []
         return pd.DataFrame({
             "seq": pd.Series([e.seq for e in evs], dtype="Int64"),
             "type": pd.Series(pd.Categorical([e.type.value for e in evs],

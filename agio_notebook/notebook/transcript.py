@@ -13,7 +13,7 @@ import os
 from typing import Any, Iterable
 
 from ..core import AgentRun, AgentSession, StepEvent, StepEventType
-from ..storage.base import Repository
+from ..storage.base import Repository, iter_events
 from .render import to_html, to_text
 from .view_model import fold
 
@@ -49,19 +49,8 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
     return {MIME_TYPE: payload, "text/html": to_html(view), "text/plain": to_text(view)}
 
 
-def stored_events(repository: Repository, run_id: str, page: int = 500) -> list[StepEvent]:
-    events: list[StepEvent] = []
-    cursor = 0
-    while True:
-        batch = repository.get_events(run_id, cursor, page)
-        if not batch:
-            return events
-        events.extend(batch)
-        cursor = batch[-1].seq
-
-
 def bundle_for_run(repository: Repository, run_id: str) -> dict[str, Any]:
     """The bundle of a stored run, rebuilt from the store (e.g. for ``%agio replay``)."""
     run = repository.get_run(run_id)
     session = repository.get_session(run.session_id) if run is not None else None
-    return build_bundle(stored_events(repository, run_id), run, session)
+    return build_bundle(iter_events(repository, run_id), run, session)

@@ -5,16 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .base import Repository
+from .base import Repository, iter_events
 from .journal import JournalStorage
+from .layout import store_root
 from .memory import InMemoryRepository
 from .tinydb_repo import TinyDBRepository
 
 _open: dict[Path, TinyDBRepository] = {}
-
-
-def default_store_path() -> Path:
-    return Path(os.environ.get("AGIO_STORE") or ".agio").expanduser().absolute()
 
 
 def open_repository(path: str | os.PathLike[str] | None = None) -> TinyDBRepository:
@@ -22,12 +19,12 @@ def open_repository(path: str | os.PathLike[str] | None = None) -> TinyDBReposit
 
     One instance per path, so the engine, frames and magics share caches and file handles.
     """
-    key = Path(path).expanduser().absolute() if path is not None else default_store_path()
+    key = store_root(path).absolute()
     repo = _open.get(key)
     if repo is None:
         repo = _open[key] = TinyDBRepository(key)
     return repo
 
 
-__all__ = ["InMemoryRepository", "JournalStorage", "Repository", "TinyDBRepository", "default_store_path",
-           "open_repository"]
+__all__ = ["InMemoryRepository", "JournalStorage", "Repository", "TinyDBRepository", "iter_events",
+           "open_repository", "store_root"]

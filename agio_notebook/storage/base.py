@@ -58,3 +58,11 @@ class Repository(Protocol):
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]: ...
 
     def close(self) -> None: ...
+
+
+def iter_events(repository: Repository, run_id: str, page: int = 500) -> Iterator[StepEvent]:
+    """Every stored event of a run, in order, read a page at a time through ``get_events``."""
+    cursor = 0
+    while batch := repository.get_events(run_id, cursor, page):
+        yield from batch
+        cursor = batch[-1].seq

@@ -11,7 +11,9 @@ One file per session bounds what any append touches; the index lets the runs fra
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+from pathlib import Path
 from typing import Any, Callable
 
 SCHEMA_VERSION = 1
@@ -29,6 +31,11 @@ INDEX_KEYS: dict[str, Callable[[Doc], str]] = {
     "runs": lambda d: d["id"],
 }
 ALL_KEYS = {**SESSION_KEYS, **INDEX_KEYS}
+
+def store_root(path: str | os.PathLike[str] | None = None) -> Path:
+    """The store directory: ``path``, else ``$AGIO_STORE``, else ``./.agio``."""
+    return Path(path if path is not None else os.environ.get("AGIO_STORE") or ".agio").expanduser()
+
 
 _SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 

@@ -18,7 +18,7 @@ import orjson
 
 from ..core import AgentRun, AgentSession, Step, StepEvent, StoreError
 from .journal import Journal, atomic_write
-from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name
+from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
 
 _MAX_OPEN_FILES = 128
 _COMPACT_AFTER_LINES = 64
@@ -26,7 +26,7 @@ _COMPACT_AFTER_LINES = 64
 
 class TinyDBRepository:
     def __init__(self, path: str | os.PathLike[str] | None = None, *, lock_timeout: float = 10.0):
-        self.root = Path(path if path is not None else os.environ.get("AGIO_STORE") or ".agio").expanduser()
+        self.root = store_root(path)
         self.lock_timeout = lock_timeout
         self._sessions_dir = self.root / "sessions"
         try:
