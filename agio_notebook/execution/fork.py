@@ -8,19 +8,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..core import AgentSession, NotFoundError, new_id
+from ..core import AgentSession, new_id
 from ..storage.base import Repository
-from .retry import check_continuation_point
+from .retry import check_continuation_point, check_sequence_exists, session_steps
 
 
 def fork_session(original_session_id: str, fork_at_sequence: int, repository: Repository) -> str:
     """Copy steps ``1..fork_at_sequence`` into a new session; returns the new session id."""
-    steps = repository.get_steps(original_session_id)
-    if not steps:
-        raise NotFoundError(f"no session {original_session_id!r} with steps in the store")
-    if not any(s.sequence == fork_at_sequence for s in steps):
-        raise NotFoundError(f"session {original_session_id} has no current step at sequence {fork_at_sequence} "
-                            f"(current steps: 1..{steps[-1].sequence})")
+    steps = session_steps(repository, original_session_id)
+    check_sequence_exists(steps, fork_at_sequence, original_session_id)
     check_continuation_point(steps, fork_at_sequence, "fork")
     origin = repository.get_session(original_session_id)
     session = AgentSession(title=origin.title if origin else None, forked_from=original_session_id,

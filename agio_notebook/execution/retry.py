@@ -33,6 +33,20 @@ class ResumePlan:
     pending: tuple[Step, list[str]] | None
 
 
+def session_steps(repository: Repository, session_id: str) -> list[Step]:
+    """The session's current steps; a session without any cannot be resumed or forked."""
+    steps = repository.get_steps(session_id)
+    if not steps:
+        raise NotFoundError(f"no session {session_id!r} with steps in the store")
+    return steps
+
+
+def check_sequence_exists(steps: list[Step], seq: int, session_id: str) -> None:
+    if not any(s.sequence == seq for s in steps):
+        raise NotFoundError(f"session {session_id} has no current step at sequence {seq} "
+                            f"(current steps: 1..{steps[-1].sequence})")
+
+
 def check_continuation_point(steps: list[Step], seq: int, what: str) -> None:
     """Steps ``1..seq`` must end where a model call can follow: not inside a half-finished tool batch."""
     upto = [s for s in steps if s.sequence <= seq]
@@ -57,10 +71,8 @@ def plan_retry(repository: Repository, run_id: str, from_seq: int | None, active
         if not own:
             raise InvalidOperationError(f"run {run_id} has no current model step to retry; pass from_seq")
         from_seq = own[0].sequence
+    check_sequence_exists(steps, from_seq, run.session_id)
     by_seq = {s.sequence: s for s in steps}
-    if from_seq not in by_seq:
-        raise NotFoundError(f"session {run.session_id} has no current step at sequence {from_seq} "
-                            f"(current steps: 1..{steps[-1].sequence})")
     if by_seq[from_seq].role is StepRole.USER:
         from_seq += 1  # keep the user's message; regenerate what followed it
     if by_seq.get(from_seq) is not None and by_seq[from_seq].role is StepRole.TOOL:
@@ -80,9 +92,7 @@ def plan_retry(repository: Repository, run_id: str, from_seq: int | None, active
 
 
 def plan_resume(repository: Repository, session_id: str) -> ResumePlan:
-    steps = repository.get_steps(session_id)
-    if not steps:
-        raise NotFoundError(f"no session {session_id!r} with steps in the store")
+    steps = session_steps(repository, session_id)
     last = steps[-1]
     dangling, missing = pending_tool_calls(steps)
     if dangling is not None:
