@@ -46,9 +46,6 @@ class HookCaller:
             self._by_method[name] = [getattr(h, name) for h in hooks
                                      if getattr(type(h), name, base) is not base]
 
-    def wants(self, method: str) -> bool:
-        return bool(self._by_method[method])
-
     async def call(self, method: str, *args: Any) -> None:
         for fn in self._by_method[method]:
             try:

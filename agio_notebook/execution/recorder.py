@@ -34,6 +34,11 @@ class RunRecorder:
         self._started = now()
 
     # -- numbering -------------------------------------------------------------
+    @property
+    def upcoming_sequence(self) -> int:
+        """The sequence the next step will take (streamed deltas carry it before the step exists)."""
+        return self._next_sequence
+
     def next_sequence(self) -> int:
         seq = self._next_sequence
         self._next_sequence += 1

@@ -55,8 +55,7 @@ class StepExecutor:
                 yield event
             assert step is not None
             if not step.tool_calls:
-                for event in self._close_turn(rec, step):
-                    yield event
+                yield self._close_turn(rec, step)
                 rec.finish(RunStatus.COMPLETED)
                 return
             async for event in self._run_tools(rec, step, None):
@@ -80,7 +79,7 @@ class StepExecutor:
     async def _stream_reply(self, rec: RunRecorder, got_any: list[bool]) -> AsyncIterator[StepEvent | None]:
         config = self.config
         stream = config.stream
-        sequence = rec._next_sequence  # taken for good once the step completes
+        sequence = rec.upcoming_sequence  # taken for good once the step completes
         texts: list[str] = []
         calls: dict[int, list[Any]] = {}
         usage: Usage | None = None
@@ -90,31 +89,32 @@ class StepExecutor:
         # One timer per model call (not one per chunk): it cancels the task only while we are waiting
         # on the model, so time spent by the consumer between chunks is never mistaken for it.
         task = asyncio.current_task()
-        waiting_fired = [False, False]
+        waiting = timed_out = False
 
         def on_timeout() -> None:
-            waiting_fired[1] = True
-            if waiting_fired[0] and task is not None:
+            nonlocal timed_out
+            timed_out = True
+            if waiting and task is not None:
                 task.cancel()
 
         timer = (asyncio.get_running_loop().call_later(timeout, on_timeout) if timeout is not None else None)
         agen = self.model.stream(rec.messages, self._schemas, stream=stream).__aiter__()
         try:
             while True:
-                if waiting_fired[1]:
+                if timed_out:
                     raise ModelError(f"model call exceeded timeout_per_step={timeout:g}s", retryable=not got_any[0])
-                waiting_fired[0] = True
+                waiting = True
                 try:
                     chunk = await agen.__anext__()
                 except StopAsyncIteration:
                     break
                 except asyncio.CancelledError:
-                    if waiting_fired[1] and task is not None and task.uncancel() == 0:
+                    if timed_out and task is not None and task.uncancel() == 0:
                         raise ModelError(f"model call exceeded timeout_per_step={timeout:g}s",
                                          retryable=not got_any[0]) from None
                     raise
                 finally:
-                    waiting_fired[0] = False
+                    waiting = False
                 kind = type(chunk)
                 if kind is TextDelta:
                     if ttft is None:
@@ -218,8 +218,7 @@ class StepExecutor:
         for event, tool_step in new_events:
             yield event
             await hooks.call("on_step_end", run, tool_step)
-        for event in closing:
-            yield event
+        yield closing
 
     async def _approve(self, rec: RunRecorder, call: ToolCall, to_run: list[ToolCall],
                        results: dict[str, ToolResult], approvals: dict[str, dict[str, Any]],
@@ -265,7 +264,7 @@ class StepExecutor:
             "sequence": sequences[result.tool_call_id]})
 
     @staticmethod
-    def _close_turn(rec: RunRecorder, step: Step) -> list[StepEvent]:
+    def _close_turn(rec: RunRecorder, step: Step) -> StepEvent:
         """The turn's metrics event: last event of every model turn."""
-        return [rec.emit(_E.METRICS, {"sequence": step.sequence, "step": step.metrics.to_dict(),
-                                      "run": rec.run.metrics.to_dict()})]
+        return rec.emit(_E.METRICS, {"sequence": step.sequence, "step": step.metrics.to_dict(),
+                                     "run": rec.run.metrics.to_dict()})
