@@ -15,7 +15,7 @@ from typing import Any, Callable
 import ipywidgets as widgets
 
 from ..core import StepEvent, StepEventType
-from .render import card_html, footer_html, header_html, metrics_line
+from .render import card_html, footer_html, header_html, metrics_line, role_color, step_label
 from .view_model import RunView, StepView
 
 SEGMENT_CHARS = 2000
@@ -36,29 +36,17 @@ class _StepBlock:
         self.card_state: dict[str, tuple] = {}
         self.text_box = widgets.VBox(layout=widgets.Layout(margin="0"))
         self.card_box = widgets.VBox(layout=widgets.Layout(margin="0 0 0 12px"))
-        border = "#0969da" if step.role == "user" else "#8250df"
         self.box = widgets.VBox([self.label, self.text_box, self.card_box],
-                                layout=widgets.Layout(border_left=f"3px solid {border}", padding="2px 8px",
-                                                      margin="3px 0"))
+                                layout=widgets.Layout(border_left=f"3px solid {role_color(step.role)}",
+                                                      padding="2px 8px", margin="3px 0"))
         self.box.add_class("agio-step")
         self.box.add_class(f"agio-step-{step.role}")
-        self._label_value = ""
-
-    def _set(self, widget: widgets.HTML, value: str) -> None:
-        if widget.value != value:
-            widget.value = value
-            self.counter[0] += 1
 
     def sync(self) -> None:
         step = self.step
-        who = "You" if step.role == "user" else "Assistant"
+        counter = self.counter
         tip = metrics_line(step.metrics) if step.role == "assistant" else ""
-        label = (f'<span style="font-size:11px;color:#57606a">#{step.sequence} {who}'
-                 + (f" · attempt {step.attempt}" if step.attempt > 1 else "")
-                 + (f' · <span class="agio-metrics">{escape(tip)}</span>' if tip else "") + "</span>")
-        if label != self._label_value:
-            self._label_value = label
-            self._set(self.label, label)
+        _write(self.label, f'<span style="font-size:11px;color:#57606a">{step_label(step, tip)}</span>', counter)
         text = step.text
         if len(text) < self.flushed_chars:  # the completed step replaced the streamed text
             self.segments.clear()
@@ -77,7 +65,7 @@ class _StepBlock:
             piece = text[pos:pos + SEGMENT_CHARS - len(self.raw[-1])]
             self.raw[-1] += piece
             pos += len(piece)
-            self._set(self.segments[-1], f'<span style="white-space:pre-wrap">{escape(self.raw[-1])}</span>')
+            _write(self.segments[-1], f'<span style="white-space:pre-wrap">{escape(self.raw[-1])}</span>', counter)
         self.flushed_chars = pos
         for card in step.tool_cards:
             state = (card.status, card.result, card.error, card.arguments)
@@ -88,8 +76,8 @@ class _StepBlock:
             if widget is None:
                 widget = self.cards[card.tool_call_id] = widgets.HTML()
                 self.card_box.children = (*self.card_box.children, widget)
-            self._set(widget, card_html(card).replace("<details ", "<details open ", 1)
-                      if card.status in ("running", "awaiting_approval") else card_html(card))
+            _write(widget, card_html(card).replace("<details ", "<details open ", 1)
+                   if card.status in ("running", "awaiting_approval") else card_html(card), counter)
 
 
 class LiveView:
@@ -145,7 +133,7 @@ class LiveView:
         self.flushes += 1
         view = self.view
         with self.widget.hold_sync():
-            self._set(self.header, header_html(view))
+            _write(self.header, header_html(view), self.counter)
             new_blocks = False
             for step in view.conversation():
                 block = self._blocks.get(step.sequence)
@@ -156,15 +144,17 @@ class LiveView:
             if new_blocks:
                 self.steps_box.children = tuple(self._blocks[s.sequence].box for s in view.conversation())
                 self.counter[0] += 1
-            self._set(self.footer, footer_html(view))
-
-    def _set(self, widget: widgets.HTML, value: str) -> None:
-        if widget.value != value:
-            widget.value = value
-            self.counter[0] += 1
+            _write(self.footer, footer_html(view), self.counter)
 
     def close(self) -> None:
         close_tree(self.widget)
+
+
+def _write(widget: widgets.HTML, value: str, counter: list[int]) -> None:
+    """Set a widget's HTML only when it changed (each write is a comm message), counting writes."""
+    if widget.value != value:
+        widget.value = value
+        counter[0] += 1
 
 
 def close_tree(widget: widgets.Widget) -> None:

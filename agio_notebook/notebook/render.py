@@ -75,19 +75,26 @@ def card_html(card: ToolCard) -> str:
             f'<summary>🔧 <b>{escape(card.name)}</b> {_badge(card.status)}{duration}</summary>{body}</details>')
 
 
-def step_html(step: StepView) -> str:
-    css = f"agio-step agio-step-{escape(step.role)}" + (" agio-superseded" if step.superseded else "")
-    style = "margin:4px 0;padding:4px 8px;border-left:3px solid " + (
-        "#0969da" if step.role == "user" else "#8250df")
-    if step.superseded:
-        style += ";opacity:.55;text-decoration:line-through"
-    label = "You" if step.role == "user" else "Assistant"
-    tip = metrics_line(step.metrics)
-    head = (f'<div style="font-size:11px;color:#57606a" title="{escape(tip)}">#{step.sequence} {label}'
+def role_color(role: str) -> str:
+    """The colour of a step's left border: users blue, the assistant purple."""
+    return "#0969da" if role == "user" else "#8250df"
+
+
+def step_label(step: StepView, tip: str) -> str:
+    """``#3 Assistant · attempt 2 · <metrics>`` as escaped HTML, the same live and saved."""
+    return (f"#{step.sequence} {'You' if step.role == 'user' else 'Assistant'}"
             + (f" · attempt {step.attempt}" if step.attempt > 1 else "")
             + (" · superseded" if step.superseded else "")
-            + (f' · <span class="agio-metrics">{escape(tip)}</span>' if tip and step.role == "assistant" else "")
-            + "</div>")
+            + (f' · <span class="agio-metrics">{escape(tip)}</span>' if tip and step.role == "assistant" else ""))
+
+
+def step_html(step: StepView) -> str:
+    css = f"agio-step agio-step-{escape(step.role)}" + (" agio-superseded" if step.superseded else "")
+    style = f"margin:4px 0;padding:4px 8px;border-left:3px solid {role_color(step.role)}"
+    if step.superseded:
+        style += ";opacity:.55;text-decoration:line-through"
+    tip = metrics_line(step.metrics)
+    head = f'<div style="font-size:11px;color:#57606a" title="{escape(tip)}">{step_label(step, tip)}</div>'
     text = f'<div style="white-space:pre-wrap">{escape(step.text)}</div>' if step.text else ""
     return f'<div class="{css}" style="{style}">{head}{text}{"".join(card_html(c) for c in step.tool_cards)}</div>'
 
