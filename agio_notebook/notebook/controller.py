@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
+import os
 import sys
 import threading
+from html import escape
 from typing import Any, AsyncIterator, Callable
 
 import ipywidgets as widgets
@@ -20,6 +23,8 @@ from .. import frames
 from ..agent import Agent
 from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus, StepEvent, StepEventType, new_id
 from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
+from ..execution.retry import plan_retry
+from ..execution.runner import active_run_ids
 from ..models import OpenAIModel, default_model
 from ..storage import iter_events, open_repository
 from ..storage.base import Repository
@@ -145,8 +150,6 @@ class Controller:
 
     def describe(self) -> str:
         """Current settings, never the key (only whether one is set)."""
-        import os
-
         agent = self.default_agent()
         key = "set" if os.environ.get("OPENAI_API_KEY") else "not set"
         return (f"model: {agent.model_name}" + (f" at {self.base_url}" if self.base_url else "")
@@ -203,9 +206,6 @@ class Controller:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
         known = self.handles.get(run_id)
         agent = agent or (known.agent if known is not None else None) or self.default_agent()
-        from ..execution.retry import plan_retry
-        from ..execution.runner import active_run_ids
-
         plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq),
@@ -239,7 +239,7 @@ class Controller:
 
             display(live.widget, display_id=display_id)
         handle.live = live
-        approver = self._approver_for(handle, live) if shell is not None else None
+        approver = functools.partial(_ask, handle, live) if shell is not None else None
 
         async def drive() -> None:
             restore_parent(shell, parent)
@@ -325,13 +325,6 @@ class Controller:
         out.append_stdout(f"agio: forked into session {new} at step {seq}; the next %%agio cell continues "
                           "there\n")
 
-    # -- approval ------------------------------------------------------------------------------------
-    @staticmethod
-    def _approver_for(handle: RunHandle, live: LiveView) -> Callable[[ApprovalRequest], Any]:
-        async def approve(request: ApprovalRequest) -> ApprovalDecision:
-            return await _ask(handle, live, request)
-        return approve
-
 
 async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> ApprovalDecision:
     """An approval card in the running cell's output: approve or reject, arguments editable."""
@@ -342,7 +335,7 @@ async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> A
     reject = widgets.Button(description="Reject", button_style="danger")
     note = widgets.HTML()
     title = widgets.HTML()
-    title.value = f"<b>Approve tool call</b> <code>{_escape(request.name)}</code>?"
+    title.value = f"<b>Approve tool call</b> <code>{escape(request.name)}</code>?"
     card = widgets.VBox([title, args, widgets.HBox([approve, reject]), note])
     card.add_class("agio-approval")
 
@@ -350,7 +343,7 @@ async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> A
         try:
             edited = json.loads(args.value)
         except ValueError as exc:
-            note.value = f"<span style='color:#cf222e'>arguments are not valid JSON: {_escape(str(exc))}</span>"
+            note.value = f"<span style='color:#cf222e'>arguments are not valid JSON: {escape(str(exc))}</span>"
             return
         if not decided.done():
             decided.set_result(ApprovalDecision(True, edited if edited != request.arguments else None))
@@ -404,8 +397,3 @@ async def _tick(live: LiveView) -> None:
         await asyncio.sleep(live.min_interval)
         live.flush_if_due()
 
-
-def _escape(text: str) -> str:
-    from html import escape
-
-    return escape(text)

@@ -10,6 +10,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
+from .. import frames
 from ..agent import Agent
 from ..core import AgioError
 from .controller import Controller, RunHandle
@@ -158,8 +159,6 @@ class AgioMagics(Magics):
 
     # -- %agio subcommand ---------------------------------------------------------------------------
     def _line(self, command: str, argv: list[str]) -> Any:
-        from .. import frames
-
         c = self.controller
         repo = c.repository
         if command not in PARSERS or command == "cell":
