@@ -75,12 +75,15 @@ def _as_reply(value: Any) -> Reply:
     raise TypeError(f"a reply must be a str, Reply or ToolCallSpec, got {type(value).__name__}")
 
 
-def reply_chunks(reply: Reply, chunk_size: int, prompt_tokens: int, call_prefix: str = "call") -> Iterable[ModelChunk]:
-    """A reply as the chunks a streaming provider would send."""
+def reply_chunks(reply: Reply, chunk_size: int, prompt_tokens: int, call_prefix: str = "call", *,
+                 stream: bool = True) -> Iterable[ModelChunk]:
+    """A reply as the chunks a streaming provider would send (without ``stream``, the text in one piece)."""
     completion = 0
     if reply.text:
         words = _tokens(reply.text)
         completion += len(words)
+        if not stream:
+            chunk_size = len(words)
         for i in range(0, len(words), chunk_size):
             yield TextDelta("".join(words[i:i + chunk_size]))
     for index, spec in enumerate(reply.tool_calls):
@@ -158,8 +161,8 @@ class ScriptedModel:
         self.calls.append((messages, len(messages)))
         if reply.delay:
             await asyncio.sleep(reply.delay)
-        chunk_size = self.chunk_size if stream else 1 << 30
-        for chunk in reply_chunks(reply, chunk_size, self._counter.count(messages), f"call_{self._token}{len(self.calls)}"):
+        for chunk in reply_chunks(reply, self.chunk_size, self._counter.count(messages),
+                                  f"call_{self._token}{len(self.calls)}", stream=stream):
             yield chunk
 
 
@@ -197,6 +200,6 @@ class FunctionModel:
         if inspect.isawaitable(value):
             value = await value
         self._n += 1
-        for chunk in reply_chunks(_as_reply(value), self.chunk_size if stream else 1 << 30, prompt,
-                                  f"call_{self._token}{self._n}"):
+        for chunk in reply_chunks(_as_reply(value), self.chunk_size, prompt, f"call_{self._token}{self._n}",
+                                  stream=stream):
             yield chunk

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import typing
 from typing import Any, Callable, overload
 
 import pydantic
@@ -89,10 +90,7 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None, ti
     sig = inspect.signature(fn)
     summary, param_docs = parse_docstring(inspect.getdoc(fn))
     fields: dict[str, Any] = {}
-    hints = {}
     try:
-        import typing
-
         hints = typing.get_type_hints(fn)
     except Exception:  # noqa: BLE001 - unresolved forward refs: fall back to raw annotations
         hints = {}
