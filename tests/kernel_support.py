@@ -31,24 +31,16 @@ class Kernel:
         kernel_env = {**os.environ, "AGIO_STORE": str(workdir / "store"), **(env or {})}
         self.km, self.kc = start_new_kernel(kernel_name=KERNEL_NAME, cwd=str(workdir), env=kernel_env)
 
-    def execute(self, code: str, timeout: float = 60, until_idle: bool = True) -> dict[str, Any]:
-        """Run code; return the reply and every iopub message of it (plus those that follow, if asked)."""
+    def execute(self, code: str, timeout: float = 60) -> dict[str, Any]:
+        """Run code; return the reply and every iopub message up to the cell's idle status."""
         msg_id = self.kc.execute(code)
-        messages: list[dict[str, Any]] = []
-        deadline = time.time() + timeout
-        idle = False
-        while time.time() < deadline:
-            try:
-                msg = self.kc.get_iopub_msg(timeout=0.5)
-            except queue.Empty:
-                continue
-            msg["_t"] = time.time()
-            messages.append(msg)
-            if (msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
-                    and msg["parent_header"].get("msg_id") == msg_id):
-                idle = True
-                break
-        assert idle, f"cell did not finish in {timeout}s: {code[:80]!r}"
+
+        def idle(msg: dict[str, Any]) -> bool:
+            return (msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
+                    and msg["parent_header"].get("msg_id") == msg_id)
+
+        messages = self.drain(timeout, stop=idle)
+        assert messages and idle(messages[-1]), f"cell did not finish in {timeout}s: {code[:80]!r}"
         reply = self.kc.get_shell_msg(timeout=10)
         return {"msg_id": msg_id, "reply": reply, "messages": messages, "idle_at": messages[-1]["_t"]}
 
