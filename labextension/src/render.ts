@@ -207,12 +207,17 @@ function el(doc: Document, tag: string, classes: string[] = [], text?: string): 
   return node;
 }
 
+/** A status or role as a safe class-name suffix (the values come from the transcript). */
+function classToken(value: string): string {
+  return value.replace(/[^a-z_]/g, '');
+}
+
 function statusBadge(doc: Document, status: string): HTMLElement {
-  return el(doc, 'span', ['agio-status', `agio-status-${status.replace(/[^a-z_]/g, '')}`], status);
+  return el(doc, 'span', ['agio-status', `agio-status-${classToken(status)}`], status);
 }
 
 function renderCard(doc: Document, card: ToolCard): HTMLElement {
-  const details = el(doc, 'details', ['agio-tool-card', `agio-tool-${card.status.replace(/[^a-z_]/g, '')}`]) as HTMLDetailsElement;
+  const details = el(doc, 'details', ['agio-tool-card', `agio-tool-${classToken(card.status)}`]) as HTMLDetailsElement;
   if (card.status !== 'ok') {
     details.open = true;
   }
@@ -235,7 +240,7 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
 }
 
 function renderStep(doc: Document, step: StepView): HTMLElement {
-  const classes = ['agio-step', `agio-step-${step.role.replace(/[^a-z]/g, '')}`];
+  const classes = ['agio-step', `agio-step-${classToken(step.role)}`];
   if (step.superseded) {
     classes.push('agio-superseded');
   }
