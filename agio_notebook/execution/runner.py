@@ -9,8 +9,9 @@ are not).
 from __future__ import annotations
 
 import asyncio
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Sequence
+from typing import AsyncIterator, Callable, Iterator, Sequence
 
 from ..agent import Agent
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
@@ -34,6 +35,19 @@ _ACTIVE_SESSIONS: dict[str, str] = {}
 
 def active_run_ids() -> set[str]:
     return set(_ACTIVE_SESSIONS.values())
+
+
+@contextmanager
+def _claimed(session_id: str) -> Iterator[None]:
+    """Hold the session for one run; a second run in it meanwhile gets a clear error."""
+    if session_id in _ACTIVE_SESSIONS:
+        raise InvalidOperationError(f"session {session_id} already has a run in progress "
+                                    f"({_ACTIVE_SESSIONS[session_id]}); wait for it or cancel it")
+    _ACTIVE_SESSIONS[session_id] = "pending"
+    try:
+        yield
+    finally:
+        _ACTIVE_SESSIONS.pop(session_id, None)
 
 
 @dataclass
@@ -99,8 +113,7 @@ class StepRunner:
             stored = repo.get_session(session) if session else None
             new_session = None if stored is not None else AgentSession(**({"session_id": session} if session else {}))
             session_id = session if stored is not None else new_session.session_id  # type: ignore[union-attr]
-        self._claim(session_id)
-        try:
+        with _claimed(session_id):
             steps = repo.get_steps(session_id) if new_session is None else []
             rec = self._recorder(session_id, "run", query, steps, new_session)
 
@@ -121,8 +134,6 @@ class StepRunner:
 
             async for event in self._lifecycle(rec, setup):
                 yield event
-        finally:
-            self._release(session_id)
 
     async def run(self, session: AgentSession | str | None, query: str) -> RunResult:
         """Run to the end and return the result (``final_text``, ``steps``, ``metrics``...)."""
@@ -150,8 +161,7 @@ class StepRunner:
                 yield event
             return
         plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())
-        self._claim(plan.session_id)
-        try:
+        with _claimed(plan.session_id):
             rec = self._recorder(plan.session_id, "retry", plan.old_run.query, plan.context, None,
                                  next_sequence=plan.from_seq)
             rec.run.retry_of = plan.old_run.id
@@ -164,8 +174,6 @@ class StepRunner:
 
             async for event in self._lifecycle(rec, setup, after_start=lambda: self._supersede_run(plan, rec)):
                 yield event
-        finally:
-            self._release(plan.session_id)
 
     async def retry(self, run_id: str, from_seq: int | None = None, agent: Agent | None = None) -> RunResult:
         return await self._collect(self.retry_stream(run_id, from_seq, agent))
@@ -176,13 +184,10 @@ class StepRunner:
         Ends in a user step: ask the model.  Ends with unanswered tool calls: run them first.
         """
         plan = plan_resume(self.repository, session_id)
-        self._claim(session_id)
-        try:
+        with _claimed(session_id):
             rec = self._recorder(session_id, "resume", plan.query, plan.context, None)
             async for event in self._lifecycle(rec, list, pending=plan.pending):
                 yield event
-        finally:
-            self._release(session_id)
 
     async def resume_from_user_step(self, session_id: str, step: Step) -> AsyncIterator[StepEvent]:
         """Seed API: continue from ``step``, which must be the session's last (user) step."""
@@ -284,15 +289,3 @@ class StepRunner:
             s for s in self.repository.get_steps(run.session_id, run.start_sequence, run.end_sequence)
             if s.run_id == run.id]
         return RunResult(run=run, steps=steps, events=events)
-
-    # -- one run per session at a time -------------------------------------------
-    @staticmethod
-    def _claim(session_id: str) -> None:
-        if session_id in _ACTIVE_SESSIONS:
-            raise InvalidOperationError(f"session {session_id} already has a run in progress "
-                                        f"({_ACTIVE_SESSIONS[session_id]}); wait for it or cancel it")
-        _ACTIVE_SESSIONS[session_id] = "pending"
-
-    @staticmethod
-    def _release(session_id: str) -> None:
-        _ACTIVE_SESSIONS.pop(session_id, None)
