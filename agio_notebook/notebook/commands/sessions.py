@@ -1,0 +1,41 @@
+"""``%agio retry|fork|use|replay|config``: move between attempts and sessions, and set things up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import arg, command
+
+
+@command("retry", "retry a run from a step; the earlier attempt stays, superseded",
+         arg("run"), arg("--from-seq", type=int, default=None), arg("--background", action="store_true"))
+def retry(c: Any, args: Any) -> Any:
+    return c.retry(args.run, args.from_seq, background=args.background)
+
+
+@command("fork", "copy steps 1..N of a session into a new session and continue there",
+         arg("session", nargs="?", default=None), arg("--at", type=int, required=True))
+def fork(c: Any, args: Any) -> Any:
+    new = c.fork(args.session, args.at)
+    print(f"agio: forked into session {new}; the next %%agio cell continues there")
+    return new
+
+
+@command("use", "continue an existing session", arg("session"))
+def use(c: Any, args: Any) -> None:
+    c.use(args.session)
+    print(f"agio: now in session {args.session}")
+
+
+@command("replay", "show a stored run's transcript", arg("run"))
+def replay(c: Any, args: Any) -> None:
+    from IPython.display import display
+
+    display(c.replay(args.run), raw=True)
+
+
+@command("config", "model, endpoint and store settings; the API key is read from OPENAI_API_KEY, "
+                   "never stored or shown",
+         arg("--model", default=None), arg("--base-url", default=None), arg("--store", default=None))
+def config(c: Any, args: Any) -> None:
+    print(c.configure(model=args.model, base_url=args.base_url, store=args.store))
