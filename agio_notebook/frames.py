@@ -16,12 +16,14 @@ import pandas as pd
 from .core import StoreError
 from .storage import Repository, open_repository
 
-STEP_METRICS = ("prompt_tokens", "completion_tokens", "total_tokens", "ttft_ms", "model_ms", "tool_ms", "duration_ms")
-RUN_COUNTS = ("steps", "model_calls", "tool_calls", "tool_errors", "prompt_tokens", "completion_tokens", "total_tokens")
+STEP_METRICS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "ttft_ms", "model_ms", "tool_ms",
+                "duration_ms")
+RUN_COUNTS = ("steps", "model_calls", "tool_calls", "tool_errors", "prompt_tokens", "completion_tokens", "total_tokens",
+              "cached_tokens", "reused_calls", "reused_tokens")
 RUN_TIMES = ("ttft_ms", "model_ms", "tool_ms", "duration_ms")
 ROLES = ["user", "assistant", "tool", "system"]
 STEP_STATUSES = ["ok", "error", "rejected"]
-RUN_STATUSES = ["running", "completed", "failed", "cancelled", "max_steps"]
+RUN_STATUSES = ["running", "completed", "failed", "cancelled", "max_steps", "budget_exceeded"]
 
 
 def _utc(values: list[Any]) -> pd.Series:
@@ -92,6 +94,8 @@ def steps(session_id: str | None = None, run_id: str | None = None, *,
     for key in STEP_METRICS:
         values = [m.get(key) for m in metrics]
         col[key] = _float(values) if key.endswith("_ms") else _int(values)
+    # USD; NaN when unknown (no price for the model, or not a model step), never 0
+    col["cost"] = _float([m.get("cost") for m in metrics])
     col["step_id"] = _text([d["id"] for d in docs])
     return pd.DataFrame(col)
 
@@ -121,6 +125,10 @@ def _run_frame(docs: Iterable[dict[str, Any]]) -> pd.DataFrame:
         col[key] = _int([m.get(key) for m in metrics])
     for key in RUN_TIMES:
         col[key] = _float([m.get(key) for m in metrics])
+    # USD; NaN when any model call's price is unknown (or the run predates costs), never 0
+    col["cost"] = _float([m.get("cost") if "cost" in m else None for m in metrics])
+    for name in sorted({name for d in docs for name in d.get("scores") or ()}):
+        col[f"score_{name}"] = pd.Series([(d.get("scores") or {}).get(name) for d in docs], dtype="object")
     return pd.DataFrame(col)
 
 
@@ -132,14 +140,15 @@ def runs(session_id: str | None = None, *, repository: Repository | None = None)
 def run_metrics(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
     """Per-run metrics only, indexed by run id: counts, tokens and times."""
     frame = runs(session_id, repository=repository)
-    return frame[["run_id", "status", "attempt", *RUN_COUNTS, *RUN_TIMES]].set_index("run_id")
+    return frame[["run_id", "status", "attempt", *RUN_COUNTS, *RUN_TIMES, "cost"]].set_index("run_id")
 
 
 def tool_calls(session_id: str | None = None, run_id: str | None = None, *,
                repository: Repository | None = None) -> pd.DataFrame:
     """One row per tool call: the call (from the assistant step) joined with its result step."""
     docs = _step_docs(repository or open_repository(), session_id, None)
-    results = {(d["session_id"], d.get("tool_call_id")): d for d in docs if d["role"] == "tool"}
+    # keyed by attempt too: a retry that reuses recorded answers repeats their tool call ids
+    results = {(d["session_id"], d.get("tool_call_id"), d.get("attempt", 1)): d for d in docs if d["role"] == "tool"}
     rows: list[tuple[Any, ...]] = []
     for d in docs:
         if d["role"] != "assistant" or not d.get("tool_calls"):
@@ -147,7 +156,7 @@ def tool_calls(session_id: str | None = None, run_id: str | None = None, *,
         if run_id is not None and d.get("run_id") != run_id:
             continue
         for call in d["tool_calls"]:
-            res = results.get((d["session_id"], call["id"])) or {}
+            res = results.get((d["session_id"], call["id"], d.get("attempt", 1))) or {}
             rows.append((d["session_id"], d.get("run_id"), d["sequence"], res.get("sequence"), call["id"],
                          call["function"]["name"], call["function"]["arguments"],
                          res.get("status") if res else None, res.get("content"), res.get("error"),
@@ -169,8 +178,12 @@ def sessions(*, repository: Repository | None = None) -> pd.DataFrame:
     all_sessions = repo.list_sessions()
     run_counts: dict[str, int] = {}
     last: dict[str, float] = {}
+    cost: dict[str, float | None] = {}
     for d in repo.iter_run_dicts():
         run_counts[d["session_id"]] = run_counts.get(d["session_id"], 0) + 1
+        run_cost = (d.get("metrics") or {}).get("cost")
+        spent = cost.get(d["session_id"], 0.0)
+        cost[d["session_id"]] = None if run_cost is None or spent is None else spent + run_cost
         last[d["session_id"]] = max(last.get(d["session_id"], 0.0), d.get("ended_at") or d.get("started_at") or 0.0)
     return pd.DataFrame({
         "session_id": _text([s.session_id for s in all_sessions]),
@@ -180,4 +193,5 @@ def sessions(*, repository: Repository | None = None) -> pd.DataFrame:
         "runs": _int([run_counts.get(s.session_id, 0) for s in all_sessions]),
         "created_at": _utc([s.created_at for s in all_sessions]),
         "last_run_at": _utc([last.get(s.session_id) for s in all_sessions]),
+        "cost": _float([cost.get(s.session_id, 0.0) for s in all_sessions]),
     })

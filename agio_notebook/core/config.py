@@ -18,6 +18,10 @@ class ExecutionConfig:
     enable_retry        retry failed tool calls (tools that allow it) and retryable model errors.
     max_retries         how many extra attempts ``enable_retry`` allows.
     stream              emit ``step_delta`` events while the model generates.
+    max_cost            spend allowed in one run (currency of the price table, USD); ``None`` = no limit.
+    max_tokens          tokens (prompt + completion) allowed in one run; ``None`` = no limit. Either
+                        budget ends the run with status ``budget_exceeded`` before a model call that
+                        would exceed it.
     """
 
     max_steps: int = 20
@@ -28,6 +32,8 @@ class ExecutionConfig:
     enable_retry: bool = True
     max_retries: int = 2
     stream: bool = True
+    max_cost: float | None = None
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -36,6 +42,10 @@ class ExecutionConfig:
             raise ValueError(f"max_parallel_tools must be >= 1, got {self.max_parallel_tools}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.max_cost is not None and self.max_cost < 0:
+            raise ValueError(f"max_cost must be >= 0, got {self.max_cost}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

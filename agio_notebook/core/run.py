@@ -15,6 +15,7 @@ class RunStatus(str, Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     MAX_STEPS = "max_steps"
+    BUDGET_EXCEEDED = "budget_exceeded"
 
     @property
     def is_terminal(self) -> bool:
@@ -36,13 +37,21 @@ class RunMetrics:
     model_ms: float = 0.0
     tool_ms: float = 0.0
     duration_ms: float = 0.0
+    cached_tokens: int = 0
+    cost: float | None = 0.0  # None once any model call's price is unknown: unknown, never 0
+    reused_calls: int = 0  # model calls answered from a recording (retry/fork with reuse)
+    reused_tokens: int = 0  # tokens those calls would have spent
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> RunMetrics:
-        return cls(**{k: v for k, v in (d or {}).items() if k in cls.__slots__})
+        d = d or {}
+        kw = {k: v for k, v in d.items() if k in cls.__slots__}
+        if d and "cost" not in d:  # stored before costs were recorded: unknown
+            kw["cost"] = None
+        return cls(**kw)
 
 
 @dataclass(slots=True)
@@ -62,6 +71,7 @@ class AgentRun:
     superseded_by: str | None = None  # run id of the retry that replaced this attempt
     final_text: str | None = None
     error: str | None = None
+    scores: dict[str, Any] = field(default_factory=dict)  # scorer name -> value (see agio_notebook.scoring)
     metrics: RunMetrics = field(default_factory=RunMetrics)
     id: str = field(default_factory=new_id)
     started_at: float = field(default_factory=now)
@@ -84,6 +94,7 @@ class AgentRun:
             "final_text": self.final_text,
             "error": self.error,
             "metrics": self.metrics.to_dict(),
+            **({"scores": self.scores} if self.scores else {}),
             "started_at": self.started_at,
             "ended_at": self.ended_at,
         }
@@ -94,6 +105,7 @@ class AgentRun:
                                      "end_sequence", "retry_of", "superseded_by", "final_text", "error", "ended_at")}
         return cls(status=RunStatus(d.get("status", "running")), kind=d.get("kind", "run"),
                    attempt=d.get("attempt", 1), metrics=RunMetrics.from_dict(d.get("metrics")),
+                   scores=dict(d.get("scores") or {}),
                    started_at=d.get("started_at", 0.0), **kw)
 
 

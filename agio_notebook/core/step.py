@@ -59,6 +59,8 @@ class StepMetrics:
     model_ms: float | None = None
     tool_ms: float | None = None
     duration_ms: float | None = None
+    cached_tokens: int | None = None  # of prompt_tokens, read from the provider's cache
+    cost: float | None = None  # of this model call; None when no price is known
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__ if getattr(self, k) is not None}

@@ -69,9 +69,16 @@ class RunRecorder:
         m.steps += 1
         if step.role is StepRole.ASSISTANT:
             m.model_calls += 1
-            m.prompt_tokens += s.prompt_tokens or 0
-            m.completion_tokens += s.completion_tokens or 0
-            m.total_tokens += s.total_tokens or 0
+            if "reused" in step.extra:  # answered from a recording: nothing spent
+                m.reused_calls += 1
+                m.reused_tokens += s.total_tokens or 0
+            else:
+                m.prompt_tokens += s.prompt_tokens or 0
+                m.completion_tokens += s.completion_tokens or 0
+                m.total_tokens += s.total_tokens or 0
+                m.cached_tokens += s.cached_tokens or 0
+            if m.cost is not None:
+                m.cost = None if s.cost is None else m.cost + s.cost
             m.model_ms += s.model_ms or 0.0
             if m.ttft_ms is None:
                 m.ttft_ms = s.ttft_ms

@@ -16,9 +16,11 @@ from typing import AsyncIterator, Callable, Iterator, Sequence
 from ..agent import Agent
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
                     RunStatus, Step, StepEvent, StepEventType, StepRole)
+from ..models.recording import Recording
 from ..storage import Repository, open_repository
 from .approval import Approver
 from .context import pending_tool_calls, steps_to_messages
+from .fork import fork_session
 from .hooks import AgentHook, HookCaller
 from .recorder import RunRecorder
 from .retry import RetryPlan, plan_resume, plan_retry
@@ -26,7 +28,8 @@ from .step_executor import StepExecutor
 
 _E = StepEventType
 _TERMINAL = {RunStatus.COMPLETED: _E.RUN_COMPLETED, RunStatus.FAILED: _E.RUN_FAILED,
-             RunStatus.CANCELLED: _E.RUN_CANCELLED, RunStatus.MAX_STEPS: _E.RUN_MAX_STEPS}
+             RunStatus.CANCELLED: _E.RUN_CANCELLED, RunStatus.MAX_STEPS: _E.RUN_MAX_STEPS,
+             RunStatus.BUDGET_EXCEEDED: _E.RUN_BUDGET_EXCEEDED}
 
 # Sessions with a run in progress in this process: two concurrent runs in one
 # session would interleave their sequences.
@@ -101,7 +104,8 @@ class StepRunner:
         self._executor = StepExecutor(agent.model, agent.registry, self.config, self._hook_caller, approver)
 
     # -- public entry points -----------------------------------------------------
-    async def run_stream(self, session: AgentSession | str | None, query: str) -> AsyncIterator[StepEvent]:
+    async def run_stream(self, session: AgentSession | str | None, query: str, *,
+                         _recording: Recording | None = None) -> AsyncIterator[StepEvent]:
         """Send ``query`` to the agent in ``session`` (new if None or unknown) and stream the events."""
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
@@ -132,7 +136,7 @@ class StepRunner:
                                 role=StepRole.USER, content=query))
                 return new
 
-            async for event in self._lifecycle(rec, setup):
+            async for event in self._lifecycle(rec, setup, recording=_recording):
                 yield event
 
     async def run(self, session: AgentSession | str | None, query: str) -> RunResult:
@@ -149,18 +153,22 @@ class StepRunner:
                                     "use `await runner.run(...)` instead")
 
     async def retry_stream(self, run_id: str, from_seq: int | None = None,
-                           agent: Agent | None = None) -> AsyncIterator[StepEvent]:
+                           agent: Agent | None = None, *, reuse: bool = False) -> AsyncIterator[StepEvent]:
         """Regenerate run ``run_id`` from ``from_seq`` (default: its first model step).
 
         Steps from ``from_seq`` on are kept but marked superseded; the new attempt never sees them.
-        ``agent`` retries with another agent/model.
+        ``agent`` retries with another agent/model. ``reuse`` answers a model call whose exact request
+        (messages, tools, settings) was recorded before from the record; recorded calls of
+        ``side_effects=True`` tools follow their ``on_replay`` policy either way.
         """
         if agent is not None and agent is not self.agent:
             other = StepRunner(agent, self.hooks, self.config, self.repository, self.approver)
-            async for event in other.retry_stream(run_id, from_seq):
+            async for event in other.retry_stream(run_id, from_seq, reuse=reuse):
                 yield event
             return
         plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())
+        recording = Recording.from_steps(self.repository.get_steps(plan.session_id, include_superseded=True),
+                                         reuse=reuse)
         with _claimed(plan.session_id):
             rec = self._recorder(plan.session_id, "retry", plan.old_run.query, plan.context, None,
                                  next_sequence=plan.from_seq)
@@ -172,13 +180,34 @@ class StepRunner:
                     rec.update_step(step)
                 return []
 
-            async for event in self._lifecycle(rec, setup, after_start=lambda: self._supersede_run(plan, rec)):
+            async for event in self._lifecycle(rec, setup, after_start=lambda: self._supersede_run(plan, rec),
+                                               recording=recording):
                 yield event
 
-    async def retry(self, run_id: str, from_seq: int | None = None, agent: Agent | None = None) -> RunResult:
-        return await self._collect(self.retry_stream(run_id, from_seq, agent))
+    async def retry(self, run_id: str, from_seq: int | None = None, agent: Agent | None = None, *,
+                    reuse: bool = False) -> RunResult:
+        return await self._collect(self.retry_stream(run_id, from_seq, agent, reuse=reuse))
 
-    async def resume_stream(self, session_id: str) -> AsyncIterator[StepEvent]:
+    async def fork_stream(self, session_id: str, at: int, query: str | None = None, *,
+                          reuse: bool = False) -> AsyncIterator[StepEvent]:
+        """Fork ``session_id`` at sequence ``at`` and continue the copy: send ``query``, or (without one)
+        answer the copy's last user step or pending tool calls. ``reuse`` and side-effect tools work as
+        in :meth:`retry_stream`, with the original session as the record."""
+        recording = Recording.from_steps(self.repository.get_steps(session_id, include_superseded=True),
+                                         reuse=reuse)
+        new_session = fork_session(session_id, at, self.repository)
+        if query is not None:
+            stream = self.run_stream(new_session, query, _recording=recording)
+        else:
+            stream = self.resume_stream(new_session, _recording=recording)
+        async for event in stream:
+            yield event
+
+    async def fork(self, session_id: str, at: int, query: str | None = None, *, reuse: bool = False) -> RunResult:
+        return await self._collect(self.fork_stream(session_id, at, query, reuse=reuse))
+
+    async def resume_stream(self, session_id: str, *, _recording: Recording | None = None
+                            ) -> AsyncIterator[StepEvent]:
         """Continue a session that stopped before its answer (crash, cancel, max_steps).
 
         Ends in a user step: ask the model.  Ends with unanswered tool calls: run them first.
@@ -186,7 +215,7 @@ class StepRunner:
         plan = plan_resume(self.repository, session_id)
         with _claimed(session_id):
             rec = self._recorder(session_id, "resume", plan.query, plan.context, None)
-            async for event in self._lifecycle(rec, list, pending=plan.pending):
+            async for event in self._lifecycle(rec, list, pending=plan.pending, recording=_recording):
                 yield event
 
     async def resume_from_user_step(self, session_id: str, step: Step) -> AsyncIterator[StepEvent]:
@@ -217,7 +246,8 @@ class StepRunner:
 
     async def _lifecycle(self, rec: RunRecorder, setup: Callable[[], list[Step]],
                          pending: tuple[Step, list[str]] | None = None,
-                         after_start: Callable[[], None] | None = None) -> AsyncIterator[StepEvent]:
+                         after_start: Callable[[], None] | None = None,
+                         recording: Recording | None = None) -> AsyncIterator[StepEvent]:
         run, hooks = rec.run, self._hook_caller
         _ACTIVE_SESSIONS[run.session_id] = run.id
         try:
@@ -235,7 +265,7 @@ class StepRunner:
                 yield event
             for step in new_steps:
                 await hooks.call("on_step_end", run, step)
-            async for event in self._executor.execute(rec, pending):
+            async for event in self._executor.execute(rec, pending, recording):
                 yield event
         except asyncio.CancelledError:
             final = self._finish(rec, RunStatus.CANCELLED, "cancelled")

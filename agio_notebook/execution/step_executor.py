@@ -16,10 +16,15 @@ from typing import Any, AsyncIterator
 
 from ..core import ExecutionConfig, ModelError, RunStatus, Step, StepEvent, StepEventType, StepMetrics, StepRole, ToolCall
 from ..models.base import Finish, Model, TextDelta, ToolCallDelta, Usage
+from ..models.pricing import cost_of
+from ..models.replay import response_chunks, step_response
+from ..models.request import model_settings, request_record
 from ..tools import ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver
+from .budget import Budget
 from .hooks import HookCaller
 from .recorder import RunRecorder
+from ..models.recording import Recording
 from .tool_executor import ToolExecutor
 
 _E = StepEventType
@@ -35,40 +40,54 @@ class StepExecutor:
         self.approver = approver
         self.tool_executor = ToolExecutor(registry, config)
         self._schemas = registry.schemas()
+        self._settings = model_settings(model)
 
-    async def execute(self, rec: RunRecorder, pending: tuple[Step, list[str]] | None = None
-                      ) -> AsyncIterator[StepEvent]:
-        """Drive the loop; on return ``rec`` holds the outcome (completed or max_steps)."""
+    async def execute(self, rec: RunRecorder, pending: tuple[Step, list[str]] | None = None,
+                      recording: Recording | None = None) -> AsyncIterator[StepEvent]:
+        """Drive the loop; on return ``rec`` holds the outcome (completed, max_steps or budget_exceeded).
+
+        ``recording`` (a retry's or fork's earlier attempts, or a replaying model's) answers repeated
+        requests when it allows reuse, and decides what recorded side-effect tool calls do.
+        """
+        if recording is None:
+            recording = getattr(self.model, "recording", None)
+        budget = Budget(self.config, self.model.name)
         if pending is not None:  # resume: answer the dangling tool calls before asking the model again
-            async for event in self._run_tools(rec, pending[0], set(pending[1])):
+            async for event in self._run_tools(rec, pending[0], set(pending[1]), recording):
                 yield event
         max_steps = self.config.max_steps
         while True:
             if rec.run.metrics.model_calls >= max_steps:
                 rec.finish(RunStatus.MAX_STEPS, f"max_steps ({max_steps}) reached before a final answer")
                 return
+            stop = budget.check(rec.run.metrics, rec.messages)
+            if stop is not None:
+                rec.finish(RunStatus.BUDGET_EXCEEDED, stop)
+                return
             step: Step | None = None
-            async for event in self._model_turn(rec):
+            async for event in self._model_turn(rec, recording):
                 if event is None:
                     step = rec.steps[-1]
                     continue
                 yield event
             assert step is not None
+            budget.called(rec.messages, step.metrics.prompt_tokens, step.metrics.completion_tokens)
             if not step.tool_calls:
                 yield self._close_turn(rec, step)
                 rec.finish(RunStatus.COMPLETED)
                 return
-            async for event in self._run_tools(rec, step, None):
+            async for event in self._run_tools(rec, step, None, recording):
                 yield event
 
     # -- one model call --------------------------------------------------------
-    async def _model_turn(self, rec: RunRecorder) -> AsyncIterator[StepEvent | None]:
+    async def _model_turn(self, rec: RunRecorder, recording: Recording | None = None
+                          ) -> AsyncIterator[StepEvent | None]:
         config = self.config
         attempts = 1 + (config.max_retries if config.enable_retry else 0)
         for attempt in range(attempts):
             got_any = [False]
             try:
-                async for event in self._stream_reply(rec, got_any):
+                async for event in self._stream_reply(rec, got_any, recording):
                     yield event
                 return
             except ModelError as exc:
@@ -76,7 +95,8 @@ class StepExecutor:
                     raise
             await asyncio.sleep(min(0.25 * 2 ** attempt, 4.0))
 
-    async def _stream_reply(self, rec: RunRecorder, got_any: list[bool]) -> AsyncIterator[StepEvent | None]:
+    async def _stream_reply(self, rec: RunRecorder, got_any: list[bool], recording: Recording | None = None
+                            ) -> AsyncIterator[StepEvent | None]:
         config = self.config
         stream = config.stream
         sequence = rec.upcoming_sequence  # taken for good once the step completes
@@ -98,7 +118,11 @@ class StepExecutor:
                 task.cancel()
 
         timer = (asyncio.get_running_loop().call_later(timeout, on_timeout) if timeout is not None else None)
-        agen = self.model.stream(rec.messages, self._schemas, stream=stream).__aiter__()
+        request = request_record(rec.messages, self._schemas, self._settings)
+        reused = recording.take_reply(request["fingerprint"]) if recording is not None and recording.reuse else None
+        source = (response_chunks(step_response(reused)) if reused is not None
+                  else self.model.stream(rec.messages, self._schemas, stream=stream))
+        agen = source.__aiter__()
         try:
             while True:
                 if timed_out:
@@ -159,9 +183,15 @@ class StepExecutor:
             metrics.completion_tokens = usage.completion_tokens
             metrics.total_tokens = usage.total_tokens if usage.total_tokens is not None else (
                 (usage.prompt_tokens or 0) + (usage.completion_tokens or 0))
+            metrics.cached_tokens = usage.cached_tokens
+            metrics.cost = 0.0 if reused is not None or getattr(self.model, "cost_free", False) else cost_of(
+                self.model.name, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
         step = Step(session_id=rec.run.session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
                     role=StepRole.ASSISTANT, content="".join(texts) if texts or not tool_calls else None,
                     tool_calls=tool_calls, metrics=metrics)
+        step.extra["request"] = request
+        if reused is not None:
+            step.extra["reused"] = reused.id
         rec.record_step(step)
         event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
         if tool_calls:
@@ -171,8 +201,8 @@ class StepExecutor:
         await self.hooks.call("on_step_end", rec.run, step)
 
     # -- tools -----------------------------------------------------------------
-    async def _run_tools(self, rec: RunRecorder, step: Step, only: set[str] | None
-                         ) -> AsyncIterator[StepEvent]:
+    async def _run_tools(self, rec: RunRecorder, step: Step, only: set[str] | None,
+                         recording: Recording | None = None) -> AsyncIterator[StepEvent]:
         run = rec.run
         calls = [c for c in step.tool_calls if only is None or c.id in only]
         sequences = {c.id: rec.next_sequence() for c in calls}
@@ -184,8 +214,19 @@ class StepExecutor:
         results: dict[str, ToolResult] = {}
         approvals: dict[str, dict[str, Any]] = {}
         to_run: list[ToolCall] = []
+        replayed: dict[str, str] = {}
         for call in calls:
             tool = self.registry.get(call.name)
+            if (recording is not None and tool is not None and tool.side_effects
+                    and recording.has_tool_result(call.name, call.arguments)):
+                if tool.on_replay == "confirm":  # a person decides whether it runs again
+                    async for event in self._approve(rec, call, to_run, results, approvals, sequences):
+                        yield event
+                    continue
+                result = self._side_effect_result(call, tool.on_replay, recording, replayed)
+                results[call.id] = result
+                yield self._result_event(rec, result, sequences, replayed=call.id in replayed)
+                continue
             if tool is None or not tool.requires_approval:
                 to_run.append(call)
                 continue
@@ -207,6 +248,8 @@ class StepExecutor:
                              metrics=StepMetrics(tool_ms=result.duration_ms, duration_ms=result.duration_ms))
             if call.id in approvals:
                 tool_step.extra["approval"] = approvals[call.id]
+            if call.id in replayed:
+                tool_step.extra["replayed"] = replayed[call.id]
             rec.record_step(tool_step)
             new_events.append((rec.emit(_E.STEP_COMPLETED, {"step": tool_step.to_dict()}), tool_step))
         if step.run_id == run.id:  # the turn's step of this run: its tool time is now known
@@ -252,12 +295,29 @@ class StepExecutor:
         yield self._result_event(rec, result, sequences)
 
     @staticmethod
-    def _result_event(rec: RunRecorder, result: ToolResult, sequences: dict[str, int]) -> StepEvent:
+    def _side_effect_result(call: ToolCall, policy: str, recording: Recording,
+                            replayed: dict[str, str]) -> ToolResult:
+        """A recorded call of a side-effect tool, not run again: its recorded result, or blocked."""
+        if policy == "record":
+            recorded = recording.take_tool_result(call.name, call.arguments)
+            assert recorded is not None
+            replayed[call.id] = recorded.id
+            return ToolResult(tool_call_id=call.id, name=call.name, content=recorded.content or "",
+                              duration_ms=0.0, attempts=0)
+        reason = f"{call.name} has side effects and was already called with these arguments; not run again"
+        return ToolResult(tool_call_id=call.id, name=call.name, content=f"Tool call blocked: {reason}",
+                          status="error", error=reason, error_type="blocked", duration_ms=0.0, attempts=0)
+
+    @staticmethod
+    def _result_event(rec: RunRecorder, result: ToolResult, sequences: dict[str, int],
+                      replayed: bool = False) -> StepEvent:
         if result.status == "ok":
-            return rec.emit(_E.TOOL_CALL_COMPLETED, {
-                "tool_call_id": result.tool_call_id, "name": result.name, "content": result.content,
-                "duration_ms": result.duration_ms, "attempts": result.attempts,
-                "sequence": sequences[result.tool_call_id]})
+            payload = {"tool_call_id": result.tool_call_id, "name": result.name, "content": result.content,
+                       "duration_ms": result.duration_ms, "attempts": result.attempts,
+                       "sequence": sequences[result.tool_call_id]}
+            if replayed:
+                payload["replayed"] = True
+            return rec.emit(_E.TOOL_CALL_COMPLETED, payload)
         return rec.emit(_E.TOOL_CALL_FAILED, {
             "tool_call_id": result.tool_call_id, "name": result.name, "error": result.error,
             "error_type": result.error_type, "duration_ms": result.duration_ms, "attempts": result.attempts,

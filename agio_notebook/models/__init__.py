@@ -7,6 +7,8 @@ import os
 from .base import Finish, Model, ModelChunk, TextDelta, ToolCallDelta, Usage
 from .offline import offline_model
 from .openai_model import OpenAIModel
+from .pricing import cost_of, set_prices
+from .replay import ReplayMismatchError, ReplayModel, export_cassette
 from .scripted import FunctionModel, Reply, ScriptedModel, ToolCallSpec, call
 
 
@@ -18,6 +20,7 @@ def default_model() -> Model:
 
 
 __all__ = [
-    "Finish", "FunctionModel", "Model", "ModelChunk", "OpenAIModel", "Reply", "ScriptedModel", "TextDelta",
-    "ToolCallDelta", "ToolCallSpec", "Usage", "call", "default_model", "offline_model",
+    "Finish", "FunctionModel", "Model", "ModelChunk", "OpenAIModel", "Reply", "ReplayMismatchError", "ReplayModel",
+    "ScriptedModel", "TextDelta", "ToolCallDelta", "ToolCallSpec", "Usage", "call", "cost_of", "default_model",
+    "export_cassette", "offline_model", "set_prices",
 ]

@@ -31,6 +31,7 @@ class Usage:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
+    cached_tokens: int | None = None  # part of prompt_tokens served from the provider's cache
 
 
 @dataclass(slots=True)

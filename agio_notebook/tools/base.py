@@ -36,6 +36,8 @@ class Tool:
     ``timeout`` None uses ``ExecutionConfig.tool_timeout``. ``retries`` is how many extra attempts the
     tool allows after an exception or timeout (0: never retried — a tool opts in, since a retry of a
     non-idempotent tool may repeat its effect). ``requires_approval`` pauses the run for a decision.
+    ``side_effects`` with ``on_replay`` says what a replay, retry or fork does with a call recorded
+    before: replay its recorded result, ask for confirmation (approval), or block it.
     """
 
     name: str
@@ -47,6 +49,8 @@ class Tool:
     timeout: float | None = None
     retries: int = 0
     requires_approval: bool = False
+    side_effects: bool = False  # its calls change the world: a replay, retry or fork does not simply rerun them
+    on_replay: str = "record"  # for recorded side-effect calls: "record" (replay the result) | "confirm" | "block"
     _schema: dict[str, Any] | None = field(default=None, repr=False)
 
     def schema(self) -> dict[str, Any]:

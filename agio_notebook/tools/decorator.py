@@ -83,10 +83,16 @@ def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return resolve(schema)
 
 
+_ON_REPLAY = ("record", "confirm", "block")
+
+
 def _build(fn: Callable[..., Any], name: str | None, description: str | None, timeout: float | None,
-           retries: int, requires_approval: bool) -> Tool:
+           retries: int, requires_approval: bool, side_effects: bool = False, on_replay: str = "record") -> Tool:
     if not callable(fn):
         raise TypeError(f"@tool needs a function, got {type(fn).__name__}")
+    if on_replay not in _ON_REPLAY:
+        raise ValueError(f"tool {getattr(fn, '__name__', fn)!r}: on_replay must be one of "
+                         f"{', '.join(_ON_REPLAY)}, got {on_replay!r}")
     sig = inspect.signature(fn)
     summary, param_docs = parse_docstring(inspect.getdoc(fn))
     fields: dict[str, Any] = {}
@@ -121,7 +127,8 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None, ti
     return Tool(name=name or fn.__name__, description=description or summary or fn.__name__,
                 parameters=schema, function=fn,
                 is_async=inspect.iscoroutinefunction(fn), validate=validate, timeout=timeout,
-                retries=retries, requires_approval=requires_approval)
+                retries=retries, requires_approval=requires_approval, side_effects=side_effects,
+                on_replay=on_replay)
 
 
 @overload
@@ -130,12 +137,21 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(*, name: str | None = None, description: str | None = None, timeout: float | None = None,
-         retries: int = 0, requires_approval: bool = False) -> Callable[[Callable[..., Any]], Tool]: ...
+         retries: int = 0, requires_approval: bool = False, side_effects: bool = False,
+         on_replay: str = "record") -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None,
-         timeout: float | None = None, retries: int = 0, requires_approval: bool = False) -> Any:
-    """Turn a (sync or async) function into a :class:`Tool`; usable bare or with options."""
+         timeout: float | None = None, retries: int = 0, requires_approval: bool = False,
+         side_effects: bool = False, on_replay: str = "record") -> Any:
+    """Turn a (sync or async) function into a :class:`Tool`; usable bare or with options.
+
+    ``side_effects=True`` marks a tool whose calls must not simply run again during a replay, retry or
+    fork: ``on_replay`` replays the recorded result (``"record"``), asks for approval (``"confirm"``)
+    or blocks the call (``"block"``).
+    """
+    if on_replay not in _ON_REPLAY:
+        raise ValueError(f"on_replay must be one of {', '.join(_ON_REPLAY)}, got {on_replay!r}")
     if fn is not None:
-        return _build(fn, name, description, timeout, retries, requires_approval)
-    return lambda f: _build(f, name, description, timeout, retries, requires_approval)
+        return _build(fn, name, description, timeout, retries, requires_approval, side_effects, on_replay)
+    return lambda f: _build(f, name, description, timeout, retries, requires_approval, side_effects, on_replay)
