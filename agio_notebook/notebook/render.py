@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from html import escape
 
+from ..models.pricing import format_cost
 from .view_model import RunView, StepView, ToolCard
 
 STATUS_COLORS = {"completed": "#1a7f37", "running": "#0969da", "failed": "#cf222e", "cancelled": "#9a6700",
@@ -49,6 +50,10 @@ def metrics_line(m: dict, *, run: bool = False) -> str:
         parts.append(f"tools {m['tool_ms']:.0f} ms")
     if m.get("duration_ms"):
         parts.append(f"total {m['duration_ms']:.0f} ms")
+    if "cost" in m and (run or m.get("total_tokens") is not None):  # unknown shows as unknown, never $0
+        parts.append(f"cost {format_cost(m['cost'])}")
+    if m.get("reused_calls"):
+        parts.append(f"{m['reused_calls']} calls ({m.get('reused_tokens', 0)} tokens) reused from the record")
     return " · ".join(parts)
 
 
@@ -60,6 +65,8 @@ def _badge(status: str) -> str:
 
 def card_html(card: ToolCard) -> str:
     duration = f" · {card.duration_ms:.0f} ms" if card.duration_ms is not None else ""
+    if card.replayed:
+        duration += ' · <span class="agio-replayed" title="not run again: the recorded result">replayed</span>'
     body = (f'<div style="color:#57606a;font-size:11px">arguments</div>'
             f'<pre class="agio-tool-args" style="{_MONO};margin:2px 0;white-space:pre-wrap">'
             f'{escape(pretty_json(card.arguments))}</pre>')

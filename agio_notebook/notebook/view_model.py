@@ -23,6 +23,7 @@ class ToolCard:
     duration_ms: float | None = None
     attempts: int | None = None
     sequence: int | None = None  # of the tool step
+    replayed: bool = False  # a side-effect call answered from the record, not run again
 
 
 @dataclass
@@ -119,6 +120,7 @@ class RunView:
             card.duration_ms, card.attempts, card.sequence = p.get("duration_ms"), p.get("attempts"), p.get("sequence")
             if t is _E.TOOL_CALL_COMPLETED:
                 card.status, card.result = "ok", p.get("content")
+                card.replayed = bool(p.get("replayed"))
             else:
                 card.status = "rejected" if p.get("error_type") == "rejected" else "error"
                 card.error, card.error_type = p.get("error"), p.get("error_type")

@@ -1,0 +1,5 @@
+"""Explore and compare: diff attempts, sweep a step across variants, score runs, see a session as a tree."""
+
+from .diff import RunDiff, diff
+
+__all__ = ["RunDiff", "diff"]
