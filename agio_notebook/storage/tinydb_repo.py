@@ -121,7 +121,7 @@ class TinyDBRepository:
         if run is not None:
             stored = index.tables.get("runs", {}).get(run.id)
             if stored is None or stored.get("status") != run.status.value or \
-                    stored.get("superseded_by") != run.superseded_by:
+                    stored.get("superseded_by") != run.superseded_by or stored.get("scores") != (run.scores or None):
                 updates.append(("runs", run.to_dict()))
         if updates:
             index.append(updates)

@@ -1,0 +1,7 @@
+"""Scorers: plain functions over a run (final text, steps, tool-call path); see ``explore/scoring.py``."""
+
+from .explore.scoring import (JUDGE_PROMPT, ScoredRun, ScoreError, Scorer, called_before_answer, exact, llm_judge,
+                              regex, score_run, score_runs, tool_path_is)
+
+__all__ = ["JUDGE_PROMPT", "ScoreError", "ScoredRun", "Scorer", "called_before_answer", "exact", "llm_judge",
+           "regex", "score_run", "score_runs", "tool_path_is"]

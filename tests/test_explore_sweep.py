@@ -1,0 +1,178 @@
+"""sweep(): forks per variant and repeat, a results frame with the right rows, intervals, scorers, budgets."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+import agio_notebook
+from agio_notebook import Agent, FunctionModel, Reply, ScriptedModel, StepRunner, frames, tool
+from agio_notebook.core import NotFoundError
+from agio_notebook.explore.sweep import SweepError, interval
+from agio_notebook.models.base import Usage
+from agio_notebook.models.pricing import PricingError, set_prices
+from agio_notebook.scoring import ScoredRun, called_before_answer, exact, llm_judge, regex, score_runs
+from agio_notebook.storage import TinyDBRepository
+
+
+@tool
+def weather(city: str) -> str:
+    """Weather of a city."""
+    return "sunny"
+
+
+@pytest.fixture
+def repo(tmp_path):
+    r = TinyDBRepository(tmp_path / "store")
+    yield r
+    r.close()
+
+
+@pytest.fixture(autouse=True)
+def prices():
+    set_prices({"careful": {"prompt": 1.0, "completion": 1.0}, "hasty": {"prompt": 1.0, "completion": 1.0}})
+    yield
+    set_prices({}, replace=True)
+
+
+def go(coro):
+    return asyncio.run(coro)
+
+
+def conversation(repo):
+    runner = StepRunner(Agent(model=ScriptedModel(["Hello!", "It is sunny."], name="hasty"), tools=[weather]),
+                        repository=repo)
+    first = go(runner.run(None, "hi"))
+    go(runner.run(first.session_id, "weather in Paris?"))
+    return first.session_id
+
+
+def careful_reply(messages, tools):
+    """Looks the weather up first, then answers: the same whatever order concurrent runs call it in."""
+    return "Paris: sunny." if messages[-1]["role"] == "tool" else Reply.call("weather", city="Paris")
+
+
+def models():
+    careful = FunctionModel(careful_reply, name="careful")
+    hasty = ScriptedModel(["Probably sunny."], name="hasty", loop=True)
+    return [careful, hasty]
+
+
+def test_sweep_rows_variants_scores_and_intervals(repo):
+    session = conversation(repo)
+    base = Agent(model=ScriptedModel(["unused"]), tools=[weather])
+    result = agio_notebook.sweep(session, at=3, agent=base, models=models(),
+                                 prompts=["weather in Paris?", "Paris weather, quickly"], repeats=3,
+                                 scorers=[called_before_answer("weather"), regex(r"sunny")], repository=repo,
+                                 monitor=False)
+    frame = result.frame
+    assert len(frame) == 2 * 2 * 3
+    assert list(frame.columns[:2]) == ["model", "prompt"]
+    assert sorted(frame.groupby(["model", "prompt"]).size().tolist()) == [3, 3, 3, 3]
+    assert set(frame["status"]) == {"completed"}
+    assert frame.loc[frame.model == "careful", "score_called_weather"].tolist() == [1.0] * 6
+    assert frame.loc[frame.model == "hasty", "score_called_weather"].tolist() == [0.0] * 6
+    assert frame["cost"].notna().all() and (frame["cost"] > 0).all()
+    # every run is a fork of the source at step 2, its third step the swept user message
+    for sid, prompt in zip(frame["session_id"], frame["prompt"]):
+        s = repo.get_session(sid)
+        assert (s.forked_from, s.forked_at) == (session, 2)
+        assert repo.get_steps(sid)[2].content == prompt
+    summary = result.summary
+    assert len(summary) == 4 and summary["runs"].tolist() == [3, 3, 3, 3]
+    careful = summary[summary.model == "careful"].iloc[0]
+    assert careful["score_called_weather_mean"] == 1.0
+    assert careful["score_called_weather_ci_low"] == careful["score_called_weather_ci_high"] == 1.0  # no spread
+    assert careful["total_tokens_ci_low"] <= careful["total_tokens_mean"] <= careful["total_tokens_ci_high"]
+    assert result.best_run("called_weather") in set(frame.loc[frame.model == "careful", "run_id"])
+    assert result.worst_run("called_weather") in set(frame.loc[frame.model == "hasty", "run_id"])
+    html = result._repr_html_()
+    assert "agio-sweep-variant" in html and "careful" in html
+    # scores are columns of runs() too
+    runs = frames.runs(repository=repo)
+    assert runs["score_called_weather"].notna().sum() == 12
+
+
+def test_interval_matches_student_t():
+    mean, low, high = interval([1.0, 2.0, 3.0])
+    assert mean == 2.0 and low == pytest.approx(2 - 4.302653 / math.sqrt(3)) and high == pytest.approx(
+        2 + 4.302653 / math.sqrt(3))
+    assert math.isnan(interval([1.0])[1])
+
+
+def test_scorer_errors_are_cells_and_the_sweep_goes_on(repo):
+    session = conversation(repo)
+
+    def broken(run: ScoredRun) -> float:
+        raise ValueError("no idea")
+
+    result = agio_notebook.sweep(session, at=4, agent=Agent(model=models()[1]), repeats=2,
+                                 scorers=[broken, exact("Probably sunny.")], repository=repo, monitor=False)
+    frame = result.frame
+    assert len(frame) == 2 and frame["score_broken"].isna().all()
+    assert frame["score_broken_error"].tolist() == ["ValueError: no idea"] * 2
+    assert frame["score_exact"].tolist() == [1.0, 1.0]
+    stored = repo.get_run(frame["run_id"].iloc[0]).scores
+    assert stored["broken"] == {"error": "ValueError: no idea"} and stored["exact"] == 1.0
+
+
+def test_llm_judge_with_a_scripted_judge(repo):
+    session = conversation(repo)
+    judge = ScriptedModel(["8", "no grade here"], name="judge")
+    result = agio_notebook.sweep(session, at=4, agent=Agent(model=models()[1]), repeats=2,
+                                 scorers=[llm_judge(judge, "Is it helpful?")], repository=repo, monitor=False,
+                                 concurrency=1)
+    frame = result.frame
+    assert frame["score_judge"].tolist()[0] == pytest.approx(0.8)
+    assert frame["score_judge_error"].tolist()[1].startswith("ValueError: the judge replied without a grade")
+    assert "Probably sunny." in judge.messages_of(0)[0]["content"]
+
+
+def test_sweep_budget_stops_the_sweep(repo):
+    session = conversation(repo)
+    expensive = ScriptedModel([Reply("Sunny.", usage=Usage(100_000, 0, 100_000))], name="careful", loop=True)
+    # each run costs $0.10 (more than its prompt lets anyone foresee); the sweep may spend $0.25: runs 1-3
+    # start (the 3rd with the $0.05 left as its own budget), then the budget is spent and no run starts
+    result = agio_notebook.sweep(session, at=4, agent=Agent(model=expensive), repeats=6, repository=repo,
+                                 max_cost=0.25, concurrency=1, monitor=False)
+    frame = result.frame
+    assert frame["status"].tolist() == ["completed"] * 3 + ["budget_exceeded"] * 3
+    assert frame["cost"].iloc[:3].sum() == pytest.approx(0.3)
+    assert frame["run_id"].isna().tolist() == [False] * 3 + [True] * 3  # three runs never started
+    assert frame["error"].iloc[3].startswith("sweep budget max_cost ($0.25) spent")
+
+
+def test_bad_inputs_are_one_line(repo):
+    session = conversation(repo)
+    agent = Agent(model=models()[1])
+    with pytest.raises(NotFoundError, match="sweep: session .* has no current step at sequence 9"):
+        agio_notebook.sweep(session, at=9, agent=agent, repository=repo, monitor=False)
+    with pytest.raises(NotFoundError, match="sweep: no session or run 'nope'"):
+        agio_notebook.sweep("nope", at=1, agent=agent, repository=repo, monitor=False)
+    with pytest.raises(SweepError, match="prompts replace the user message at step 4"):
+        agio_notebook.sweep(session, at=4, agent=agent, prompts=["x"], repository=repo, monitor=False)
+    with pytest.raises(SweepError, match="sweep needs agent="):
+        agio_notebook.sweep(session, at=4, models=models(), repository=repo, monitor=False)
+    with pytest.raises(PricingError, match="no price known for model 'mystery'"):
+        agio_notebook.sweep(session, at=4, agent=Agent(model=ScriptedModel(["x"], name="mystery")),
+                            repository=repo, max_cost=1.0, monitor=False)
+
+
+def test_settings_axis_sets_config_and_model_attributes(repo):
+    session = conversation(repo)
+    agent = Agent(model=ScriptedModel([Reply.call("weather", city="P"), "done"], name="careful", loop=True),
+                  tools=[weather])
+    result = agio_notebook.sweep(session, at=4, agent=agent, settings={"one step": {"max_steps": 1},
+                                                                      "two steps": {"max_steps": 2}},
+                                 repository=repo, monitor=False, concurrency=1)
+    assert result.frame.set_index("settings")["status"].to_dict() == {"one step": "max_steps", "two steps": "completed"}
+
+
+def test_score_runs_on_stored_runs(repo):
+    session = conversation(repo)
+    run_ids = [r.id for r in repo.list_runs(session)]
+    scores = score_runs(run_ids, [regex("sunny")], repo)
+    assert [scores[r]["regex"] for r in run_ids] == [0.0, 1.0]
+    assert repo.get_run(run_ids[1]).scores == {"regex": 1.0}
