@@ -2,5 +2,6 @@
 
 from .diff import RunDiff, diff
 from .sweep import SweepResult, sweep
+from .tree import RunTree, tree
 
-__all__ = ["RunDiff", "SweepResult", "diff", "sweep"]
+__all__ = ["RunDiff", "RunTree", "SweepResult", "diff", "sweep", "tree"]

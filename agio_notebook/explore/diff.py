@@ -252,6 +252,10 @@ def diff(a: Any, b: Any, *, repository: Repository | None = None) -> RunDiff:
     ``a`` and ``b`` are ids (or ``RunResult``s) in ``repository``, or ``(repository, id)`` pairs; both
     must live in the same store.
     """
+    if repository is None and not (isinstance(a, tuple) and isinstance(b, tuple)):
+        from ..storage import open_repository
+
+        repository = open_repository()
     ra = a[0] if isinstance(a, tuple) and len(a) == 2 else repository
     rb = b[0] if isinstance(b, tuple) and len(b) == 2 else repository
     if ra is not None and rb is not None and ra is not rb and _store_key(ra) != _store_key(rb):
