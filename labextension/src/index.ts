@@ -1,6 +1,7 @@
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
+import { exploreExtensions } from './explore_widgets';
 import { MIME_TYPE, renderTranscript } from './render';
 
 /** Output widget for a saved agio run: rebuilt from the transcript's events, no kernel needed. */
@@ -33,4 +34,4 @@ const extension: IRenderMime.IExtension = {
   dataType: 'json'
 };
 
-export default extension;
+export default [extension, ...exploreExtensions];

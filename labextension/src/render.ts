@@ -33,6 +33,7 @@ export interface ToolCard {
   error?: string;
   errorType?: string;
   durationMs?: number;
+  replayed?: boolean; // a side-effect call answered from the record, not run again
 }
 
 export interface StepView {
@@ -53,7 +54,7 @@ export interface RunView {
   runMetrics: Record<string, any>;
 }
 
-const TERMINAL = new Set(['run_completed', 'run_failed', 'run_cancelled', 'run_max_steps']);
+const TERMINAL = new Set(['run_completed', 'run_failed', 'run_cancelled', 'run_max_steps', 'run_budget_exceeded']);
 
 /** Check the shape of a transcript; throw an Error saying what is wrong. */
 export function parseTranscript(data: unknown): Transcript {
@@ -137,6 +138,7 @@ export function foldEvents(t: Transcript): RunView {
         if (e.type === 'tool_call_completed') {
           card.status = 'ok';
           card.result = p.content;
+          card.replayed = Boolean(p.replayed);
         } else {
           card.status = p.error_type === 'rejected' ? 'rejected' : 'error';
           card.error = p.error;
@@ -193,6 +195,11 @@ export function metricsLine(m: Record<string, any>, run = false): string {
   if (m.duration_ms) {
     parts.push(`total ${Math.round(m.duration_ms)} ms`);
   }
+  if ('cost' in m && (run || m.total_tokens != null)) {
+    // unknown shows as unknown, never $0 (the same rule as agio_notebook.models.pricing.format_cost)
+    const c = m.cost;
+    parts.push(`cost ${typeof c !== 'number' ? 'unknown' : c === 0 ? '$0' : c < 1 ? '$' + c.toFixed(4) : '$' + c.toFixed(2)}`);
+  }
   return parts.join(' · ');
 }
 
@@ -225,6 +232,9 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
   summary.append(el(doc, 'span', ['agio-tool-name'], card.name), ' ', statusBadge(doc, card.status));
   if (card.durationMs !== undefined && card.durationMs !== null) {
     summary.append(el(doc, 'span', ['agio-tool-duration'], ` ${Math.round(card.durationMs)} ms`));
+  }
+  if (card.replayed) {
+    summary.append(' · ', el(doc, 'span', ['agio-replayed'], 'replayed'));
   }
   details.append(summary);
   details.append(el(doc, 'div', ['agio-label'], 'arguments'));

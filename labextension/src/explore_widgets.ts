@@ -1,0 +1,38 @@
+/** JupyterLab renderers for saved diffs and run trees; the drawing itself is in explore.ts. */
+import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { Widget } from '@lumino/widgets';
+
+import { DIFF_MIME_TYPE, TREE_MIME_TYPE, renderDiff, renderTree } from './explore';
+
+class ExploreWidget extends Widget implements IRenderMime.IRenderer {
+  constructor(options: IRenderMime.IRendererOptions, private _render: (data: unknown, doc: Document) => HTMLElement) {
+    super();
+    this._mimeType = options.mimeType;
+    this.addClass('jp-AgioRun');
+  }
+
+  renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this.node.replaceChildren(this._render(model.data[this._mimeType], this.node.ownerDocument));
+    return Promise.resolve();
+  }
+
+  private _mimeType: string;
+}
+
+function extensionFor(id: string, mimeType: string, render: (data: unknown, doc: Document) => HTMLElement): IRenderMime.IExtension {
+  return {
+    id,
+    rendererFactory: {
+      safe: true, // text nodes only: fine for untrusted (just opened) notebooks
+      mimeTypes: [mimeType],
+      createRenderer: options => new ExploreWidget(options, render)
+    },
+    rank: 0,
+    dataType: 'json'
+  };
+}
+
+export const exploreExtensions: IRenderMime.IExtension[] = [
+  extensionFor('agio-notebook:diff', DIFF_MIME_TYPE, renderDiff),
+  extensionFor('agio-notebook:tree', TREE_MIME_TYPE, renderTree)
+];

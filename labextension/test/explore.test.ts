@@ -1,0 +1,88 @@
+// @vitest-environment jsdom
+import { describe, expect, it } from 'vitest';
+
+import { formatCost, renderDiff, renderTree } from '../src/explore';
+import { renderTranscript } from '../src/render';
+
+const EVIL = '<img src=x onerror="window.__pwned=1">';
+
+const side = (sequence: number, role: string, text: string, extra: Record<string, any> = {}) => ({
+  sequence, role, status: 'ok', attempt: 1, text, tokens: 10, latency_ms: 5, cost: role === 'assistant' ? 0.001 : null,
+  tool_calls: [], ...extra
+});
+
+const diffData = {
+  version: 1,
+  a: { label: `run A ${EVIL}`, tokens: 10, latency_ms: 5, cost: 0.001 },
+  b: { label: 'run B', tokens: 12, latency_ms: 6, cost: null },
+  delta: { tokens: 2, latency_ms: 1, cost: null },
+  rows: [
+    { status: 'same', a: side(1, 'user', 'hi'), b: side(1, 'user', 'hi'), text_a: [['equal', 'hi']],
+      text_b: [['equal', 'hi']], arguments: [], result_changed: false },
+    { status: 'changed', a: side(2, 'assistant', `x ${EVIL}`), b: side(2, 'assistant', 'x y'),
+      text_a: [['equal', 'x '], ['delete', EVIL]], text_b: [['equal', 'x '], ['insert', 'y']],
+      arguments: [{ tool: 'weather', name: 'city', a: 'Paris', b: 'Oslo' }], result_changed: false, tokens_delta: 2 },
+    { status: 'only_b', a: null, b: side(3, 'assistant', 'more'), text_a: [], text_b: [['insert', 'more']],
+      arguments: [], result_changed: false }
+  ]
+};
+
+describe('renderDiff', () => {
+  it('draws aligned pairs with highlights, argument changes and unknown costs, as text only', () => {
+    const node = renderDiff(diffData, document);
+    expect(node.querySelectorAll('.agio-diff-row').length).toBe(3);
+    expect(node.querySelectorAll('.agio-diff-changed').length).toBe(1);
+    expect(node.querySelector('.agio-diff-delete')!.textContent).toBe(EVIL);
+    expect(node.querySelector('img')).toBeNull();
+    expect(node.textContent).toContain('weather.city: "Paris" → "Oslo"');
+    expect(node.textContent).toContain('cost $0.0010 → unknown');
+  });
+
+  it('says what is wrong with bad data', () => {
+    expect(renderDiff({ version: 9 }, document).textContent).toBe('Cannot show this agio diff: unsupported diff');
+  });
+});
+
+describe('renderTree', () => {
+  const run = (id: string, current: boolean, children: any[] = []) => ({
+    kind: 'run', id, run_kind: 'run', status: 'completed', attempt: 1, current, query: EVIL, model: 'm', tokens: 5,
+    latency_ms: 9, cost: null, timeline: [{ kind: 'model', ms: 3, label: 'model #2' }, { kind: 'tool', ms: 1, label: 't' }],
+    transcript: [{ sequence: 1, role: 'user', text: EVIL }], children
+  });
+  const data = { version: 1, session_id: 'sess0001', scale: { tokens: 5, latency_ms: 9 },
+    root: { kind: 'session', id: 'sess0001', forked_from: null, children: [run('r1', false, [run('r2', true)])] } };
+
+  it('nests retries, marks the current attempt and keeps transcripts behind a click', () => {
+    const node = renderTree(data, document);
+    expect(node.querySelectorAll('.agio-tree-run').length).toBe(2);
+    expect(node.querySelectorAll('.agio-tree-current').length).toBe(1);
+    expect(node.querySelector('.agio-tree-run .agio-tree-run')!.getAttribute('data-run')).toBe('r2');
+    expect(node.querySelectorAll('.agio-phase').length).toBe(4);
+    expect((node.querySelector('details') as HTMLDetailsElement).open).toBe(false);
+    expect(node.querySelector('.agio-tree-transcript')!.textContent).toContain(EVIL);
+    expect(node.querySelector('img')).toBeNull();
+    expect(node.textContent).toContain('unknown');
+  });
+});
+
+describe('costs', () => {
+  it('unknown is unknown, never $0', () => {
+    expect(formatCost(null)).toBe('unknown');
+    expect(formatCost(0)).toBe('$0');
+    expect(formatCost(0.0123)).toBe('$0.0123');
+  });
+
+  it('the transcript footer shows the run cost and a replayed badge', () => {
+    const r = { id: 'r1', session_id: 's1', status: 'budget_exceeded', kind: 'run', attempt: 1,
+      metrics: { steps: 2, tool_calls: 1, total_tokens: 4, cost: null } };
+    const node = renderTranscript({ version: 1, run: r, session: null, events: [
+      { type: 'step_completed', run_id: 'r1', session_id: 's1', seq: 1, ts: 0, payload: { step: {
+        sequence: 2, role: 'assistant', content: null, status: 'ok', attempt: 1, superseded: false, metrics: {},
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'send', arguments: '{}' } }] } } },
+      { type: 'tool_call_completed', run_id: 'r1', session_id: 's1', seq: 2, ts: 0,
+        payload: { tool_call_id: 'c1', name: 'send', content: 'ok', replayed: true } },
+      { type: 'run_budget_exceeded', run_id: 'r1', session_id: 's1', seq: 3, ts: 0, payload: { run: r } }] }, document);
+    expect(node.querySelector('.agio-metrics:last-child')!.textContent).toContain('cost unknown');
+    expect(node.querySelector('.agio-replayed')!.textContent).toBe('replayed');
+  });
+});
