@@ -57,6 +57,27 @@ async def response_chunks(response: dict[str, Any]) -> AsyncIterator[ModelChunk]
     yield Finish("tool_calls" if calls else "stop")
 
 
+class _SessionSteps:
+    """A session's steps by sequence, to rebuild what the model was sent by a call (only when needed)."""
+
+    def __init__(self, steps: list[Step]):
+        self.by_seq: dict[int, list[Step]] = defaultdict(list)
+        for s in steps:
+            self.by_seq[s.sequence].append(s)
+        self.sequences = sorted(self.by_seq)
+
+    def context(self, step: Step) -> list[Step]:
+        """Per earlier sequence, the latest attempt that existed when ``step`` was made."""
+        context = []
+        for seq in self.sequences:
+            if seq >= step.sequence:
+                break
+            seen = [s for s in self.by_seq[seq] if s.created_at <= step.created_at]
+            if seen:
+                context.append(max(seen, key=lambda s: (s.attempt, s.created_at)))
+        return context
+
+
 @dataclass(slots=True)
 class RecordedCall:
     """One recorded model call: its request fingerprint, where it sits, and what it answered."""
@@ -64,43 +85,35 @@ class RecordedCall:
     index: int
     fingerprint: str
     step: Step
-    context: list[Step]  # the steps the model saw (messages are rebuilt from them only when needed)
+    session: _SessionSteps
     system: str | None
 
     def messages(self) -> list[dict[str, Any]]:
+        """The recorded request's messages, rebuilt from the steps the model had seen."""
         head = [{"role": "system", "content": self.system}] if self.system is not None else []
-        return head + [s.to_message() for s in self.context]
+        return head + [s.to_message() for s in self.session.context(self.step)]
 
 
 def recorded_calls(steps: Iterable[Step], run_ids: set[str] | None = None, *,
                    current_only: bool = False) -> list[RecordedCall]:
     """The model calls recorded in a session's steps (every attempt), optionally of some runs only.
 
-    The context of a call is, per earlier sequence, the latest attempt that existed when the call was
-    made: exactly what the model was sent, across retries and forks.
+    A call's messages are rebuilt on demand (for a mismatch report): per earlier sequence, the latest
+    attempt that existed when the call was made — exactly what the model was sent, across retries
+    and forks. Matching needs only the stored fingerprints.
     """
-    steps = sorted(steps, key=lambda s: (s.sequence, s.attempt, s.created_at))
-    by_seq: dict[int, list[Step]] = defaultdict(list)
-    for s in steps:
-        by_seq[s.sequence].append(s)
-    sequences = sorted(by_seq)
+    steps = list(steps)
+    session = _SessionSteps(steps)
     targets = sorted((s for s in steps if s.role is StepRole.ASSISTANT
                       and (run_ids is None or s.run_id in run_ids) and not (current_only and s.superseded)),
-                     key=lambda s: s.created_at)
+                     key=lambda s: (s.created_at, s.sequence))
     calls: list[RecordedCall] = []
     for step in targets:
         request = step.extra.get("request") or {}
         if not request.get("content"):
             raise NotFoundError(f"step {step.sequence} of session {step.session_id} was recorded without its "
                                 "request; record the run again to replay it")
-        context = []
-        for seq in sequences:
-            if seq >= step.sequence:
-                break
-            seen = [s for s in by_seq[seq] if s.created_at <= step.created_at]
-            if seen:
-                context.append(max(seen, key=lambda s: (s.attempt, s.created_at)))
-        calls.append(RecordedCall(len(calls), request["content"], step, context, request.get("system")))
+        calls.append(RecordedCall(len(calls), request["content"], step, session, request.get("system")))
     return calls
 
 
