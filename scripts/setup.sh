@@ -32,6 +32,14 @@ echo "== installing agio-notebook (editable) with test extras"
 # (pip's notes about missing local package mirrors are noise here)
 .venv/bin/pip install -q -e '.[test]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
 
+# A real OTLP receiver for the OpenTelemetry tests: Arize Phoenix, in a venv of its own so its pins never
+# touch the project's environment.
+if [ ! -x .venv-otlp/bin/phoenix ]; then
+  echo "== installing an OTLP receiver (arize-phoenix) for the telemetry tests"
+  "$python" -m venv .venv-otlp
+  .venv-otlp/bin/pip install -q 'arize-phoenix>=12' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+fi
+
 if [ -x scripts/build_labextension.sh ]; then
   echo "== building the JupyterLab extension"
   PATH="$PWD/.venv/bin:$PATH" scripts/build_labextension.sh
