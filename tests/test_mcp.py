@@ -71,7 +71,7 @@ def test_tool_errors_hangs_and_crashes_become_error_results_and_the_server_resta
     by_seq = {s.sequence: s for s in result.steps}
     tool_steps = [s for s in result.steps if s.role.value == "tool"]
     assert [s.status for s in tool_steps] == ["error", "ok", "error", "ok", "error", "ok"]
-    assert "fail" in tool_steps[0].error and tool_steps[1].content == "hi hi"
+    assert "broken on purpose" in tool_steps[0].error and tool_steps[1].content == "hi hi"
     assert "no answer within 2s" in tool_steps[2].error
     assert "failed during crash" in tool_steps[4].error
     assert tool_steps[3].content != tool_steps[5].content  # a new process after the crash

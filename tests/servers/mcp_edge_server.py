@@ -8,6 +8,7 @@ import sys
 import time
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("agio-edge")
 
@@ -25,8 +26,8 @@ def echo(text: str, times: int = 1) -> str:
 
 @server.tool()
 def fail(reason: str) -> str:
-    """Always fails with the given reason."""
-    raise ValueError(reason)
+    """Always fails with the given reason (a failure the model reads)."""
+    raise ToolError(reason)
 
 
 @server.tool()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ...tools.base import Tool
@@ -32,7 +33,8 @@ def mcp(c: Any, args: Any) -> Any:
         servers = named_servers()
         return pd.DataFrame({
             "name": list(servers),
-            "server": [s.url or " ".join(s.argv or ()) for s in servers.values()],
+            "server": [s.url or " ".join([os.path.basename(s.argv[0]), *s.argv[1:]]) if s.argv else s.url
+                       for s in servers.values()],
             "running": [s.running for s in servers.values()],
             "tools": [", ".join(t.name for t in s.tools) for s in servers.values()],
         })
