@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 from .base import Repository, iter_events
+from .damage import Damage, StoreDamageWarning
+from .reports import Pruned, Repaired, SessionSize, StoreStats
 from .journal import JournalStorage
 from .layout import store_root
 from .memory import InMemoryRepository
@@ -26,5 +28,5 @@ def open_repository(path: str | os.PathLike[str] | None = None) -> TinyDBReposit
     return repo
 
 
-__all__ = ["InMemoryRepository", "JournalStorage", "Repository", "TinyDBRepository", "iter_events",
-           "open_repository", "store_root"]
+__all__ = ["Damage", "InMemoryRepository", "JournalStorage", "Pruned", "Repaired", "Repository", "SessionSize",
+           "StoreDamageWarning", "StoreStats", "TinyDBRepository", "iter_events", "open_repository", "store_root"]
