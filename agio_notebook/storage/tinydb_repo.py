@@ -185,7 +185,16 @@ class TinyDBRepository(TinyDBMaintenance):
                     if d.get("run_id") == run.id]
             run.ended_at = max(last) if last else now()
             self.commit(run=run)
-        return [r.id for r in running]
+        # the index is a cache: a process killed between the session file and the index left it behind
+        self._index.refresh()
+        stored = journal.tables.get("runs", {})
+        settled = [r.id for r in running]
+        for run_id, doc in list(self._index.tables.get("runs", {}).items()):
+            if doc["session_id"] == session_id and doc.get("status") == RunStatus.RUNNING.value \
+                    and run_id in stored and stored[run_id].get("status") != RunStatus.RUNNING.value:
+                self._update_index(None, AgentRun.from_dict(stored[run_id]))
+                settled.append(run_id)
+        return settled
 
     # -- writes ----------------------------------------------------------------
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
