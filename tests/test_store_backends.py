@@ -188,3 +188,47 @@ def test_a_schema_from_a_newer_version_is_refused(backend, tmp_path, request):
     repo.close()
     with pytest.raises(StoreError, match="schema version '?99'?.*upgrade agio-notebook"):
         new_repository(url)
+
+
+ENGINE = [sys.executable, str(Path(__file__).with_name("engine_writer.py"))]
+
+
+def test_two_processes_running_the_engine_in_one_session(store_url):
+    """The second gets one clear line naming the holder, or waits when asked; sequences stay unique."""
+    first = subprocess.Popen([*ENGINE, store_url, "shared", "slow", "12", "120"], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert first.stdout.readline().startswith("run "), "the first process did not start a run"
+        refused = subprocess.run([*ENGINE, store_url, "shared", "slow", "1", "0"], capture_output=True, text=True,
+                                 timeout=120)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        line = refused.stdout.strip()
+        assert line.startswith("busy session shared is in use by a run in process "), line
+        assert f"process {first.pid} on " in line and "\n" not in line
+        waiter = subprocess.run([*ENGINE, store_url, "shared", "slow", "2", "120"], capture_output=True, text=True,
+                                timeout=240)
+        assert waiter.returncode == 0, waiter.stdout + waiter.stderr
+    finally:
+        out, _ = first.communicate(timeout=120)
+    assert first.returncode == 0
+    repo = new_repository(store_url)
+    steps = repo.get_steps("shared")
+    assert [s.sequence for s in steps] == list(range(1, len(steps) + 1))  # no duplicate, no gap
+    assert len(steps) == 14 * 4  # fourteen runs of user, call, tool, final
+    assert {r.status for r in repo.list_runs("shared")} == {RunStatus.COMPLETED}
+    repo.close()
+
+
+def test_a_run_killed_mid_way_is_interrupted_then_resumed(store_url):
+    died = subprocess.run([*ENGINE, store_url, "s", "die:tool", "1"], capture_output=True, text=True, timeout=120)
+    assert died.returncode == -signal.SIGKILL
+    repo = new_repository(store_url)  # found on open, without asking
+    (run,) = repo.list_runs("s")
+    assert run.status is RunStatus.INTERRUPTED and "interrupted" in run.error
+    from engine_support import ChunkModel as _Chunks
+
+    resumed = _go(StepRunner(Agent(model=_Chunks([text("answer after the crash")]), tools=[add]),
+                             repository=repo).resume("s"))
+    assert resumed.status is RunStatus.COMPLETED and resumed.final_text == "answer after the crash"
+    assert frames.runs(repository=repo).status.tolist().count("interrupted") == 1
+    repo.close()
