@@ -22,6 +22,8 @@ class ExecutionConfig:
     max_tokens          tokens (prompt + completion) allowed in one run; ``None`` = no limit. Either
                         budget ends the run with status ``budget_exceeded`` before a model call that
                         would exceed it.
+    session_wait        seconds a run waits for another run (any process) to release its session;
+                        0 fails at once with a line naming the holder, ``None`` waits as long as it takes.
     """
 
     max_steps: int = 20
@@ -34,6 +36,7 @@ class ExecutionConfig:
     stream: bool = True
     max_cost: float | None = None
     max_tokens: int | None = None
+    session_wait: float | None = 0.0
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:

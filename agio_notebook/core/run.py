@@ -16,6 +16,7 @@ class RunStatus(str, Enum):
     CANCELLED = "cancelled"
     MAX_STEPS = "max_steps"
     BUDGET_EXCEEDED = "budget_exceeded"
+    INTERRUPTED = "interrupted"  # its process died mid-run (kill -9, kernel restart); found by the store
 
     @property
     def is_terminal(self) -> bool:
