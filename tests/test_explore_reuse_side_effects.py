@@ -144,3 +144,19 @@ def test_reuse_off_or_other_settings_call_the_model(repo):
 def test_bad_on_replay_is_one_line():
     with pytest.raises(ValueError, match="on_replay must be one of record, confirm, block, got 'maybe'"):
         tool(side_effects=True, on_replay="maybe")
+
+
+def test_live_view_marks_replayed_calls_and_shows_cost(repo):
+    from agio_notebook.notebook.render import card_html, footer_html
+    from agio_notebook.notebook.view_model import fold
+
+    send_email, sent = mailer("record")
+    first = go(StepRunner(Agent(model=ScriptedModel(script()), tools=[send_email]), repository=repo).run(None, "m"))
+    second = go(StepRunner(Agent(model=ScriptedModel(script()), tools=[send_email]), repository=repo
+                           ).retry(first.run_id))
+    view = fold(second.events)
+    card = view.steps[0].tool_cards[0]
+    assert card.replayed and 'class="agio-replayed"' in card_html(card)
+    first_card = fold(first.events).steps[1].tool_cards[0]
+    assert not first_card.replayed and "agio-replayed" not in card_html(first_card)
+    assert "cost unknown" in footer_html(view)  # a scripted model has no price: unknown, never $0
