@@ -138,3 +138,27 @@ def test_budget_config_rejects_bad_values():
         ExecutionConfig(max_cost=-1)
     with pytest.raises(ValueError, match="max_tokens must be >= 1"):
         ExecutionConfig(max_tokens=0)
+
+
+def test_openai_usage_with_cached_tokens_is_priced(tmp_path):
+    """Through the real openai client and a real HTTP server: cached prompt tokens get the cached price."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from openai_sse_server import FakeOpenAIServer, text_chunks
+
+    from agio_notebook import OpenAIModel
+    from agio_notebook.storage import InMemoryRepository
+
+    usage = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100,
+             "prompt_tokens_details": {"cached_tokens": 800}}
+    with FakeOpenAIServer() as server:
+        server.script = [text_chunks("Hi", usage=usage)]
+        model = OpenAIModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test-0123456789")
+        result = go(StepRunner(Agent(model=model), repository=InMemoryRepository()).run(None, "hi"))
+    step = result.steps[-1]
+    assert step.metrics.cached_tokens == 800 and result.metrics.cached_tokens == 800
+    expected = (200 * 0.15 + 800 * 0.075 + 100 * 0.60) / 1_000_000
+    assert step.metrics.cost == pytest.approx(expected) and result.metrics.cost == pytest.approx(expected)
+    assert cost_of("gpt-4o-mini", 1000, 100, 800) == pytest.approx(expected)

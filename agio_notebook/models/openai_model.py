@@ -80,7 +80,7 @@ class OpenAIModel:
             async for chunk in response:
                 if chunk.usage is not None:
                     u = chunk.usage
-                    yield Usage(u.prompt_tokens, u.completion_tokens, u.total_tokens)
+                    yield Usage(u.prompt_tokens, u.completion_tokens, u.total_tokens, _cached(u))
                 for choice in chunk.choices or ():
                     delta = choice.delta
                     if delta is not None:
@@ -106,9 +106,15 @@ def _whole_response(response: Any) -> list[ModelChunk]:
         chunks.append(ToolCallDelta(i, tc.id, tc.function.name, tc.function.arguments or ""))
     if response.usage is not None:
         u = response.usage
-        chunks.append(Usage(u.prompt_tokens, u.completion_tokens, u.total_tokens))
+        chunks.append(Usage(u.prompt_tokens, u.completion_tokens, u.total_tokens, _cached(u)))
     chunks.append(Finish(choice.finish_reason or "stop"))
     return chunks
+
+
+def _cached(usage: Any) -> int | None:
+    """Prompt tokens served from the provider's cache (OpenAI: ``prompt_tokens_details.cached_tokens``)."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    return getattr(details, "cached_tokens", None) if details is not None else None
 
 
 def _one_line(text: str, limit: int = 300) -> str:
