@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from ..agent import Agent
-from ..core import (AgentRun, AgioError, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus, Step,
+from ..core import (AgentRun, AgioError, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus,
                     StepRole)
 from ..execution import StepRunner
 from ..execution.retry import check_continuation_point, check_sequence_exists
@@ -51,7 +51,6 @@ class Job:
     variant: Variant
     repeat: int
     run: AgentRun | None = None
-    steps: list[Step] = field(default_factory=list)
     scores: dict[str, Any] = field(default_factory=dict)
     skipped: str | None = None
 
@@ -376,7 +375,7 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
                                 else runner.run(None, query))
             else:
                 result = await runner.fork(session_id, at - 1, reuse=reuse)
-            job.run, job.steps = result.run, result.steps
+            job.run = result.run
             spent[0] += result.run.metrics.cost or 0.0
             job.scores = await score_run(ScoredRun(result.run, result.steps), scorers)
             if job.scores:

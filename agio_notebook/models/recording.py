@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Iterable
 
 import orjson
 
@@ -61,11 +61,3 @@ class Recording:
 
     def has_tool_result(self, name: str, arguments: str | None) -> bool:
         return bool(self.tool_results.get(_args_key(name, arguments)))
-
-    def __bool__(self) -> bool:  # an empty recording still marks a replay
-        return True
-
-    @property
-    def stats(self) -> dict[str, Any]:
-        return {"replies": sum(map(len, self.replies.values())),
-                "tool_results": sum(map(len, self.tool_results.values()))}
