@@ -19,7 +19,7 @@ from ..core import ExecutionConfig, ModelError, RunStatus, Step, StepEvent, Step
 from ..models.base import Finish, Model, TextDelta, ToolCallDelta, Usage
 from ..models.pricing import cost_of
 from ..models.replay import response_chunks, step_response
-from ..models.request import model_settings, request_record
+from ..models.request import Fingerprinter, model_settings, request_record
 from ..tools import ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver
 from .budget import Budget
@@ -53,6 +53,7 @@ class StepExecutor:
         if recording is None:
             recording = getattr(self.model, "recording", None)
         budget = Budget(self.config, self.model.name)
+        fingerprints = Fingerprinter()  # this run's messages only grow: each turn hashes what is new
         if pending is not None:  # resume: answer the dangling tool calls before asking the model again
             async for event in self._run_tools(rec, pending[0], set(pending[1]), recording):
                 yield event
@@ -66,7 +67,7 @@ class StepExecutor:
                 rec.finish(RunStatus.BUDGET_EXCEEDED, stop)
                 return
             step: Step | None = None
-            async for event in self._model_turn(rec, recording):
+            async for event in self._model_turn(rec, recording, fingerprints):
                 if event is None:
                     step = rec.steps[-1]
                     continue
@@ -81,14 +82,14 @@ class StepExecutor:
                 yield event
 
     # -- one model call --------------------------------------------------------
-    async def _model_turn(self, rec: RunRecorder, recording: Recording | None = None
-                          ) -> AsyncIterator[StepEvent | None]:
+    async def _model_turn(self, rec: RunRecorder, recording: Recording | None = None,
+                          fingerprints: Fingerprinter | None = None) -> AsyncIterator[StepEvent | None]:
         config = self.config
         attempts = 1 + (config.max_retries if config.enable_retry else 0)
         for attempt in range(attempts):
             got_any = [False]
             try:
-                async for event in self._stream_reply(rec, got_any, recording):
+                async for event in self._stream_reply(rec, got_any, recording, fingerprints):
                     yield event
                 return
             except ModelError as exc:
@@ -96,8 +97,8 @@ class StepExecutor:
                     raise
             await asyncio.sleep(min(0.25 * 2 ** attempt, 4.0))
 
-    async def _stream_reply(self, rec: RunRecorder, got_any: list[bool], recording: Recording | None = None
-                            ) -> AsyncIterator[StepEvent | None]:
+    async def _stream_reply(self, rec: RunRecorder, got_any: list[bool], recording: Recording | None = None,
+                            fingerprints: Fingerprinter | None = None) -> AsyncIterator[StepEvent | None]:
         config = self.config
         stream = config.stream
         sequence = rec.upcoming_sequence  # taken for good once the step completes
@@ -119,7 +120,7 @@ class StepExecutor:
                 task.cancel()
 
         timer = (asyncio.get_running_loop().call_later(timeout, on_timeout) if timeout is not None else None)
-        request = request_record(rec.messages, self._schemas, self._settings)
+        request = request_record(rec.messages, self._schemas, self._settings, fingerprints)
         reused = recording.take_reply(request["fingerprint"]) if recording is not None and recording.reuse else None
         source = (response_chunks(step_response(reused)) if reused is not None
                   else self.model.stream(rec.messages, self._schemas, stream=stream))

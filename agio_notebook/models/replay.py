@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 from ..core import ModelError, NotFoundError, Step, StepRole
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
 from .recording import Recording
-from .request import canonical, content_fingerprint
+from .request import Fingerprinter, canonical
 
 if TYPE_CHECKING:
     from ..storage.base import Repository
@@ -167,6 +167,7 @@ class ReplayModel:
         for call in calls:
             self._by_fingerprint[call.fingerprint].append(call)
         self._used: set[int] = set()
+        self._fingerprints = Fingerprinter()
         self.replayed = 0
 
     def __repr__(self) -> str:
@@ -212,7 +213,7 @@ class ReplayModel:
         return next((c for c in self.calls if c.index not in self._used), None)
 
     def _match(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> RecordedCall:
-        queue = self._by_fingerprint.get(content_fingerprint(messages, tools))
+        queue = self._by_fingerprint.get(self._fingerprints.content(messages, tools))
         while queue:
             call = queue.popleft()
             if call.index not in self._used:

@@ -36,19 +36,46 @@ def model_settings(model: Any) -> dict[str, Any]:
     return settings
 
 
+class Fingerprinter:
+    """Content fingerprints (messages and tools) of a growing message list, in time proportional to what
+    was added since the last call: a chain ``h_i = sha256(h_{i-1} + message_i)``, so a turn never rehashes
+    the history (the engine's cost per turn stays flat however long the session)."""
+
+    __slots__ = ("_messages", "_n", "_last", "_chain", "_tools", "_tools_digest")
+
+    def __init__(self) -> None:
+        self._messages: list[dict[str, Any]] | None = None
+        self._n = 0
+        self._last: dict[str, Any] | None = None
+        self._chain = b""
+        self._tools: list[dict[str, Any]] | None = None
+        self._tools_digest = b""
+
+    def content(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        if tools is not self._tools:
+            self._tools, self._tools_digest = tools, hashlib.sha256(canonical(tools)).digest()
+        n = self._n
+        if messages is not self._messages or len(messages) < n or (n and messages[n - 1] is not self._last):
+            self._messages, n, self._chain = messages, 0, b""  # another list, or changed: start over
+        chain = self._chain
+        for message in messages[n:]:
+            chain = hashlib.sha256(chain + canonical(message)).digest()
+        self._chain, self._n, self._last = chain, len(messages), messages[-1] if messages else None
+        return hashlib.sha256(chain + self._tools_digest).hexdigest()[:32]
+
+
 def content_fingerprint(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
     """Messages and tools only: what a replay matches on (the replaying model has its own settings)."""
-    return digest({"messages": messages, "tools": tools})
+    return Fingerprinter().content(messages, tools)
 
 
-def request_record(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                   settings: dict[str, Any]) -> dict[str, Any]:
+def request_record(messages: list[dict[str, Any]], tools: list[dict[str, Any]], settings: dict[str, Any],
+                   fingerprinter: Fingerprinter | None = None) -> dict[str, Any]:
     """What an assistant step keeps of its request (``step.extra["request"]``)."""
-    content = content_fingerprint(messages, tools)
+    content = (fingerprinter or Fingerprinter()).content(messages, tools)
     system = messages[0]["content"] if messages and messages[0].get("role") == "system" else None
-    record: dict[str, Any] = {"fingerprint": digest({"content": content, "settings": settings}),
-                              "content": content, "tools": digest(tools), "messages": len(messages),
-                              "settings": settings}
+    record: dict[str, Any] = {"fingerprint": request_key(content, settings), "content": content,
+                              "messages": len(messages), "settings": settings}
     if system is not None:
         record["system"] = system
     return record
