@@ -3,11 +3,12 @@
 from .config import ExecutionConfig
 from .errors import AgioError, InvalidOperationError, ModelError, NotFoundError, StoreError
 from .events import TERMINAL_EVENTS, TRANSIENT_EVENTS, StepEvent, StepEventType
+from .redact import scrub
 from .run import AgentRun, AgentSession, RunMetrics, RunStatus
 from .step import Step, StepMetrics, StepRole, ToolCall, new_id, now
 
 __all__ = [
     "AgentRun", "AgentSession", "AgioError", "ExecutionConfig", "InvalidOperationError", "ModelError",
     "NotFoundError", "RunMetrics", "RunStatus", "Step", "StepEvent", "StepEventType", "StepMetrics",
-    "StepRole", "StoreError", "TERMINAL_EVENTS", "TRANSIENT_EVENTS", "ToolCall", "new_id", "now",
+    "StepRole", "StoreError", "TERMINAL_EVENTS", "TRANSIENT_EVENTS", "ToolCall", "new_id", "now", "scrub",
 ]
