@@ -20,7 +20,7 @@ from agio_notebook import frames
 from agio_notebook.models import OpenAIModel
 from agio_notebook.models.request import request_fingerprint
 from agio_notebook.notebook.render import metrics_line
-from agio_notebook.storage import InMemoryRepository
+from agio_notebook.storage import InMemoryRepository, open_repository
 
 from openai_sse_server import FakeOpenAIServer, Stream, chunk, text_chunks
 
@@ -218,10 +218,13 @@ def test_unknown_setting_is_one_clear_error():
         Agent(model_settings={"temprature": 0})
 
 
-def test_every_model_call_stores_its_exact_request_without_the_key(server):
+@pytest.mark.parametrize("store", ["memory", "tinydb", "sqlite"])
+def test_every_model_call_stores_its_exact_request_without_the_key(server, store, tmp_path):
     server.script = [[call_chunk(0, "c1", "add", '{"a": 2, "b": 3}'), chunk({}, finish="tool_calls")],
                      text_chunks("5.", usage=USAGE)]
-    result, repo = run(server, ExecutionConfig(model_settings={"seed": 7}), system_prompt="Be brief.")
+    repo = {"memory": InMemoryRepository, "tinydb": lambda: open_repository(tmp_path / "store"),
+            "sqlite": lambda: open_repository(f"sqlite:///{tmp_path / 'agio.db'}")}[store]()
+    result, repo = run(server, ExecutionConfig(model_settings={"seed": 7}), repo=repo, system_prompt="Be brief.")
     assert result.status is RunStatus.COMPLETED, result.error
     assistants = [s for s in repo.get_steps(result.session_id) if s.role is StepRole.ASSISTANT]
     assert len(assistants) == 2
