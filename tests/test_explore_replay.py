@@ -59,9 +59,9 @@ def test_replay_round_trip_from_run(repo):
     got = [(s.role.value, s.content, [c.name for c in s.tool_calls]) for s in again.steps]
     want = [(s.role.value, s.content, [c.name for c in s.tool_calls]) for s in original.steps]
     assert got == want
-    # the request fingerprints of the replay equal the recorded ones: same requests, exactly
-    assert ([s.extra["request"]["content"] for s in again.steps if "request" in s.extra]
-            == [s.extra["request"]["content"] for s in original.steps if "request" in s.extra])
+    # the requests of the replay equal the recorded ones, exactly
+    assert ([s.extra["request"]["fingerprint"] for s in again.steps if "request" in s.extra]
+            == [s.extra["request"]["fingerprint"] for s in original.steps if "request" in s.extra])
     assert again.metrics.cost == 0.0  # a replay spends nothing
 
 

@@ -53,8 +53,9 @@ class Budget:
         if not self.active:
             return None
         prompt = self.estimate_prompt(messages)
-        if config.max_tokens is not None and metrics.total_tokens + prompt > config.max_tokens:
-            return (f"max_tokens ({config.max_tokens}) would be exceeded: {metrics.total_tokens} spent, "
+        spent = metrics.total_tokens or 0
+        if config.max_tokens is not None and spent + prompt > config.max_tokens:
+            return (f"max_tokens ({config.max_tokens}) would be exceeded: {spent} spent, "
                     f"next prompt ~{prompt} tokens")
         if config.max_cost is not None:
             if metrics.cost is None:

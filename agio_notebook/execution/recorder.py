@@ -69,13 +69,18 @@ class RunRecorder:
         m.steps += 1
         if step.role is StepRole.ASSISTANT:
             m.model_calls += 1
-            if "reused" in step.extra:  # answered from a recording: nothing spent
+            if "reused" in step.extra:  # answered from a recording: nothing spent (a known 0)
                 m.reused_calls += 1
                 m.reused_tokens += s.total_tokens or 0
+                m.prompt_tokens, m.completion_tokens = m.prompt_tokens or 0, m.completion_tokens or 0
+                m.total_tokens = m.total_tokens or 0
             else:
-                m.prompt_tokens += s.prompt_tokens or 0
-                m.completion_tokens += s.completion_tokens or 0
-                m.total_tokens += s.total_tokens or 0
+                if s.prompt_tokens is not None:  # unknown usage stays unknown (None), never 0
+                    m.prompt_tokens = (m.prompt_tokens or 0) + s.prompt_tokens
+                if s.completion_tokens is not None:
+                    m.completion_tokens = (m.completion_tokens or 0) + s.completion_tokens
+                if s.total_tokens is not None:
+                    m.total_tokens = (m.total_tokens or 0) + s.total_tokens
                 m.cached_tokens += s.cached_tokens or 0
             if m.cost is not None:
                 m.cost = None if s.cost is None else m.cost + s.cost

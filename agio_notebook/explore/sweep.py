@@ -24,6 +24,7 @@ from ..core import (AgentRun, AgioError, ExecutionConfig, InvalidOperationError,
 from ..execution import StepRunner
 from ..execution.retry import check_continuation_point, check_sequence_exists
 from ..models.pricing import check_priced, format_cost
+from ..models.settings import KNOWN_SETTINGS, check_settings, merge_settings
 from ..storage.base import Repository
 from .runner import run_coroutine, run_jobs
 from .scoring import ScoredRun, ScoreError, Scorer, score_run, scorer_name, stored_scores
@@ -82,19 +83,19 @@ def _axis(values: Sequence[Any] | Mapping[str, Any] | None) -> list[tuple[str, A
 
 def _apply_settings(agent: Agent, config: ExecutionConfig | None, settings: Mapping[str, Any]
                     ) -> tuple[Agent, ExecutionConfig | None]:
-    """ExecutionConfig fields go to the run's config; anything else is set on a copy of the model."""
-    run_keys = {k: v for k, v in settings.items() if k in _CONFIG_FIELDS}
-    model_keys = {k: v for k, v in settings.items() if k not in _CONFIG_FIELDS}
+    """Model settings (``temperature``, ``max_tokens``, ...) go with every model call of the variant;
+    other ExecutionConfig fields (``max_steps``, ``max_cost``, ...) to its runs' config."""
+    model_keys = {k: v for k, v in settings.items() if k in KNOWN_SETTINGS}
+    run_keys = {k: v for k, v in settings.items() if k not in KNOWN_SETTINGS}
+    unknown = sorted(set(run_keys) - _CONFIG_FIELDS)
+    if unknown:
+        raise SweepError(f"setting(s) {', '.join(map(repr, unknown))} are neither model settings "
+                         f"({', '.join(sorted(KNOWN_SETTINGS))}) nor ExecutionConfig fields")
     if run_keys:
         config = replace(config or agent.config or ExecutionConfig(), **run_keys)
     if model_keys:
-        model = copy.copy(agent.model)
-        for key, value in model_keys.items():
-            if not hasattr(model, key):
-                raise SweepError(f"setting {key!r} is neither an ExecutionConfig field nor an attribute of "
-                                 f"model {agent.model_name!r}")
-            setattr(model, key, value)
-        agent = agent.with_model(model)  # type: ignore[arg-type]
+        agent = copy.copy(agent)
+        agent.model_settings = merge_settings(agent.model_settings, check_settings(model_keys, "settings"))
     return agent, config
 
 

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 import orjson
 
 from ..core import Step, StepRole
+
+
+def reuse_key(request: Mapping[str, Any]) -> str | None:
+    """What reuse matches on: the request's fingerprint (messages, tools, settings) and the model's name
+    (the fingerprint leaves the name out, and an answer of one model is no answer of another)."""
+    fingerprint = request.get("fingerprint")
+    return f"{request.get('model')}\n{fingerprint}" if fingerprint else None
 
 
 def _args_key(name: str, arguments: str | None) -> tuple[str, str]:
@@ -41,9 +48,9 @@ class Recording:
         calls: dict[str, tuple[str, str]] = {}
         for step in steps:
             if step.role is StepRole.ASSISTANT:
-                request = step.extra.get("request") or {}
-                if request.get("fingerprint") and not step.extra.get("reused"):
-                    rec.replies[request["fingerprint"]].append(step)
+                key = reuse_key(step.extra.get("request") or {})
+                if key is not None and not step.extra.get("reused"):
+                    rec.replies[key].append(step)
                 for call in step.tool_calls:
                     calls[call.id] = _args_key(call.name, call.arguments)
         for step in steps:
@@ -51,8 +58,8 @@ class Recording:
                 rec.tool_results[calls[step.tool_call_id]].append(step)
         return rec
 
-    def take_reply(self, fingerprint: str) -> Step | None:
-        queue = self.replies.get(fingerprint)
+    def take_reply(self, key: str | None) -> Step | None:
+        queue = self.replies.get(key) if key is not None else None
         return queue.popleft() if queue else None
 
     def take_tool_result(self, name: str, arguments: str | None) -> Step | None:

@@ -1,7 +1,8 @@
 """ReplayModel: a stored run (or session, or cassette file) becomes a model, for offline regression tests.
 
 Each recorded model call is matched on its exact request — the messages and the tool schemas, by the
-fingerprint the executor stored on the assistant step (``step.extra["request"]``). A call that matches
+digests the executor stored with the assistant step (``step.extra["request"]``; the replaying model
+stands in for the model, so its name and settings are not compared). A call that matches
 nothing raises one clear :class:`ReplayMismatchError` naming the first message that differs from the
 call the recording expected next, with a short diff; ``strict=False`` replays in recorded order instead.
 
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 from ..core import ModelError, NotFoundError, Step, StepRole
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
 from .recording import Recording
-from .request import Fingerprinter, canonical
+from .request import MessageChain, canonical_json, tools_digest
 
 if TYPE_CHECKING:
     from ..storage.base import Repository
@@ -110,11 +111,17 @@ def recorded_calls(steps: Iterable[Step], run_ids: set[str] | None = None, *,
     calls: list[RecordedCall] = []
     for step in targets:
         request = step.extra.get("request") or {}
-        if not request.get("content"):
+        ref = request.get("messages") if isinstance(request.get("messages"), dict) else None
+        if ref is None or not ref.get("sha256"):
             raise NotFoundError(f"step {step.sequence} of session {step.session_id} was recorded without its "
                                 "request; record the run again to replay it")
-        calls.append(RecordedCall(len(calls), request["content"], step, session, request.get("system")))
+        key = content_key(ref["sha256"], tools_digest(request.get("tools") or ()))
+        calls.append(RecordedCall(len(calls), key, step, session, ref.get("system")))
     return calls
+
+
+def content_key(messages_sha256: str, tools_sha256: str) -> str:
+    return f"{messages_sha256}:{tools_sha256}"
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -125,7 +132,7 @@ def _short(value: Any, limit: int = 60) -> str:
 def message_diff(expected: list[dict[str, Any]], actual: list[dict[str, Any]]) -> str:
     """Names the first message that differs between two requests, with a one-line diff."""
     for i, (want, got) in enumerate(zip(expected, actual)):
-        if canonical(want) == canonical(got):
+        if canonical_json(want) == canonical_json(got):
             continue
         role = got.get("role")
         for key in ("role", "content", "tool_calls", "tool_call_id", "name"):
@@ -167,7 +174,9 @@ class ReplayModel:
         for call in calls:
             self._by_fingerprint[call.fingerprint].append(call)
         self._used: set[int] = set()
-        self._fingerprints = Fingerprinter()
+        self._chain = MessageChain()
+        self._chained: list[dict[str, Any]] | None = None  # the list the chain follows
+        self._tools: tuple[list[dict[str, Any]], str] | None = None
         self.replayed = 0
 
     def __repr__(self) -> str:
@@ -212,8 +221,16 @@ class ReplayModel:
     def _next_in_order(self) -> RecordedCall | None:
         return next((c for c in self.calls if c.index not in self._used), None)
 
+    def _key(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        """The call's content key; the digest extends by new messages while a run's list grows."""
+        if messages is not self._chained:
+            self._chain, self._chained = MessageChain(), messages
+        if self._tools is None or self._tools[0] is not tools:
+            self._tools = (tools, tools_digest(tools))
+        return content_key(self._chain.update(messages), self._tools[1])
+
     def _match(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> RecordedCall:
-        queue = self._by_fingerprint.get(self._fingerprints.content(messages, tools))
+        queue = self._by_fingerprint.get(self._key(messages, tools))
         while queue:
             call = queue.popleft()
             if call.index not in self._used:
@@ -228,7 +245,7 @@ class ReplayModel:
                                   f"{message_diff(expected.messages(), messages)}")
 
     async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-                     stream: bool = True) -> AsyncIterator[ModelChunk]:
+                     stream: bool = True, settings: dict[str, Any] | None = None) -> AsyncIterator[ModelChunk]:
         call = self._match(messages, tools)
         self._used.add(call.index)
         self.replayed += 1

@@ -1,86 +1,77 @@
-"""The exact request of a model call, as a fingerprint: what replay and reuse match on.
+"""The request of a model call: canonical, stored with its step, and fingerprinted for replay.
 
-A request is the messages, the tool schemas and the model settings. The executor stores, on each
-assistant step, the fingerprint of the request that produced it (``step.extra["request"]``); the
-messages themselves are not copied, since they are the session's earlier steps (storing them again
-per call would grow a session's store with the square of its length). Canonical JSON (sorted keys)
-makes equal requests hash equal whatever the dict order.
+A request is ``{"model", "messages", "tools", "settings", "stream"}``: what the engine hands the model,
+never a header or key. The OpenAI-compatible provider turns it into its wire body by fixed rules
+(:meth:`OpenAIModel.body`), so the request alone replays the call.
+
+The fingerprint is a SHA-256 over messages, tools and settings in canonical JSON (sorted keys, no
+spaces). It leaves out the model's name, so the same request sent to another model, or to a model
+replaying a recording, has the same fingerprint. Messages are hashed as a chain (one link per message),
+so the engine extends a running digest by the new messages of each turn instead of rehashing the
+history: :class:`MessageChain`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+import json
+from typing import Any, Mapping, Sequence
 
-import orjson
-
-_SETTING_ATTRS = ("temperature", "top_p", "max_tokens", "seed", "extra_body")
-
-
-def canonical(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+_EMPTY = hashlib.sha256(b"").hexdigest()
 
 
-def digest(value: Any) -> str:
-    return hashlib.sha256(canonical(value)).hexdigest()[:32]
+def canonical_json(value: Any) -> str:
+    """One spelling per value: sorted keys, no spaces, non-ASCII kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def model_settings(model: Any) -> dict[str, Any]:
-    """The settings that change what a model answers: its name and sampling parameters."""
-    settings: dict[str, Any] = {"model": getattr(model, "name", type(model).__name__)}
-    for attr in _SETTING_ATTRS:
-        value = getattr(model, attr, None)
-        if value is not None and not callable(value):
-            settings[attr] = value
-    settings.update(getattr(model, "settings", None) or {})
-    return settings
+def _link(previous: str, message: Mapping[str, Any]) -> str:
+    return hashlib.sha256(f"{previous}\n{canonical_json(message)}".encode()).hexdigest()
 
 
-class Fingerprinter:
-    """Content fingerprints (messages and tools) of a growing message list, in time proportional to what
-    was added since the last call: a chain ``h_i = sha256(h_{i-1} + message_i)``, so a turn never rehashes
-    the history (the engine's cost per turn stays flat however long the session)."""
+class MessageChain:
+    """A running digest of a growing message list: :meth:`update` hashes only messages not seen yet."""
 
-    __slots__ = ("_messages", "_n", "_last", "_chain", "_tools", "_tools_digest")
+    __slots__ = ("count", "digest")
 
     def __init__(self) -> None:
-        self._messages: list[dict[str, Any]] | None = None
-        self._n = 0
-        self._last: dict[str, Any] | None = None
-        self._chain = b""
-        self._tools: list[dict[str, Any]] | None = None
-        self._tools_digest = b""
+        self.count = 0
+        self.digest = _EMPTY
 
-    def content(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        if tools is not self._tools:
-            self._tools, self._tools_digest = tools, hashlib.sha256(canonical(tools)).digest()
-        n = self._n
-        if messages is not self._messages or len(messages) < n or (n and messages[n - 1] is not self._last):
-            self._messages, n, self._chain = messages, 0, b""  # another list, or changed: start over
-        chain = self._chain
-        for message in messages[n:]:
-            chain = hashlib.sha256(chain + canonical(message)).digest()
-        self._chain, self._n, self._last = chain, len(messages), messages[-1] if messages else None
-        return hashlib.sha256(chain + self._tools_digest).hexdigest()[:32]
+    def update(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        if len(messages) < self.count:  # not the same list grown: start over
+            self.count, self.digest = 0, _EMPTY
+        digest = self.digest
+        for message in messages[self.count:]:
+            digest = _link(digest, message)
+        self.count, self.digest = len(messages), digest
+        return digest
 
 
-def content_fingerprint(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-    """Messages and tools only: what a replay matches on (the replaying model has its own settings)."""
-    return Fingerprinter().content(messages, tools)
+def messages_digest(messages: Sequence[Mapping[str, Any]]) -> str:
+    return MessageChain().update(messages)
 
 
-def request_record(messages: list[dict[str, Any]], tools: list[dict[str, Any]], settings: dict[str, Any],
-                   fingerprinter: Fingerprinter | None = None) -> dict[str, Any]:
-    """What an assistant step keeps of its request (``step.extra["request"]``)."""
-    content = (fingerprinter or Fingerprinter()).content(messages, tools)
-    system = messages[0]["content"] if messages and messages[0].get("role") == "system" else None
-    record: dict[str, Any] = {"fingerprint": request_key(content, settings), "content": content,
-                              "messages": len(messages), "settings": settings}
-    if system is not None:
-        record["system"] = system
-    return record
+def fingerprint_parts(messages_sha256: str, tools: Sequence[Mapping[str, Any]] | str,
+                      settings: Mapping[str, Any] | None) -> str:
+    """The fingerprint from a messages digest, tools (or their digest) and settings."""
+    tools_sha = tools if isinstance(tools, str) else tools_digest(tools)
+    body = canonical_json({"messages": messages_sha256, "tools": tools_sha, "settings": dict(settings or {})})
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
-def request_key(content: str, settings: dict[str, Any]) -> str:
-    """The full fingerprint (content and settings): what reuse matches on."""
-    return digest({"content": content, "settings": settings})
+def tools_digest(tools: Sequence[Mapping[str, Any]]) -> str:
+    return hashlib.sha256(canonical_json(list(tools)).encode()).hexdigest()
+
+
+def build_request(model: str, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] = (),
+                  settings: Mapping[str, Any] | None = None, stream: bool = True) -> dict[str, Any]:
+    """The canonical request of one model call."""
+    return {"model": model, "messages": [dict(m) for m in messages], "tools": [dict(t) for t in tools],
+            "settings": dict(settings or {}), "stream": stream}
+
+
+def request_fingerprint(request: Mapping[str, Any]) -> str:
+    """A stable id of what a model was asked: equal requests (up to key order) give equal fingerprints."""
+    return fingerprint_parts(messages_digest(request.get("messages") or ()), request.get("tools") or (),
+                             request.get("settings"))

@@ -83,6 +83,9 @@ class PostgresRepository(SQLRepository):
             return None
         return self._holder_row(session_id) or Holder()
 
+    def _journal_lock(self, cur: Any, name: str) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("journal:" + name),))
+
     def _vacuum(self) -> None:
         with self._lock:
             self._conn.commit()

@@ -21,6 +21,8 @@ from .claims import Holder
 from .damage import Damage
 from .layout import SCHEMA_VERSION
 from .reports import Pruned, Repaired, SessionSize, StoreStats
+from .sql_journal import TABLES as JOURNAL_TABLES
+from .sql_journal import KeyFn, SQLJournal
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS agio_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -95,7 +97,7 @@ class SQLRepository:
     def _setup(self) -> None:
         cur = self._conn.cursor()
         try:
-            for statement in _TABLES:
+            for statement in (*_TABLES, *JOURNAL_TABLES):
                 cur.execute(statement)
             self._execute(cur, "INSERT INTO agio_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
                           ("schema_version", str(SCHEMA_VERSION)))
@@ -236,6 +238,39 @@ class SQLRepository:
             rows = self._query("SELECT doc FROM agio_runs WHERE session_id = ? ORDER BY started_at", (session_id,))
         for row in rows:
             yield _loads(row[0])
+
+    # -- named journals (records other systems keep beside the sessions) --------------------------
+    def journal(self, name: str, keys: dict[str, KeyFn]) -> SQLJournal:
+        """The journal ``name`` (e.g. "memory", "executions/BATCH"), read and current."""
+        journal = SQLJournal(self, name, keys)
+        journal.refresh()
+        return journal
+
+    def journal_names(self, prefix: str = "") -> list[str]:
+        rows = self._query("SELECT DISTINCT name FROM agio_journal WHERE name LIKE ? ESCAPE '\\' ORDER BY name",
+                           (prefix.replace("%", r"\%").replace("_", r"\_") + "%",))
+        return [r[0] for r in rows]
+
+    def _journal_lock(self, cur: Any, name: str) -> None:
+        """Serialise appends to one journal so versions follow commit order (SQLite: the write lock does)."""
+
+    def _append_journal(self, name: str, rows: list[tuple[str, str, str | None]]) -> None:
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                self._journal_lock(cur, name)
+                top = self._execute(cur, "SELECT COALESCE(MAX(version), 0) FROM agio_journal WHERE name = ?",
+                                    (name,)).fetchone()[0]
+                self._executemany(cur, "INSERT INTO agio_journal (name, tbl, key, doc, version) VALUES (?, ?, ?, ?, ?) "
+                                       "ON CONFLICT (name, tbl, key) DO UPDATE SET doc = excluded.doc, "
+                                       "version = excluded.version",
+                                  [(name, table, key, doc, int(top) + i + 1) for i, (table, key, doc) in enumerate(rows)])
+                self._conn.commit()
+            except Exception as exc:
+                self._conn.rollback()
+                raise StoreError(f"cannot write to the store at {self.root}: {_one_line(exc)}") from None
+            finally:
+                cur.close()
 
     # -- claims: one run per session at a time, across processes --------------------------------
     def _lock_claim(self, session_id: str, what: str) -> Holder | None:
