@@ -170,6 +170,18 @@ def test_settings_axis_sets_config_and_model_attributes(repo):
     assert result.frame.set_index("settings")["status"].to_dict() == {"one step": "max_steps", "two steps": "completed"}
 
 
+def test_settings_axis_sends_model_settings(repo):
+    session = conversation(repo)
+    result = agio_notebook.sweep(session, at=4, agent=Agent(model=models()[1]), repository=repo, monitor=False,
+                                 settings={"cold": {"temperature": 0}, "hot": {"temperature": 1.2, "max_steps": 3}})
+    for run_id, label in zip(result.frame["run_id"], result.frame["settings"]):
+        answer = [s for s in repo.get_steps(repo.get_run(run_id).session_id) if s.run_id == run_id][-1]
+        assert answer.extra["request"]["settings"] == {"temperature": 0 if label == "cold" else 1.2}
+    with pytest.raises(SweepError, match="'warmth' are neither model settings"):
+        agio_notebook.sweep(session, at=4, agent=Agent(model=models()[1]), repository=repo, monitor=False,
+                            settings=[{"warmth": 3}])
+
+
 def test_score_runs_on_stored_runs(repo):
     session = conversation(repo)
     run_ids = [r.id for r in repo.list_runs(session)]
