@@ -325,7 +325,7 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
     """Fork ``source`` just before step ``at`` once per variant and repeat, run, score, and compare.
 
     Axes (any combination; their cross product is swept): ``agents``, ``models``, ``prompts`` (the user
-    message at ``at``), ``settings`` (dicts of ExecutionConfig fields or model attributes); each a list,
+    message at ``at``), ``settings`` (dicts of model settings or ExecutionConfig fields); each a list,
     or a dict of label -> value. ``max_cost`` (USD) caps the whole sweep: no run starts once it is
     spent, and each run gets what is left as its own budget.
     """

@@ -223,8 +223,11 @@ class ReplayModel:
 
     def _key(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         """The call's content key; the digest extends by new messages while a run's list grows."""
-        if messages is not self._chained:
-            self._chain, self._chained = MessageChain(), messages
+        if messages is not self._chained:  # a new run: keep the digest if it continues the same conversation
+            seen = self._chain.count
+            if self._chained is None or len(messages) < seen or messages[:seen] != self._chained[:seen]:
+                self._chain = MessageChain()
+            self._chained = messages
         if self._tools is None or self._tools[0] is not tools:
             self._tools = (tools, tools_digest(tools))
         return content_key(self._chain.update(messages), self._tools[1])
