@@ -156,3 +156,24 @@ def test_recorded_session_as_offline_regression_test(agio_cassette, agio_store):
 
 def test_replay_mismatch_error_type():
     assert issubclass(ReplayMismatchError, Exception)
+
+
+def test_recording_without_requests_is_one_line(repo):
+    original = record(repo)[0]
+    steps = repo.get_steps(original.session_id)
+    for s in steps:
+        s.extra.pop("request", None)
+    repo.commit(steps=steps)
+    with pytest.raises(NotFoundError, match=r"^step 2 of session \w+ was recorded without its request; record the run"):
+        ReplayModel.from_run(original.run_id, repo)
+
+
+def test_a_second_conversation_does_not_continue_the_first(repo):
+    first, second = record(repo, ("Weather in Paris?", "And Oslo?"))
+    replay = ReplayModel.from_session(first.session_id, repo)
+    runner = StepRunner(Agent(model=replay, tools=[weather], system_prompt="Be brief."),
+                        repository=InMemoryRepository())
+    assert go(runner.run("one", "Weather in Paris?")).status is RunStatus.COMPLETED
+    # a new session asking the second question first is not the recorded conversation
+    other = go(runner.run("two", "And Oslo?"))
+    assert other.status is RunStatus.FAILED and "message 2 (user) differs in content" in other.error
