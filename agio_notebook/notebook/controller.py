@@ -202,7 +202,7 @@ class Controller:
             session_id, query), session_id, background, agent)
 
     def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
-              background: bool = False, capture: widgets.Output | None = None) -> RunHandle:
+              background: bool = False, capture: widgets.Output | None = None, reuse: bool = False) -> RunHandle:
         run = self.repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
@@ -210,7 +210,8 @@ class Controller:
         agent = agent or (known.agent if known is not None else None) or self.default_agent()
         plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
         self.session_id = run.session_id
-        return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq),
+        return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq,
+                                                                                               reuse=reuse),
                            run.session_id, background, agent, capture)
 
     def replay(self, run_id: str) -> dict[str, Any]:

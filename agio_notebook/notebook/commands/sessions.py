@@ -8,9 +8,10 @@ from . import arg, command
 
 
 @command("retry", "retry a run from a step; the earlier attempt stays, superseded",
-         arg("run"), arg("--from-seq", type=int, default=None), arg("--background", action="store_true"))
+         arg("run"), arg("--from-seq", type=int, default=None), arg("--background", action="store_true"),
+         arg("--reuse", action="store_true", help="answer requests recorded before from the record"))
 def retry(c: Any, args: Any) -> Any:
-    return c.retry(args.run, args.from_seq, background=args.background)
+    return c.retry(args.run, args.from_seq, background=args.background, reuse=args.reuse)
 
 
 @command("fork", "copy steps 1..N of a session into a new session and continue there",
