@@ -96,23 +96,24 @@ class OpenAIModel:
                 return
             response = await self._client.chat.completions.create(**params)
             finished = False
-            async for chunk in response:
-                streamed += 1
-                if chunk.usage is not None:
-                    u = chunk.usage
-                    yield Usage(u.prompt_tokens, u.completion_tokens, u.total_tokens)
-                for choice in chunk.choices or ():
-                    delta = choice.delta
-                    if delta is not None:
-                        if delta.content:
-                            yield TextDelta(delta.content)
-                        for tc in delta.tool_calls or ():
-                            fn = tc.function
-                            yield ToolCallDelta(tc.index, tc.id, fn.name if fn else None,
-                                                (fn.arguments or "") if fn else "")
-                    if choice.finish_reason:
-                        finished = True
-                        yield Finish(choice.finish_reason)
+            async with response:  # the connection is released however the stream ends (timeout, cancel)
+                async for chunk in response:
+                    streamed += 1
+                    if chunk.usage is not None:
+                        u = chunk.usage
+                        yield Usage(u.prompt_tokens, u.completion_tokens, u.total_tokens)
+                    for choice in chunk.choices or ():
+                        delta = choice.delta
+                        if delta is not None:
+                            if delta.content:
+                                yield TextDelta(delta.content)
+                            for tc in delta.tool_calls or ():
+                                fn = tc.function
+                                yield ToolCallDelta(tc.index, tc.id, fn.name if fn else None,
+                                                    (fn.arguments or "") if fn else "")
+                        if choice.finish_reason:
+                            finished = True
+                            yield Finish(choice.finish_reason)
         except ModelError:
             raise
         except Exception as exc:  # noqa: BLE001 - openai's errors and the transport's, mid-stream
