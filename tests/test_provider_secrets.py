@@ -78,6 +78,38 @@ def test_partly_cut_off_stream_error_is_scrubbed_on_the_failed_step(tmp_path):
     assert leaks(store_text(tmp_path / "store"), KEY) == [] and leaks(repr(model), KEY) == []
 
 
+def test_tool_and_model_errors_are_scrubbed_too(tmp_path):
+    """Not only the provider's: a tool quoting its request headers, a model failing after some text."""
+    from agio_notebook import FunctionModel, tool
+    from agio_notebook.core import ModelError
+    from agio_notebook.models import Finish, ToolCallDelta
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        raise RuntimeError(f"GET {url} failed; sent headers {{'Authorization': 'Bearer {KEY}'}}")
+
+    turns = iter(["tool", "fail"])
+
+    async def model(messages, tools):
+        if next(turns) == "tool":
+            yield ToolCallDelta(0, "c1", "fetch", '{"url": "http://127.0.0.1:9/x"}')
+            yield Finish("tool_calls")
+            return
+        yield "Half an answer"
+        raise ModelError(f"upstream said: Authorization: Bearer {KEY}")
+
+    repo = open_repository(str(tmp_path / "store"))
+    result = asyncio.run(StepRunner(Agent(model=FunctionModel(model), tools=[fetch]), repository=repo).run(None, "go"))
+    assert result.status is RunStatus.FAILED
+    steps = repo.get_steps(result.session_id)
+    tool_step = [s for s in steps if s.tool_call_id][0]
+    assert tool_step.status == "error" and "Bearer ***" in tool_step.error and "Bearer ***" in tool_step.content
+    assert steps[-1].content == "Half an answer" and steps[-1].error == "upstream said: Authorization: Bearer ***"
+    assert leaks(json.dumps([e.to_dict() for e in result.events]), KEY) == []
+    assert leaks(store_text(tmp_path / "store"), KEY) == []
+
+
 def test_scrub_masks_credential_shapes_and_keeps_the_rest():
     text = ("401 for sk-abcdef123456 with Authorization: Bearer tok_0123456789abc at "
             "http://me:pw1234@host:8000/v1 api_key=zzz999yyy; 'x-api-key': 'k-777777'")

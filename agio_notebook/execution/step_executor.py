@@ -22,6 +22,7 @@ from ..tools import ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver
 from .hooks import HookCaller
 from .recorder import RunRecorder
+from .requests import redact_for
 from .tool_executor import ToolExecutor
 from .watchdog import Watchdog
 
@@ -186,7 +187,7 @@ class StepExecutor:
         step.extra["request"] = request
         if failure is not None:
             step.status = "error"
-            step.error = failure.args[0] if failure.args else str(failure)
+            step.error = redact_for(self.model, failure.args[0] if failure.args else str(failure))
         rec.record_step(step)
         event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
         if tool_calls or failure is not None:
