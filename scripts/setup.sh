@@ -36,9 +36,9 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/pip install -q --upgrade pip
 fi
 
-echo "== installing agio-notebook (editable) with test extras"
+echo "== installing agio-notebook (editable) with test extras and Parquet export"
 # (pip's notes about missing local package mirrors are noise here)
-.venv/bin/pip install -q -e '.[test]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+.venv/bin/pip install -q -e '.[test,parquet]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
 
 # LiteLLM's proxy (a real OpenAI-compatible server for the provider tests) in a venv of its own: its
 # pins (openai<3 among them) must not downgrade the project's environment.

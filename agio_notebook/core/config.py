@@ -26,6 +26,8 @@ class ExecutionConfig:
     enable_retry        retry failed tool calls (tools that allow it) and retryable model errors.
     max_retries         how many extra attempts ``enable_retry`` allows.
     stream              emit ``step_delta`` events while the model generates.
+    session_wait        seconds a run waits for another run (any process) to release its session;
+                        0 fails at once with a line naming the holder, ``None`` waits as long as it takes.
     model_settings      request settings for every model call of the run (``temperature``, ``max_tokens``,
                         ``tool_choice``, ``extra_body``, ...), merged over the agent's ``model_settings``.
     """
@@ -38,6 +40,7 @@ class ExecutionConfig:
     enable_retry: bool = True
     max_retries: int = 2
     stream: bool = True
+    session_wait: float | None = 0.0
     first_token_timeout: float | None = 120.0
     idle_timeout: float | None = 60.0
     model_settings: dict[str, Any] | None = None
