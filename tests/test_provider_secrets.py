@@ -156,3 +156,27 @@ def test_notebook_with_an_echoing_server_saves_no_key(kernelspec_dir, tmp_path):
         assert [o.output_type for o in cell.outputs] == ["stream"] and cell.outputs[0].name == "stderr"
         line = cell.outputs[0].text
         assert line.startswith("UsageError: %agio: --settings: ") and needle in line and line.count("\n") == 1
+
+
+def test_live_output_of_a_failing_cell_carries_no_key(tmp_path):
+    """Every iopub message of the cell (the live widget's comm updates, the final transcript) is clean."""
+    from kernel_support import Kernel, install_kernelspec
+
+    install_kernelspec(tmp_path / "jupyter")
+    partial = Stream([chunk({"content": "Started, "}), chunk({"content": "then"}), chunk({}, finish="stop")],
+                     cut_after=2)
+    with FakeOpenAIServer() as server:
+        server.script = [partial, echo_401]
+        kernel = Kernel(tmp_path, env={"OPENAI_API_KEY": FAKE_KEY, "OPENAI_BASE_URL": server.base_url,
+                                       "AGIO_MODEL": "fake-model"})
+        try:
+            kernel.execute("%load_ext agio_notebook")
+            cut = kernel.execute("%%agio\nfirst")
+            denied = kernel.execute("%%agio\nsecond")
+        finally:
+            kernel.close()
+    assert FAKE_KEY in server.requests[1]["headers"]["authorization"]
+    live = json.dumps(cut["messages"] + denied["messages"], default=str)
+    assert "comm_msg" in live and "lost mid-stream" in live and "Started, then" in live
+    assert "returned HTTP 401" in live
+    assert leaks(live, FAKE_KEY) == []

@@ -261,3 +261,12 @@ def test_request_of_a_superseded_attempt_is_still_exact(server):
         {"role": "user", "content": "hi"}]
     assert old.extra["request"]["fingerprint"] == new.extra["request"]["fingerprint"]
     assert second.final_text == "second try"
+
+
+@pytest.mark.parametrize("field", ["first_token_timeout", "idle_timeout", "timeout_per_step"])
+def test_time_limits_are_positive_or_none(field):
+    with pytest.raises(ValueError, match=field):
+        ExecutionConfig(**{field: 0})
+    assert getattr(ExecutionConfig(**{field: None}), field) is None
+    defaults = ExecutionConfig()
+    assert (defaults.first_token_timeout, defaults.idle_timeout, defaults.timeout_per_step) == (120.0, 60.0, None)
