@@ -130,12 +130,13 @@ def test_a_hang_before_the_first_token_is_reported_once_not_retried(server):
 
 
 def test_a_slow_stream_that_keeps_going_is_not_cut_off(server):
-    pieces = [chunk({"content": f"w{i} "}) for i in range(6)] + [chunk({}, finish="stop")]
-    server.script = [Stream(pieces, gap=0.4)]  # ~2.4 s in all, never more than 0.4 s of silence
-    config = ExecutionConfig(first_token_timeout=2.0, idle_timeout=2.0)
+    pieces = [chunk({"content": f"w{i} "}) for i in range(8)] + [chunk({}, finish="stop")]
+    server.script = [Stream(pieces, gap=0.5)]  # ~4 s in all, longer than either limit, never 0.5 s silent
+    config = ExecutionConfig(first_token_timeout=2.5, idle_timeout=2.5)
     result, _ = run(server, config)
     assert result.status is RunStatus.COMPLETED, result.error
-    assert result.final_text == "w0 w1 w2 w3 w4 w5 "
+    assert result.final_text == "w0 w1 w2 w3 w4 w5 w6 w7 "
+    assert result.steps[-1].metrics.model_ms > 3000
 
 
 def test_silence_mid_stream_hits_idle_timeout_and_keeps_the_partial_text(server):
