@@ -203,14 +203,20 @@ def test_settings_per_agent_and_per_run_reach_the_server(server):
     agent_settings = {"temperature": 0.7, "max_tokens": 64, "tool_choice": "auto",
                       "extra_body": {"top_k": 5, "cache_prompt": True}}
     config = ExecutionConfig(model_settings={"temperature": 0, "extra_body": {"top_k": 1}})
-    result, _ = run(server, config, model_settings=agent_settings)
+    model = OpenAIModel("fake-model", base_url=server.base_url, api_key=KEY, settings={"seed": 3, "top_p": 0.9},
+                        extra_body={"min_p": 0.1})  # the model's own defaults, under both
+    runner = StepRunner(Agent(model=model, model_settings=agent_settings), config=config,
+                        repository=InMemoryRepository())
+    result = asyncio.run(runner.run(None, "hi"))
     assert result.status is RunStatus.COMPLETED, result.error
     body = server.requests[0]["body"]
     assert body["temperature"] == 0 and body["max_tokens"] == 64 and body["tool_choice"] == "auto"
     assert body["top_k"] == 1 and body["cache_prompt"] is True  # extra_body merged one level deep
-    request = result.steps[-1].extra["request"]
-    assert request["settings"] == {"temperature": 0, "max_tokens": 64, "tool_choice": "auto",
-                                   "extra_body": {"top_k": 1, "cache_prompt": True}}
+    assert body["seed"] == 3 and body["top_p"] == 0.9 and body["min_p"] == 0.1
+    request = result.steps[-1].extra["request"]  # the effective settings, exactly what was sent
+    assert request["settings"] == {"seed": 3, "top_p": 0.9, "temperature": 0, "max_tokens": 64,
+                                   "tool_choice": "auto", "extra_body": {"min_p": 0.1, "top_k": 1,
+                                                                          "cache_prompt": True}}
 
 
 def test_unknown_setting_is_one_clear_error():

@@ -34,7 +34,10 @@ class StepExecutor:
     def __init__(self, model: Model, registry: ToolRegistry, config: ExecutionConfig, hooks: HookCaller,
                  approver: Approver | None = None, settings: dict[str, Any] | None = None):
         self.model = model
-        self.settings = merge_settings(check_settings(settings), check_settings(config.model_settings))
+        # the effective settings, stored with every request: the model's own defaults, the agent's, the run's
+        own = getattr(model, "settings", None)
+        self.settings = merge_settings(own if isinstance(own, dict) else None, check_settings(settings),
+                                       check_settings(config.model_settings))
         self.registry = registry
         self.config = config
         self.hooks = hooks
