@@ -277,3 +277,11 @@ def test_time_limits_are_positive_or_none(field):
     assert getattr(ExecutionConfig(**{field: None}), field) is None
     defaults = ExecutionConfig()
     assert (defaults.first_token_timeout, defaults.idle_timeout, defaults.timeout_per_step) == (120.0, 60.0, None)
+
+
+def test_an_error_event_inside_the_stream_is_the_servers_message_not_a_lost_connection(server):
+    server.script = [[chunk({"content": "Start "}), {"error": {"message": "model crashed: out of memory"}}]]
+    result, repo = run(server)
+    assert result.status is RunStatus.FAILED
+    assert result.error == f"OpenAI-compatible endpoint {server.base_url} sent an error: model crashed: out of memory"
+    assert repo.get_steps(result.session_id)[-1].content == "Start "

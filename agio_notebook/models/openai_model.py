@@ -77,11 +77,14 @@ class OpenAIModel:
                               retryable=False, status_code=status)
         if isinstance(exc, openai.APITimeoutError):
             return ModelError(f"{where} timed out")
-        if streamed:
+        transport = isinstance(exc, openai.APIConnectionError) or not isinstance(exc, openai.OpenAIError)
+        if streamed and transport:
             return ModelError(self.redact(f"connection to {where} lost mid-stream after {streamed} chunk(s): "
                                           f"{_one_line(_cause(exc))}"))
         if isinstance(exc, openai.APIConnectionError):
             return ModelError(self.redact(f"cannot reach {where}: {_one_line(_cause(exc))}"))
+        if isinstance(exc, openai.APIError):  # e.g. an error event inside the stream
+            return ModelError(self.redact(f"{where} sent an error: {_detail(exc)}"))
         return ModelError(self.redact(f"{where}: {type(exc).__name__}: {_one_line(str(exc))}"))
 
     async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
