@@ -18,7 +18,7 @@ from agio_notebook.core import ExecutionConfig, RunStatus, StepRole
 from agio_notebook.execution.requests import request_of
 from agio_notebook import frames
 from agio_notebook.models import OpenAIModel
-from agio_notebook.models.request import request_fingerprint
+from agio_notebook.models.request import content_fingerprint, request_fingerprint
 from agio_notebook.notebook.render import metrics_line
 from agio_notebook.storage import InMemoryRepository, open_repository
 
@@ -243,6 +243,8 @@ def test_every_model_call_stores_its_exact_request_without_the_key(server, store
         assert {k: body[k] for k in wire} == wire  # the stored request replays to the same wire body
         assert request["model"] == "fake-model" and request["tools"][0]["function"]["name"] == "add"
         assert request_fingerprint(request) == step.extra["request"]["fingerprint"]
+        assert content_fingerprint(request) == step.extra["request"]["content"]
+        assert content_fingerprint({**request, "settings": {"seed": 99}}) == step.extra["request"]["content"]
         assert KEY not in json.dumps(step.to_dict())
     first, second = (request_of(repo, s) for s in assistants)
     assert first["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]

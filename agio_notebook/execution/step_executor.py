@@ -96,7 +96,8 @@ class StepExecutor:
         system = first.get("content") if first is not None and first.get("role") == "system" else None
         return {"model": self.model.name, "settings": self.settings, "tools": self._schemas, "stream": stream,
                 "messages": {"system": system, "count": len(messages), "sha256": sha},
-                "fingerprint": fingerprint_parts(sha, self._tools_sha, self.settings)}
+                "fingerprint": fingerprint_parts(sha, self._tools_sha, self.settings),
+                "content": fingerprint_parts(sha, self._tools_sha, None)}
 
     async def _stream_reply(self, rec: RunRecorder, got_any: list[bool], chain: MessageChain
                             ) -> AsyncIterator[StepEvent | None]:
