@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 from ..core import ModelError, NotFoundError, Step, StepRole
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
 from .recording import Recording
-from .request import MessageChain, canonical_json, tools_digest
+from .request import MessageChain, canonical_json, fingerprint_parts, tools_digest
 
 if TYPE_CHECKING:
     from ..storage.base import Repository
@@ -115,13 +115,14 @@ def recorded_calls(steps: Iterable[Step], run_ids: set[str] | None = None, *,
         if ref is None or not ref.get("sha256"):
             raise NotFoundError(f"step {step.sequence} of session {step.session_id} was recorded without its "
                                 "request; record the run again to replay it")
-        key = content_key(ref["sha256"], tools_digest(request.get("tools") or ()))
+        key = request.get("content") or content_key(ref["sha256"], tools_digest(request.get("tools") or ()))
         calls.append(RecordedCall(len(calls), key, step, session, ref.get("system")))
     return calls
 
 
 def content_key(messages_sha256: str, tools_sha256: str) -> str:
-    return f"{messages_sha256}:{tools_sha256}"
+    """The request's ``content`` fingerprint (messages and tools, no settings), as the executor stores it."""
+    return fingerprint_parts(messages_sha256, tools_sha256, None)
 
 
 def _short(value: Any, limit: int = 60) -> str:
