@@ -83,3 +83,21 @@ def test_tree_renderings(repo):
 def test_unknown_session_is_one_line(repo):
     with pytest.raises(NotFoundError, match="no session 'nope' in the store"):
         agio_notebook.tree("nope", repository=repo)
+
+
+def test_timeline_shows_approval_phases(repo):
+    from agio_notebook.execution import ApprovalDecision
+
+    @tool(requires_approval=True)
+    def delete(path: str) -> str:
+        """Delete a file."""
+        return "deleted"
+
+    async def approve(request):
+        return ApprovalDecision(True)
+
+    model = ScriptedModel([Reply.call("delete", path="a.txt"), "Done."])
+    run = go(StepRunner(Agent(model=model, tools=[delete]), repository=repo, approver=approve).run(None, "clean up"))
+    node = agio_notebook.tree(run.session_id, repository=repo).runs[0]
+    assert [p["kind"] for p in node["timeline"]] == ["model", "approval", "tool", "model"]
+    assert node["timeline"][1]["label"] == "approval delete: yes"
