@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 
+import pandas as pd
 import pytest
 
 import agio_notebook
@@ -188,3 +189,22 @@ def test_score_runs_on_stored_runs(repo):
     scores = score_runs(run_ids, [regex("sunny")], repo)
     assert [scores[r]["regex"] for r in run_ids] == [0.0, 1.0]
     assert repo.get_run(run_ids[1]).scores == {"regex": 1.0}
+
+
+def test_a_run_that_cannot_start_is_a_failed_row(repo, monkeypatch):
+    session = conversation(repo)
+    real_fork = StepRunner.fork
+    calls = []
+
+    async def flaky_fork(self, *args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise RuntimeError("the store is busy")
+        return await real_fork(self, *args, **kwargs)
+
+    monkeypatch.setattr(StepRunner, "fork", flaky_fork)
+    result = agio_notebook.sweep(session, at=4, agent=Agent(model=models()[1]), repeats=3, repository=repo,
+                                 monitor=False, concurrency=1)
+    frame = result.frame
+    assert frame["status"].tolist() == ["completed", "failed", "completed"]
+    assert frame["error"].iloc[1] == "RuntimeError: the store is busy" and pd.isna(frame["run_id"].iloc[1])

@@ -25,6 +25,7 @@ from ..execution import StepRunner
 from ..execution.retry import check_continuation_point, check_sequence_exists
 from ..models.pricing import check_priced, format_cost
 from ..models.settings import KNOWN_SETTINGS, check_settings, merge_settings
+from ..storage import open_repository
 from ..storage.base import Repository
 from .runner import run_coroutine, run_jobs
 from .scoring import ScoredRun, ScoreError, Scorer, score_run, scorer_name, stored_scores
@@ -53,7 +54,8 @@ class Job:
     repeat: int
     run: AgentRun | None = None
     scores: dict[str, Any] = field(default_factory=dict)
-    skipped: str | None = None
+    skipped: str | None = None  # why no run record exists (budget spent, or the run could not start)
+    skipped_status: str = "budget_exceeded"
 
 
 def _label(value: Any) -> str:
@@ -163,7 +165,7 @@ class SweepResult:
             row: dict[str, Any] = {axis: job.variant.labels.get(axis) for axis in self.axes}
             row.update({
                 "repeat": job.repeat, "run_id": run.id if run else None, "session_id": run.session_id if run else None,
-                "status": run.status.value if run else "budget_exceeded",
+                "status": run.status.value if run else job.skipped_status,
                 "final_text": run.final_text if run else None,
                 "prompt_tokens": m.prompt_tokens if m else None, "completion_tokens": m.completion_tokens if m else None,
                 "total_tokens": m.total_tokens if m else None, "latency_ms": m.duration_ms if m else None,
@@ -278,6 +280,7 @@ class Monitor:
     def __init__(self, jobs: list[Job], enabled: bool = True):
         self.jobs = jobs
         self.handle = None
+        self._shown = ""
         if enabled:
             try:
                 from IPython import get_ipython
@@ -300,10 +303,12 @@ class Monitor:
                 f"height:6px;width:{pct:.0f}%'></div></div></div>")
 
     def update(self) -> None:
-        if self.handle is not None:
+        """Redraw when something changed (called every 0.1 s while the sweep runs)."""
+        if self.handle is not None and (html := self.html()) != self._shown:
             from IPython.display import HTML
 
-            self.handle.update(HTML(self.html()))
+            self._shown = html
+            self.handle.update(HTML(html))
 
 
 def _session_of(source: Any, repository: Repository) -> str:
@@ -330,9 +335,7 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
     spent, and each run gets what is left as its own budget.
     """
     if repository is None:
-        if agent is None:
-            raise SweepError("sweep needs repository= (the store holding the source)")
-        repository = StepRunner(agent).repository
+        repository = open_repository()
     if repeats < 1:
         raise SweepError(f"repeats must be >= 1, got {repeats}")
     session_id = _session_of(source, repository)
@@ -370,12 +373,16 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
             if max_cost is not None:
                 config = replace(config or ExecutionConfig(), max_cost=max(0.0, max_cost - spent[0]))
             runner = StepRunner(job.variant.agent, config=config, repository=repository)
-            if step.role is StepRole.USER:
-                query = job.variant.prompt if job.variant.prompt is not None else (step.content or "")
-                result = await (runner.fork(session_id, at - 1, query, reuse=reuse) if at > 1
-                                else runner.run(None, query))
-            else:
-                result = await runner.fork(session_id, at - 1, reuse=reuse)
+            try:
+                if step.role is StepRole.USER:
+                    query = job.variant.prompt if job.variant.prompt is not None else (step.content or "")
+                    result = await (runner.fork(session_id, at - 1, query, reuse=reuse) if at > 1
+                                    else runner.run(None, query))
+                else:
+                    result = await runner.fork(session_id, at - 1, reuse=reuse)
+            except Exception as exc:  # noqa: BLE001 - one run that cannot start is a row, not a stopped sweep
+                job.skipped, job.skipped_status = f"{type(exc).__name__}: {exc}", "failed"
+                return
             job.run = result.run
             spent[0] += result.run.metrics.cost or 0.0
             job.scores = await score_run(ScoredRun(result.run, result.steps), scorers)
