@@ -177,3 +177,20 @@ def test_a_second_conversation_does_not_continue_the_first(repo):
     # a new session asking the second question first is not the recorded conversation
     other = go(runner.run("two", "And Oslo?"))
     assert other.status is RunStatus.FAILED and "message 2 (user) differs in content" in other.error
+
+
+def test_match_settings_compares_the_recorded_settings(repo):
+    model = ScriptedModel(["Cold answer."])
+    original = go(StepRunner(Agent(model=model, model_settings={"temperature": 0}), repository=repo).run(None, "q"))
+
+    def replay_with(settings, match):
+        replay = ReplayModel.from_run(original.run_id, repo, match_settings=match)
+        return go(StepRunner(Agent(model=replay, model_settings=settings), repository=InMemoryRepository()
+                             ).run(None, "q"))
+
+    assert replay_with({"temperature": 0}, True).final_text == "Cold answer."
+    hot = replay_with({"temperature": 1}, True)
+    assert hot.status is RunStatus.FAILED
+    assert hot.error == ('replay: call 1 matches the recorded messages and tools but not the settings: '
+                         'recorded {"temperature": 0}, got {"temperature": 1}')
+    assert replay_with({"temperature": 1}, False).final_text == "Cold answer."  # off by default

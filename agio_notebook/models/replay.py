@@ -158,17 +158,20 @@ class ReplayModel:
     """Answers each call with the recorded answer to the same request.
 
     ``strict=False``: a call that matches nothing gets the next recorded answer in order.
+    ``match_settings=True``: the call's model settings must equal the recorded ones too (off by default:
+    a recording made with a provider's own defaults, e.g. its temperature, still replays).
     ``recording`` also lets the engine replay recorded results of ``side_effects=True`` tools.
     """
 
     cost_free = True  # a replayed answer spends nothing
 
     def __init__(self, calls: list[RecordedCall], *, strict: bool = True, name: str = "replay",
-                 steps: Iterable[Step] = ()):
+                 steps: Iterable[Step] = (), match_settings: bool = False):
         if not calls:
             raise NotFoundError("the recording has no model calls to replay")
         self.calls = calls
         self.strict = strict
+        self.match_settings = match_settings
         self.name = name
         self.recording = Recording.from_steps(steps)
         self._by_fingerprint: dict[str, deque[RecordedCall]] = defaultdict(deque)
@@ -185,26 +188,30 @@ class ReplayModel:
 
     # -- constructors ------------------------------------------------------------
     @classmethod
-    def from_run(cls, run_id: str, repository: Repository, *, strict: bool = True) -> ReplayModel:
+    def from_run(cls, run_id: str, repository: Repository, *, strict: bool = True,
+                 match_settings: bool = False) -> ReplayModel:
         run = repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store")
         steps = repository.get_steps(run.session_id, include_superseded=True)
         own = [s for s in steps if s.run_id == run_id]
         return cls(recorded_calls(steps, {run_id}), strict=strict, name=f"replay:{run.model_name or 'model'}",
-                   steps=own)
+                   steps=own, match_settings=match_settings)
 
     @classmethod
-    def from_session(cls, session_id: str, repository: Repository, *, strict: bool = True) -> ReplayModel:
+    def from_session(cls, session_id: str, repository: Repository, *, strict: bool = True,
+                     match_settings: bool = False) -> ReplayModel:
         steps = repository.get_steps(session_id, include_superseded=True)
         if not steps:
             raise NotFoundError(f"no session {session_id!r} with steps in the store")
         current = [s for s in steps if not s.superseded]
         runs = {s.run_id for s in current if s.run_id}
-        return cls(recorded_calls(steps, runs, current_only=True), strict=strict, steps=current)
+        return cls(recorded_calls(steps, runs, current_only=True), strict=strict, steps=current,
+                   match_settings=match_settings)
 
     @classmethod
-    def from_cassette(cls, path: str | os.PathLike[str], *, strict: bool = True) -> ReplayModel:
+    def from_cassette(cls, path: str | os.PathLike[str], *, strict: bool = True,
+                      match_settings: bool = False) -> ReplayModel:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -216,7 +223,7 @@ class ReplayModel:
         steps = [Step.from_dict(d) for d in data.get("steps") or ()]
         runs = set(data.get("runs") or ()) or None
         return cls(recorded_calls(steps, runs), strict=strict, name=data.get("name") or "replay",
-                   steps=[s for s in steps if runs is None or s.run_id in runs])
+                   steps=[s for s in steps if runs is None or s.run_id in runs], match_settings=match_settings)
 
     # -- the model protocol --------------------------------------------------------
     def _next_in_order(self) -> RecordedCall | None:
@@ -233,12 +240,20 @@ class ReplayModel:
             self._tools = (tools, tools_digest(tools))
         return content_key(self._chain.update(messages), self._tools[1])
 
-    def _match(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> RecordedCall:
+    def _match(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+               settings: dict[str, Any] | None = None) -> RecordedCall:
         queue = self._by_fingerprint.get(self._key(messages, tools))
         while queue:
             call = queue.popleft()
-            if call.index not in self._used:
-                return call
+            if call.index in self._used:
+                continue
+            recorded = (call.step.extra.get("request") or {}).get("settings") or {}
+            if self.match_settings and self.strict and recorded != (settings or {}):
+                raise ReplayMismatchError(
+                    f"replay: call {len(self._used) + 1} matches the recorded messages and tools but not the "
+                    f"settings: recorded {json.dumps(recorded, sort_keys=True)}, got "
+                    f"{json.dumps(settings or {}, sort_keys=True)}")
+            return call
         expected = self._next_in_order()
         if expected is None:
             raise ReplayMismatchError(f"replay: the recording has no more model calls (all {len(self.calls)} "
@@ -250,7 +265,7 @@ class ReplayModel:
 
     async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                      stream: bool = True, settings: dict[str, Any] | None = None) -> AsyncIterator[ModelChunk]:
-        call = self._match(messages, tools)
+        call = self._match(messages, tools, settings)
         self._used.add(call.index)
         self.replayed += 1
         async for chunk in response_chunks(step_response(call.step)):
