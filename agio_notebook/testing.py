@@ -1,4 +1,4 @@
-"""Pytest helpers: a recorded session becomes an offline regression test.
+"""Pytest fixtures: a recorded session becomes an offline regression test.
 
 In a ``conftest.py``: ``from agio_notebook.testing import agio_cassette, agio_store``. Then::
 
