@@ -33,7 +33,12 @@ first = await StepRunner(Agent(model=ScriptedModel([Reply.call("weather", city="
 second = await StepRunner(Agent(model=ScriptedModel([Reply.call("weather", city="Oslo"), "It is rainy."]),
                                 tools=[weather]), repository=repo).retry(first.run_id)
 fork = await StepRunner(Agent(model=ScriptedModel(["Forked."])), repository=repo).fork(first.session_id, 1)
-session = first.session_id""",
+session = first.session_id
+
+from agio_notebook.models import set_prices
+set_prices({"priced": {"prompt": 1000.0, "completion": 1000.0}})
+priced = Agent(model=ScriptedModel(["A priced answer."], name="priced"), name="priced")""",
+    "%%agio priced --new-session\nHow much?",
     "%agio diff {first.run_id} {second.run_id}",
     "%agio tree {session}",
 ]
@@ -109,5 +114,8 @@ def test_saved_diff_and_tree_render_through_the_extension(lab):
         runs.first.locator("summary").first.click()  # clicking a node shows that run's transcript
         transcript.wait_for(state="visible", timeout=10000)
         assert "weather?" in transcript.inner_text() and "It is <b>sunny</b>." in transcript.inner_text()
+        # a saved transcript through this build of the renderer: the run's cost in its footer
+        footer = page.locator(".jp-AgioRun .agio-run .agio-metrics").last
+        assert "cost $0.0" in footer.inner_text()
         page.screenshot(path=str(out / "explore-diff-tree.png"), full_page=True)
         browser.close()
