@@ -22,7 +22,7 @@ import tempfile
 import time
 from typing import Any
 
-from agio_notebook import Agent, FunctionModel, Reply, StepRunner, tool
+from agio_notebook import Agent, ExecutionConfig, FunctionModel, Reply, StepRunner, tool
 from agio_notebook.explore import diff, sweep
 from agio_notebook.models import ReplayModel
 from agio_notebook.storage import InMemoryRepository, TinyDBRepository
@@ -54,7 +54,7 @@ def bench_diff(root: str) -> tuple[float, int]:
     repo = TinyDBRepository(root)
     config_steps = 260
     a = asyncio.run(StepRunner(Agent(model=tool_turns(249, "first answer")), repository=repo,
-                               config=_config(config_steps)).run(None, "go"))
+                               config=ExecutionConfig(max_steps=config_steps)).run(None, "go"))
 
     async def changed(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         done = sum(m["role"] == "tool" for m in messages)
@@ -63,7 +63,7 @@ def bench_diff(root: str) -> tuple[float, int]:
         return Reply(text="second answer")
 
     b = asyncio.run(StepRunner(Agent(model=FunctionModel(changed, name="bench")), repository=repo,
-                               config=_config(config_steps)).run(None, "go"))
+                               config=ExecutionConfig(max_steps=config_steps)).run(None, "go"))
     t0 = time.perf_counter()
     d = diff(a.run_id, b.run_id, repository=repo)
     d._repr_mimebundle_()
@@ -71,12 +71,6 @@ def bench_diff(root: str) -> tuple[float, int]:
     elapsed = time.perf_counter() - t0
     repo.close()
     return elapsed, len(d.rows)
-
-
-def _config(max_steps: int) -> Any:
-    from agio_notebook import ExecutionConfig
-
-    return ExecutionConfig(max_steps=max_steps)
 
 
 def bench_replay(root: str, latency: float) -> list[tuple[str, float, float]]:
