@@ -49,6 +49,9 @@ class RunHandle:
         self.approval_pending = threading.Event()
         self.error: BaseException | None = None
         self.live: LiveView | None = None
+        self.stopped = False  # cancel() was called (the Stop button, or Python)
+        self._started = threading.Event()  # run_id is known (or the run ended before starting)
+        self._repr_ids: list[str] = []  # where this handle's repr is shown while the run goes on
 
     @property
     def live_flushes(self) -> int:
@@ -80,6 +83,7 @@ class RunHandle:
         return self
 
     def cancel(self) -> None:
+        self.stopped = True
         if self._future is not None:
             self._future.cancel()
 
@@ -117,6 +121,30 @@ class RunHandle:
         text = (self.final_text or "").replace("\n", " ")
         text = text if len(text) <= 80 else text[:79] + "…"
         return f"<agio run {(self.run_id or '?')[:8]} {self.status}: {text!r}>"
+
+    @property
+    def _ipython_display_(self) -> Callable[[], None] | None:
+        """While the run goes on, show the repr under a display id that is updated when it ends.
+
+        (A finished run is shown as a plain ``Out[n]`` value: IPython finds no method here then.)
+        """
+        return None if self.done else self._display_live_repr
+
+    def _display_live_repr(self) -> None:
+        from IPython.display import display
+
+        display_id = new_id()
+        self._repr_ids.append(display_id)
+        display({"text/plain": repr(self)}, raw=True, display_id=display_id)
+        if self.done:  # ended meanwhile: the update in _refresh_reprs may have been missed
+            self._refresh_reprs()
+
+    def _refresh_reprs(self) -> None:
+        from IPython.display import update_display
+
+        text = repr(self)
+        for display_id in self._repr_ids:
+            update_display({"text/plain": text}, raw=True, display_id=display_id)
 
 
 class Controller:
@@ -251,6 +279,7 @@ class Controller:
                     if handle.run_id is None:
                         handle.run_id = event.run_id
                         self.handles[event.run_id] = handle
+                        handle._started.set()
                     if event.type is not _E.STEP_DELTA:
                         handle.events_list.append(event)
                     live.feed(event)
@@ -265,11 +294,15 @@ class Controller:
                 if capture is not None:
                     capture.msg_id = ""
                 handle._finished.set()
+                handle._started.set()
+                if shell is not None:
+                    handle._refresh_reprs()
             if cancelled:
                 raise asyncio.CancelledError
 
         handle._future = submit(drive())
         if background:
+            handle._started.wait(10)  # so the cell's value shows the run's id, not "?"
             return handle
         return self._wait(handle)
 
@@ -281,14 +314,40 @@ class Controller:
                           "click (the run goes on in this output)")
                     return handle
         except KeyboardInterrupt:
-            handle.cancel()
-            handle._finished.wait(30)
-            kept = len(self.repository.get_steps(handle.session_id)) if handle.session_id else 0
-            print(f"agio: run {(handle.run_id or '?')[:8]} cancelled by the interrupt; "
-                  f"its completed steps are kept ({kept} in the session)", file=sys.stderr)
-            return handle
+            return self._interrupted(handle)
+        return self._waited(handle)
+
+    async def wait_async(self, handle: RunHandle) -> RunHandle:
+        """Like ``_wait``, for a cell that awaits: the kernel's loop keeps handling clicks meanwhile.
+
+        A kernel interrupt reaches an awaiting cell as a cancellation (ipykernel turns SIGINT into
+        ``CancelledError``), which cancels the run the same way.
+        """
+        try:
+            while not handle._finished.is_set():
+                if handle.approval_pending.is_set():
+                    return self._wait(handle)  # releases the cell (ipykernel 6 queues clicks otherwise)
+                await asyncio.sleep(0.02)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return self._interrupted(handle)
+        return self._waited(handle)
+
+    def _interrupted(self, handle: RunHandle) -> RunHandle:
+        handle.cancel()
+        handle._finished.wait(30)
+        kept = len(self.repository.get_steps(handle.session_id)) if handle.session_id else 0
+        print(f"agio: run {(handle.run_id or '?')[:8]} cancelled by the interrupt; "
+              f"its completed steps are kept ({kept} in the session)", file=sys.stderr)
+        return handle
+
+    def _waited(self, handle: RunHandle) -> RunHandle:
         if handle.error is not None:
             print(f"agio: {handle.error}", file=sys.stderr)
+        elif handle.stopped:
+            print(f"agio: run {(handle.run_id or '?')[:8]} stopped; its completed steps are kept", file=sys.stderr)
         return handle
 
     def _finish_display(self, handle: RunHandle, live: LiveView, display_id: str, parent: Any) -> None:

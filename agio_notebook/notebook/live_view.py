@@ -101,10 +101,15 @@ class LiveView:
         if on_stop is not None:
             stop = widgets.Button(description="Stop", icon="stop", button_style="warning",
                                   layout=widgets.Layout(width="auto"))
-            stop.on_click(lambda _: on_stop())
+            stop.on_click(lambda _: self._stop(stop, on_stop))
             children.append(stop)
         self.widget = widgets.VBox(children, layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 10px"))
         self.widget.add_class("agio-run")
+
+    @staticmethod
+    def _stop(button: widgets.Button, on_stop: Callable[[], None]) -> None:
+        button.disabled, button.description = True, "Stopping…"
+        on_stop()
 
     @property
     def updates(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import string
 from typing import Any
@@ -77,6 +78,29 @@ class AgioMagics(Magics):
         except AgioError as exc:
             raise UsageError(f"%agio: {exc}") from None
 
+    async def agio_awaited(self, line: str, cell: str) -> Any:
+        """A ``%%agio`` cell rewritten by :func:`await_agio_cells`: the cell awaits its run.
+
+        While it awaits, ipykernel 7 still handles comm messages, so the live view's Stop button
+        works, and the kernel stays busy, so "Run All" waits for the run (see docs/notebook.md).
+        """
+        line = self.shell.var_expand(line)
+        try:
+            argv = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%agio: cannot parse the arguments ({exc})") from None
+        if argv[:1] in (["--help"], ["-h"], ["help"]):
+            print(help_text(CELL))
+            return None
+        try:
+            args = CELL.parse(argv)
+            if args.background:
+                return self._cell(argv, cell)
+            handle = self._cell([*argv, "--background"], cell)
+        except AgioError as exc:
+            raise UsageError(f"%agio: {exc}") from None
+        return await self.controller.wait_async(handle)
+
     # -- %%agio ----------------------------------------------------------------------------------
     def _cell(self, argv: list[str], cell: str) -> RunHandle:
         args = CELL.parse(argv)
@@ -105,5 +129,24 @@ class AgioMagics(Magics):
         return command.handler(self.controller, command.parse(argv))
 
 
+_CELL_HEAD = re.compile(r"%%agio(?:[ \t]+(.*))?$")
+
+
+def await_agio_cells(lines: list[str]) -> list[str]:
+    """Input transformer: a ``%%agio`` cell becomes ``await <magics>.agio_awaited(line, body)``.
+
+    IPython runs a cell that awaits as a coroutine; ipykernel 7 dispatches comm messages (a click on
+    Stop) while it awaits, which it does not while a cell blocks.
+    """
+    head = _CELL_HEAD.match(lines[0].rstrip("\r\n")) if lines else None
+    if head is None:
+        return lines
+    line, body = head.group(1) or "", "".join(lines[1:])
+    return [f"await get_ipython().magics_manager.registry['AgioMagics'].agio_awaited({line!r}, {body!r})\n"]
+
+
 def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(AgioMagics)
+    cleanup = ipython.input_transformers_cleanup
+    if getattr(ipython, "autoawait", False) and await_agio_cells not in cleanup:
+        cleanup.append(await_agio_cells)
