@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a development environment from a clean clone: a venv with the package (editable, with test
 # extras), the JupyterLab extension built from source, and — with --browser — Debian's chromium for the
-# extension's end-to-end test. Safe to run again; it only does what is missing.
+# extension's end-to-end test. Safe to run again; it only redoes a step whose inputs changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,11 +28,34 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/pip install -q --upgrade pip
 fi
 
-echo "== installing agio-notebook (editable) with test extras"
-# (pip's notes about missing local package mirrors are noise here)
-.venv/bin/pip install -q -e '.[test]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+# Each step runs only when its inputs changed since it last succeeded (a hash kept in .venv), so a
+# second run with nothing changed takes about a second. AGIO_SETUP_FORCE=1 redoes everything.
+stamps=.venv/.agio-setup
+mkdir -p "$stamps"
+up_to_date() {  # up_to_date NAME HASH: was step NAME last done with these inputs?
+  [ "${AGIO_SETUP_FORCE:-0}" != 1 ] && [ "$(cat "$stamps/$1" 2>/dev/null)" = "$2" ]
+}
+
+python_inputs=$( (cat pyproject.toml; .venv/bin/python -VV) | sha256sum | cut -d' ' -f1)
+if up_to_date python "$python_inputs"; then
+  echo "== agio-notebook already installed (pyproject.toml unchanged)"
+else
+  echo "== installing agio-notebook (editable) with test extras"
+  # (pip's notes about missing local package mirrors are noise here)
+  .venv/bin/pip install -q -e '.[test]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+  echo "$python_inputs" > "$stamps/python"
+fi
 
 if [ -x scripts/build_labextension.sh ]; then
-  echo "== building the JupyterLab extension"
-  PATH="$PWD/.venv/bin:$PATH" scripts/build_labextension.sh
+  extension_inputs=$(find install.json labextension/package.json labextension/package-lock.json \
+                       labextension/tsconfig.json labextension/src labextension/style -type f -print0 \
+                     | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+  if up_to_date labextension "$extension_inputs" && [ -f agio_notebook/labextension/package.json ] \
+     && [ -e .venv/share/jupyter/labextensions/agio-notebook/package.json ]; then
+    echo "== JupyterLab extension already built (sources unchanged)"
+  else
+    echo "== building the JupyterLab extension"
+    PATH="$PWD/.venv/bin:$PATH" scripts/build_labextension.sh
+    echo "$extension_inputs" > "$stamps/labextension"
+  fi
 fi
