@@ -82,8 +82,7 @@ def main() -> None:
     project = work / "project"
     copy_project(project)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "JUPYTER_PATH")}
-    env.update(HOME=str(work / "home"), JUPYTER_CONFIG_DIR=str(work / "jupyter-config"),
-               JUPYTER_DATA_DIR=str(work / "jupyter-data"))
+    env.update(JUPYTER_CONFIG_DIR=str(work / "jupyter-config"), JUPYTER_DATA_DIR=str(work / "jupyter-data"))
     if args.cold:
         env.update(PIP_NO_CACHE_DIR="1", npm_config_cache=str(work / "npm-cache"))
     times = []
