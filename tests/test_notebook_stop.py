@@ -164,3 +164,13 @@ def test_background_cell_repr_is_current_and_updated_when_the_run_ends(kernel):
     # displayed again once finished: a plain, current value
     res = kernel.execute("_agio_last()")
     assert "completed: 'word0" in of_type(res["messages"], "execute_result")[0]["content"]["data"]["text/plain"]
+
+
+def test_with_autoawait_off_the_cell_blocks_and_still_completes(kernel):
+    try:
+        kernel.execute("%autoawait off")
+        res = kernel.execute("%%agio streamer --new-session\nforty words")
+        assert "completed: 'word0" in of_type(res["messages"], "execute_result")[0]["content"]["data"]["text/plain"]
+    finally:
+        kernel.execute("%autoawait asyncio")
+    assert kernel.value("get_ipython().autoawait") is True

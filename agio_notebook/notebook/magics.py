@@ -7,6 +7,8 @@ import shlex
 import string
 from typing import Any
 
+from IPython import get_ipython
+from IPython.core.async_helpers import _asyncio_runner
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
@@ -139,14 +141,18 @@ def await_agio_cells(lines: list[str]) -> list[str]:
     Stop) while it awaits, which it does not while a cell blocks.
     """
     head = _CELL_HEAD.match(lines[0].rstrip("\r\n")) if lines else None
-    if head is None:
-        return lines
+    if head is None or not _awaits_on_asyncio(get_ipython()):
+        return lines  # the cell magic runs as it is, and blocks
     line, body = head.group(1) or "", "".join(lines[1:])
     return [f"await get_ipython().magics_manager.registry['AgioMagics'].agio_awaited({line!r}, {body!r})\n"]
 
 
+def _awaits_on_asyncio(shell: Any) -> bool:
+    """Top-level ``await`` is on (``%autoawait``) and runs on asyncio, as in ipykernel."""
+    return bool(getattr(shell, "autoawait", False)) and getattr(shell, "loop_runner", None) is _asyncio_runner
+
+
 def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(AgioMagics)
-    cleanup = ipython.input_transformers_cleanup
-    if getattr(ipython, "autoawait", False) and await_agio_cells not in cleanup:
-        cleanup.append(await_agio_cells)
+    if await_agio_cells not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(await_agio_cells)
