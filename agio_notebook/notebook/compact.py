@@ -13,7 +13,7 @@ ID_CHARS = 8
 TEXT_CHARS = 40
 
 COLUMNS: dict[str, list[str]] = {
-    "runs": ["run_id", "session_id", "status", "attempt", "query", "final_text", "steps", "tool_calls",
+    "runs": ["run_id", "session_id", "kind", "status", "attempt", "query", "final_text", "steps", "tool_calls",
              "total_tokens", "duration_ms", "started_at"],
     "steps": ["run_id", "sequence", "attempt", "superseded", "role", "status", "content", "tool_names",
               "total_tokens", "duration_ms"],
