@@ -24,9 +24,11 @@ async def nap(seconds: float) -> str:
     await asyncio.sleep(seconds)
     return "rested"
 
+NAP = 30
+
 def sleepy(messages, tools):
     if messages[-1]["role"] == "user":
-        return Reply.call("nap", seconds=30)
+        return Reply.call("nap", seconds=NAP)
     return "woke up"
 
 async def slow_words(messages, tools):
@@ -87,10 +89,29 @@ def cancelled_bundle(messages):
     return None
 
 
-@pytest.mark.skipif(not IPYKERNEL_7, reason="ipykernel 6 queues clicks behind a running cell: the fallback "
-                                            "there is the kernel interrupt (test_interrupt_still_cancels)")
+ON_IPYKERNEL_6 = pytest.mark.skipif(not IPYKERNEL_7, reason="ipykernel 6 queues clicks behind a running cell: "
+                                    "the fallback there is the kernel interrupt (test_interrupt_still_cancels)")
+
+
+@ON_IPYKERNEL_6
 def test_stop_click_cancels_a_foreground_run_within_half_a_second(kernel):
-    msg_id = kernel.kc.execute("%%agio sleeper --new-session\nnap please")
+    stop_within_half_a_second(kernel, "%%agio sleeper --new-session\nnap please", ["user", "assistant"])
+
+
+@ON_IPYKERNEL_6
+def test_stop_click_cancels_a_foreground_retry_cell(kernel):
+    """A cell that is just ``%agio retry ...`` (what the transcript's Retry inserts) awaits its run too."""
+    kernel.execute("NAP = 0.05")
+    kernel.execute("%%agio sleeper --new-session\nnap briefly")
+    run_id = kernel.value("_agio_last().run_id")
+    assert kernel.value("_agio_last().status") == "completed"
+    kernel.execute("NAP = 30")
+    stop_within_half_a_second(kernel, f"%agio retry {run_id} --from-seq 2", ["assistant"])
+    assert kernel.value("_agio_last().run.retry_of") == run_id
+
+
+def stop_within_half_a_second(kernel, cell, kept_roles):
+    msg_id = kernel.kc.execute(cell)
     seen: list = []
     assert collect_until(kernel, seen, lambda s: stop_button(s) and tool_running(s), 60), "the tool never started"
     comm_id = stop_button(seen)
@@ -107,8 +128,7 @@ def test_stop_click_cancels_a_foreground_run_within_half_a_second(kernel):
     stderr = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == "stderr")
     assert "stopped; its completed steps are kept" in stderr
     assert kernel.value("_agio_last().status") == "cancelled"
-    assert kernel.value("list(_agio_last().steps.role.astype(str))") == [
-        "user", "assistant"]
+    assert kernel.value("list(_agio_last().steps.role.astype(str))") == kept_roles
     assert "cancelled" in of_type(seen, "execute_result")[0]["content"]["data"]["text/plain"]
 
 

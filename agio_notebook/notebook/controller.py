@@ -50,6 +50,7 @@ class RunHandle:
         self.error: BaseException | None = None
         self.live: LiveView | None = None
         self.stopped = False  # cancel() was called (the Stop button, or Python)
+        self.foreground = False  # the cell that started it waits for it (not --background)
         self._started = threading.Event()  # run_id is known (or the run ended before starting)
         self._repr_ids: list[str] = []  # where this handle's repr is shown while the run goes on
 
@@ -158,6 +159,7 @@ class Controller:
         self.session_id: str | None = None
         self.handles: dict[str, RunHandle] = {}
         self._default_agent: Agent | None = None
+        self.defer_waits = False  # a cell that awaits its run is starting it: _start must not block
 
     # -- configuration -------------------------------------------------------------
     @property
@@ -301,7 +303,8 @@ class Controller:
                 raise asyncio.CancelledError
 
         handle._future = submit(drive())
-        if background:
+        handle.foreground = not background
+        if background or self.defer_waits:
             handle._started.wait(10)  # so the cell's value shows the run's id, not "?"
             return handle
         return self._wait(handle)

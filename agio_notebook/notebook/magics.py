@@ -80,28 +80,20 @@ class AgioMagics(Magics):
         except AgioError as exc:
             raise UsageError(f"%agio: {exc}") from None
 
-    async def agio_awaited(self, line: str, cell: str) -> Any:
-        """A ``%%agio`` cell rewritten by :func:`await_agio_cells`: the cell awaits its run.
+    async def agio_awaited(self, line: str, cell: str | None = None) -> Any:
+        """A cell rewritten by :func:`await_agio_cells`: it starts the run, then awaits it.
 
         While it awaits, ipykernel 7 still handles comm messages, so the live view's Stop button
         works, and the kernel stays busy, so "Run All" waits for the run (see docs/notebook.md).
         """
-        line = self.shell.var_expand(line)
+        self.controller.defer_waits = True  # _start returns at once; the wait happens here
         try:
-            argv = shlex.split(line)
-        except ValueError as exc:
-            raise UsageError(f"%agio: cannot parse the arguments ({exc})") from None
-        if argv[:1] in (["--help"], ["-h"], ["help"]):
-            print(help_text(CELL))
-            return None
-        try:
-            args = CELL.parse(argv)
-            if args.background:
-                return self._cell(argv, cell)
-            handle = self._cell([*argv, "--background"], cell)
-        except AgioError as exc:
-            raise UsageError(f"%agio: {exc}") from None
-        return await self.controller.wait_async(handle)
+            result = self.agio(self.shell.var_expand(line), cell)
+        finally:
+            self.controller.defer_waits = False
+        if isinstance(result, RunHandle) and result.foreground:
+            return await self.controller.wait_async(result)
+        return result
 
     # -- %%agio ----------------------------------------------------------------------------------
     def _cell(self, argv: list[str], cell: str) -> RunHandle:
@@ -134,17 +126,27 @@ class AgioMagics(Magics):
 _CELL_HEAD = re.compile(r"%%agio(?:[ \t]+(.*))?$")
 
 
+_RETRY_CELL = re.compile(r"(%agio[ \t]+retry\b.*)$")
+_AWAITED = "await get_ipython().magics_manager.registry['AgioMagics'].agio_awaited"
+
+
 def await_agio_cells(lines: list[str]) -> list[str]:
-    """Input transformer: a ``%%agio`` cell becomes ``await <magics>.agio_awaited(line, body)``.
+    """Input transformer: a ``%%agio`` cell becomes ``await <magics>.agio_awaited(line, body)``, and a
+    cell that is just ``%agio retry ...`` becomes ``await <magics>.agio_awaited(line)``.
 
     IPython runs a cell that awaits as a coroutine; ipykernel 7 dispatches comm messages (a click on
     Stop) while it awaits, which it does not while a cell blocks.
     """
-    head = _CELL_HEAD.match(lines[0].rstrip("\r\n")) if lines else None
-    if head is None or not _awaits_on_asyncio(get_ipython()):
-        return lines  # the cell magic runs as it is, and blocks
-    line, body = head.group(1) or "", "".join(lines[1:])
-    return [f"await get_ipython().magics_manager.registry['AgioMagics'].agio_awaited({line!r}, {body!r})\n"]
+    if not lines or not _awaits_on_asyncio(get_ipython()):
+        return lines  # the magic runs as it is, and blocks
+    first = lines[0].rstrip("\r\n")
+    head = _CELL_HEAD.match(first)
+    if head is not None:
+        return [f"{_AWAITED}({head.group(1) or ''!r}, {''.join(lines[1:])!r})\n"]
+    retry = _RETRY_CELL.match(first)
+    if retry is not None and not "".join(lines[1:]).strip():
+        return [f"{_AWAITED}({retry.group(1)[len('%agio'):].strip()!r})\n"]
+    return lines
 
 
 def _awaits_on_asyncio(shell: Any) -> bool:
