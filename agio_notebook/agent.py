@@ -35,6 +35,11 @@ class Agent:
     def model_name(self) -> str:
         return getattr(self.model, "name", type(self.model).__name__)
 
+    def with_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> Agent:
+        """The same agent with more tools (e.g. a cell's ``--mcp`` servers); names must stay unique."""
+        return Agent(model=self.model, tools=[*self.registry, *tools], system_prompt=self.system_prompt,
+                     name=self.name, config=self.config)
+
     def with_model(self, model: Model) -> Agent:
         """The same agent on another model (e.g. to retry a step with a stronger one)."""
         return Agent(model=model, tools=list(self.registry), system_prompt=self.system_prompt,

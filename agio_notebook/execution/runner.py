@@ -19,7 +19,7 @@ from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationErr
 from ..storage import Repository, open_repository
 from .approval import Approver
 from .context import pending_tool_calls, steps_to_messages
-from .hooks import AgentHook, HookCaller
+from .hooks import AgentHook, HookCaller, default_hooks
 from .recorder import RunRecorder
 from .retry import RetryPlan, plan_resume, plan_retry
 from .step_executor import StepExecutor
@@ -93,7 +93,7 @@ class StepRunner:
     def __init__(self, agent: Agent, hooks: Sequence[AgentHook] = (), config: ExecutionConfig | None = None,
                  repository: Repository | None = None, approver: Approver | None = None):
         self.agent = agent
-        self.hooks = list(hooks)
+        self.hooks = [*default_hooks(), *(h for h in hooks if h not in default_hooks())]
         self.config = config or agent.config or ExecutionConfig()
         self.repository = repository if repository is not None else open_repository()
         self.approver = approver

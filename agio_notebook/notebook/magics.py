@@ -15,6 +15,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from ..agent import Agent
 from ..core import AgioError
 from .commands import COMMANDS, Command, arg, build_parser, help_text
+from .commands import mcp as mcp_commands
 from .controller import Controller, RunHandle
 
 CELL = Command(
@@ -29,6 +30,7 @@ CELL = Command(
         arg("--model", default=None),
         arg("--max-steps", type=int, default=None),
         arg("--background", action="store_true"),
+        arg("--mcp", default=None, metavar="NAME[,NAME]", help="add the tools of MCP servers named with %%agio mcp add"),
     )),
     lambda controller, args: None,
 )
@@ -109,6 +111,8 @@ class AgioMagics(Magics):
                 raise UsageError(f"%%agio: {args.agent!r} is a {type(agent).__name__}, not an agio Agent")
         if args.model is not None:
             agent = self.controller.agent_with_model(agent or self.controller.default_agent(), args.model)
+        if args.mcp:
+            agent = (agent or self.controller.default_agent()).with_tools(mcp_commands.tools_for(args.mcp))
         query = interpolate(cell, self.shell.user_ns).strip()
         if args.session is not None and self.controller.repository.get_session(args.session) is None:
             raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one")

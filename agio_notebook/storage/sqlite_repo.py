@@ -1,0 +1,35 @@
+"""SQLiteRepository: one SQLite file in WAL mode, for a long-lived personal store of millions of steps."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from ..core import StoreError
+from .sql import SQLRepository
+
+
+class SQLiteRepository(SQLRepository):
+    """``sqlite:///relative.db`` or ``sqlite:////absolute/path.db``; several kernels may share the file.
+
+    WAL lets readers run beside a writer; ``synchronous=FULL`` fsyncs every commit, so a commit that
+    returned survives a crash; ``lock_timeout`` is how long a writer waits for another process's write.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 10.0):
+        self.path = Path(path).expanduser()
+        self.root = str(self.path)
+        self.lock_timeout = lock_timeout
+        super().__init__()
+
+    def _connect(self) -> Any:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=self.lock_timeout, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            return conn
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the SQLite store at {self.path}: {exc}") from None
