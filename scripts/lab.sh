@@ -4,7 +4,7 @@
 # other endpoints) to use a real model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --lab
 root_flag=()
 [ "$(id -u)" = 0 ] && root_flag=(--allow-root)
 cd notebooks

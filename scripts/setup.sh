@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Set up a development environment from a clean clone: a venv with the package (editable, with test
 # extras), the JupyterLab extension built from source, and — with --browser — Debian's chromium for the
-# extension's end-to-end test. Safe to run again; it only redoes a step whose inputs changed.
+# extension's end-to-end test; --lab leaves out what only the tests need. Safe to run again; it only
+# redoes a step whose inputs changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_browser=0
+for_lab=0
 for arg in "$@"; do
   case "$arg" in
     --browser) want_browser=1 ;;
+    --lab) for_lab=1 ;;  # only what scripts/lab.sh needs: no test-only services
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -56,7 +59,7 @@ fi
 
 # A real OTLP receiver for the OpenTelemetry tests: Arize Phoenix, in a venv of its own so its pins never
 # touch the project's environment.
-if [ ! -x .venv-otlp/bin/phoenix ]; then
+if [ "$for_lab" = 0 ] && [ ! -x .venv-otlp/bin/phoenix ]; then
   echo "== installing an OTLP receiver (arize-phoenix) for the telemetry tests"
   "$python" -m venv .venv-otlp
   .venv-otlp/bin/pip install -q 'arize-phoenix>=12' 2> >(grep -v "^WARNING: Location 'file:" >&2)
