@@ -349,7 +349,7 @@ class Controller:
     def _waited(self, handle: RunHandle) -> RunHandle:
         if handle.error is not None:
             print(f"agio: {handle.error}", file=sys.stderr)
-        elif handle.stopped:
+        elif handle.stopped and handle.status == "cancelled":
             print(f"agio: run {(handle.run_id or '?')[:8]} stopped; its completed steps are kept", file=sys.stderr)
         return handle
 

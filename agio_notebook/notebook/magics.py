@@ -128,9 +128,7 @@ class AgioMagics(Magics):
 
 
 _CELL_HEAD = re.compile(r"%%agio(?:[ \t]+(.*))?$")
-
-
-_RETRY_CELL = re.compile(r"(%agio[ \t]+retry\b.*)$")
+_RETRY_CELL = re.compile(r"%agio[ \t]+(retry\b.*)$")
 _AWAITED = "await get_ipython().magics_manager.registry['AgioMagics'].agio_awaited"
 
 
@@ -149,7 +147,7 @@ def await_agio_cells(lines: list[str]) -> list[str]:
         return [f"{_AWAITED}({head.group(1) or ''!r}, {''.join(lines[1:])!r})\n"]
     retry = _RETRY_CELL.match(first)
     if retry is not None and not "".join(lines[1:]).strip():
-        return [f"{_AWAITED}({retry.group(1)[len('%agio'):].strip()!r})\n"]
+        return [f"{_AWAITED}({retry.group(1)!r})\n"]
     return lines
 
 
