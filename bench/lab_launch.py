@@ -86,6 +86,7 @@ def main() -> None:
     if args.cold:
         env.update(PIP_NO_CACHE_DIR="1", npm_config_cache=str(work / "npm-cache"))
     times = []
+    load_before = os.getloadavg()[0]
     try:
         for i in range(args.launches):
             times.append(launch(project, env, work / f"launch{i + 1}.log", args.timeout))
@@ -93,7 +94,8 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"scripts/lab.sh to a serving JupyterLab ({os.cpu_count()} cores, "
-          f"{'cold' if args.cold else 'warm'} pip/npm caches, fresh venv)\n")
+          f"{'cold' if args.cold else 'warm'} pip/npm caches, fresh venv; 1-minute load average "
+          f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after)\n")
     print("| launch | what it does | seconds | vs first |")
     print("|---|---|---:|---:|")
     for i, t in enumerate(times):
