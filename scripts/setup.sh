@@ -47,14 +47,17 @@ up_to_date() {  # up_to_date NAME HASH: was step NAME last done with these input
   [ "${AGIO_SETUP_FORCE:-0}" != 1 ] && [ "$(cat "$stamps/$1" 2>/dev/null)" = "$2" ]
 }
 
+# --lab installs what the tutorials need; otherwise the test tools too (a superset: lab accepts it)
+extras=test
+[ "$for_lab" = 1 ] && extras=tutorials
 python_inputs=$( (cat pyproject.toml; .venv/bin/python -VV) | sha256sum | cut -d' ' -f1)
-if up_to_date python "$python_inputs"; then
+if up_to_date python "$python_inputs test" || up_to_date python "$python_inputs $extras"; then
   echo "== agio-notebook already installed (pyproject.toml unchanged)"
 else
-  echo "== installing agio-notebook (editable) with test extras"
+  echo "== installing agio-notebook (editable) with the $extras extras"
   # (pip's notes about missing local package mirrors are noise here)
-  .venv/bin/pip install -q -e '.[test]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
-  echo "$python_inputs" > "$stamps/python"
+  .venv/bin/pip install -q -e ".[$extras]" 2> >(grep -v "^WARNING: Location 'file:" >&2)
+  echo "$python_inputs $extras" > "$stamps/python"
 fi
 
 # A real OTLP receiver for the OpenTelemetry tests: Arize Phoenix, in a venv of its own so its pins never
