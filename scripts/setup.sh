@@ -47,17 +47,26 @@ up_to_date() {  # up_to_date NAME HASH: was step NAME last done with these input
   [ "${AGIO_SETUP_FORCE:-0}" != 1 ] && [ "$(cat "$stamps/$1" 2>/dev/null)" = "$2" ]
 }
 
-# --lab installs what the tutorials need; otherwise the test tools too (a superset: lab accepts it)
-extras=test
+# --lab installs what the tutorials need; otherwise the test tools and Parquet export too (a superset:
+# lab accepts it)
+extras=test,parquet
 [ "$for_lab" = 1 ] && extras=tutorials
 python_inputs=$( (cat pyproject.toml; .venv/bin/python -VV) | sha256sum | cut -d' ' -f1)
-if up_to_date python "$python_inputs test" || up_to_date python "$python_inputs $extras"; then
+if up_to_date python "$python_inputs test,parquet" || up_to_date python "$python_inputs $extras"; then
   echo "== agio-notebook already installed (pyproject.toml unchanged)"
 else
-  echo "== installing agio-notebook (editable) with the $extras extras"
+  echo "== installing agio-notebook (editable) with the extras $extras"
   # (pip's notes about missing local package mirrors are noise here)
   .venv/bin/pip install -q -e ".[$extras]" 2> >(grep -v "^WARNING: Location 'file:" >&2)
   echo "$python_inputs $extras" > "$stamps/python"
+fi
+
+# LiteLLM's proxy (a real OpenAI-compatible server for the provider tests) in a venv of its own: its
+# pins (openai<3 among them) must not downgrade the project's environment.
+if [ "$for_lab" = 0 ] && [ ! -x .venv-litellm/bin/litellm ]; then
+  echo "== installing the LiteLLM proxy into .venv-litellm (provider tests)"
+  "$python" -m venv .venv-litellm
+  .venv-litellm/bin/pip install -q -r tests/requirements-litellm.txt 2> >(grep -v "^WARNING: Location 'file:" >&2)
 fi
 
 # A real OTLP receiver for the OpenTelemetry tests: Arize Phoenix, in a venv of its own so its pins never

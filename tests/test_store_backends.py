@@ -188,3 +188,66 @@ def test_a_schema_from_a_newer_version_is_refused(backend, tmp_path, request):
     repo.close()
     with pytest.raises(StoreError, match="schema version '?99'?.*upgrade agio-notebook"):
         new_repository(url)
+
+
+ENGINE = [sys.executable, str(Path(__file__).with_name("engine_writer.py"))]
+
+
+def test_two_processes_running_the_engine_in_one_session(store_url):
+    """The second gets one clear line naming the holder, or waits when asked; sequences stay unique."""
+    first = subprocess.Popen([*ENGINE, store_url, "shared", "slow", "12", "120"], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert first.stdout.readline().startswith("run "), "the first process did not start a run"
+        refused = subprocess.run([*ENGINE, store_url, "shared", "slow", "1", "0"], capture_output=True, text=True,
+                                 timeout=120)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        line = refused.stdout.strip()
+        assert line.startswith("busy session shared is in use by a run in process "), line
+        assert f"process {first.pid} on " in line and "\n" not in line
+        waiter = subprocess.run([*ENGINE, store_url, "shared", "slow", "2", "120"], capture_output=True, text=True,
+                                timeout=240)
+        assert waiter.returncode == 0, waiter.stdout + waiter.stderr
+    finally:
+        out, _ = first.communicate(timeout=120)
+    assert first.returncode == 0
+    repo = new_repository(store_url)
+    steps = repo.get_steps("shared")
+    assert [s.sequence for s in steps] == list(range(1, len(steps) + 1))  # no duplicate, no gap
+    assert len(steps) == 14 * 4  # fourteen runs of user, call, tool, final
+    assert {r.status for r in repo.list_runs("shared")} == {RunStatus.COMPLETED}
+    repo.close()
+
+
+def test_a_run_killed_mid_way_is_interrupted_then_resumed(store_url):
+    died = subprocess.run([*ENGINE, store_url, "s", "die:tool", "1"], capture_output=True, text=True, timeout=120)
+    assert died.returncode == -signal.SIGKILL
+    repo = new_repository(store_url)  # found on open, without asking
+    (run,) = repo.list_runs("s")
+    assert run.status is RunStatus.INTERRUPTED and "interrupted" in run.error
+    from engine_support import ChunkModel as _Chunks
+
+    resumed = _go(StepRunner(Agent(model=_Chunks([text("answer after the crash")]), tools=[add]),
+                             repository=repo).resume("s"))
+    assert resumed.status is RunStatus.COMPLETED and resumed.final_text == "answer after the crash"
+    assert frames.runs(repository=repo).status.tolist().count("interrupted") == 1
+    repo.close()
+
+
+def test_agio_store_migrate_from_the_command_line(tmp_path, postgres_server):
+    src, dst = str(tmp_path / "tiny"), postgres_server.new_database()
+    repo = new_repository(src)
+    first, *_ = _conversation(repo)
+    repo.close()
+    agio = [sys.executable, "-m", "agio_notebook"]
+    done = subprocess.run([*agio, "store", "migrate", src, dst], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "copied 2 sessions, 3 runs" in done.stdout and "agio-secret" not in done.stdout + done.stderr
+    again = subprocess.run([*agio, "store", "migrate", src, dst], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1 and again.stderr.count("\n") == 1 and "not empty" in again.stderr
+    assert new_repository(dst).get_run(first.run_id).final_text == first.final_text
+    merged = subprocess.run([*agio, "store", "migrate", src, dst, "--merge"], capture_output=True, text=True,
+                            timeout=120)
+    assert merged.returncode == 0, merged.stderr
+    stats = subprocess.run([*agio, "--store", dst, "store", "stats"], capture_output=True, text=True, timeout=120)
+    assert "sessions 2" in stats.stdout and "runs     3" in stats.stdout

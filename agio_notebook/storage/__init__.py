@@ -7,13 +7,14 @@ import os
 
 from ..core import StoreError
 from .base import Repository, iter_events
+from .damage import Damage, StoreDamageWarning
+from .reports import Pruned, Repaired, SessionSize, StoreStats
 from .journal import JournalStorage
 from .layout import store_root
 from .memory import InMemoryRepository
 from .tinydb_repo import TinyDBRepository
 
 _open: dict[object, Repository] = {}
-SCHEMES = ("sqlite", "postgresql", "postgres")
 
 
 def _from_url(url: str) -> Repository:
@@ -63,7 +64,6 @@ def open_repository(target: str | os.PathLike[str] | None = None) -> Repository:
     return repo
 
 
-
 def __getattr__(name: str) -> object:
     # the SQL backends load on first use (psycopg is an optional extra)
     if name == "SQLiteRepository":
@@ -77,5 +77,6 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["InMemoryRepository", "JournalStorage", "PostgresRepository", "Repository", "SQLiteRepository",
-           "TinyDBRepository", "iter_events", "new_repository", "open_repository", "store_root"]
+__all__ = ["Damage", "InMemoryRepository", "JournalStorage", "PostgresRepository", "Pruned", "Repaired", "Repository",
+           "SQLiteRepository", "SessionSize", "StoreDamageWarning", "StoreStats", "TinyDBRepository", "iter_events",
+           "new_repository", "open_repository", "store_root"]
