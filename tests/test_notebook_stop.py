@@ -123,7 +123,7 @@ def stop_within_half_a_second(kernel, cell, kept_roles):
     cancelled_at = cancelled_bundle(seen)["_t"]
     assert cancelled_at - clicked <= 0.5, f"Stop took {cancelled_at - clicked:.2f}s"
     assert collect_until(kernel, seen, lambda s: any(idle_of(msg_id)(m) for m in s), 30)
-    kernel.kc.get_shell_msg(timeout=10)
+    kernel.reply_to(msg_id)
     assert not of_type(seen, "error")
     stderr = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == "stderr")
     assert "stopped; its completed steps are kept" in stderr
@@ -138,7 +138,7 @@ def test_interrupt_still_cancels_an_awaiting_cell(kernel):
     assert collect_until(kernel, seen, tool_running, 60), "the tool never started"
     kernel.km.interrupt_kernel()
     assert collect_until(kernel, seen, lambda s: any(idle_of(msg_id)(m) for m in s), 30)
-    kernel.kc.get_shell_msg(timeout=10)
+    kernel.reply_to(msg_id)
     assert not of_type(seen, "error")
     stderr = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == "stderr")
     assert "cancelled by the interrupt" in stderr
@@ -152,8 +152,7 @@ def test_run_all_stays_sequential(kernel):
     second = kernel.kc.execute("print('after the run:', _agio_last().status, len(_agio_last().final_text.split()))")
     seen: list = []
     assert collect_until(kernel, seen, lambda s: any(idle_of(second)(m) for m in s), 60)
-    for _ in range(2):
-        kernel.kc.get_shell_msg(timeout=10)
+    kernel.reply_to(first), kernel.reply_to(second)
     out = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["parent_header"]["msg_id"] == second)
     assert "after the run: completed 40" in out
     first_idle = next(m["_t"] for m in seen if idle_of(first)(m))
