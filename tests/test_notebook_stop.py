@@ -193,3 +193,17 @@ def test_with_autoawait_off_the_cell_blocks_and_still_completes(kernel):
     finally:
         kernel.execute("%autoawait asyncio")
     assert kernel.value("get_ipython().autoawait") is True
+
+
+def test_the_live_view_says_how_to_stop_where_clicks_wait(kernel):
+    """On ipykernel 6 a foreground run's view points to the interrupt; elsewhere Stop just works."""
+    def hints(res):
+        return [m for m in of_type(res["messages"], "comm_open")
+                if "agio-stop-hint" in str(m["content"]["data"].get("state", {}).get("value", ""))]
+    foreground = kernel.execute("%%agio streamer --new-session\nforty words")
+    assert bool(hints(foreground)) is (not IPYKERNEL_7)
+    if not IPYKERNEL_7:
+        assert "interrupt the kernel" in str(hints(foreground)[0]["content"]["data"]["state"]["value"])
+    background = kernel.execute("%%agio streamer --background --new-session\nforty words")
+    assert not hints(background)
+    kernel.execute("_agio_last().wait(30)")

@@ -31,7 +31,7 @@ from ..storage import iter_events, open_repository
 from ..storage.base import Repository
 from .live_view import LiveView, close_tree
 from .transcript import build_bundle, bundle_for_run
-from .worker import capture_parent, restore_parent, submit
+from .worker import capture_parent, clicks_reach_a_busy_cell, restore_parent, submit
 
 _E = StepEventType
 
@@ -262,7 +262,8 @@ class Controller:
     def _start(self, make_stream: Callable[[Any], AsyncIterator[StepEvent]], session_id: str,
                background: bool, agent: Agent, capture: widgets.Output | None = None) -> RunHandle:
         handle = RunHandle(self, session_id, agent)
-        live = LiveView(on_stop=handle.cancel)
+        live = LiveView(on_stop=handle.cancel, stop_hint=None if background or clicks_reach_a_busy_cell() else
+                        "this kernel hears Stop only after the cell ends: interrupt the kernel (■) to stop now")
         display_id = new_id()
         shell = self.shell
         parent = capture_parent(shell) if shell is not None else None
