@@ -9,6 +9,7 @@ are not).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Iterator, Sequence
@@ -21,8 +22,9 @@ from .approval import Approver
 from .context import pending_tool_calls, steps_to_messages
 from .hooks import AgentHook, HookCaller
 from .recorder import RunRecorder
-from .retry import RetryPlan, plan_resume, plan_retry
+from .retry import plan_resume, plan_retry
 from .step_executor import StepExecutor
+from .supersede import RetryRecorder
 
 _E = StepEventType
 _TERMINAL = {RunStatus.COMPLETED: _E.RUN_COMPLETED, RunStatus.FAILED: _E.RUN_FAILED,
@@ -48,6 +50,11 @@ def _claimed(session_id: str) -> Iterator[None]:
         yield
     finally:
         _ACTIVE_SESSIONS.pop(session_id, None)
+
+
+def claim_session(session_id: str) -> contextlib.AbstractContextManager[None]:
+    """Hold a session while its attempts change, so no run writes into it meanwhile."""
+    return _claimed(session_id)
 
 
 @dataclass
@@ -162,17 +169,13 @@ class StepRunner:
             return
         plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())
         with _claimed(plan.session_id):
-            rec = self._recorder(plan.session_id, "retry", plan.old_run.query, plan.context, None,
-                                 next_sequence=plan.from_seq)
+            base = self._recorder(plan.session_id, "retry", plan.old_run.query, plan.context, None,
+                                  next_sequence=plan.from_seq)
+            # the old attempt is superseded only once the retry writes a step (a failed start changes nothing)
+            rec = RetryRecorder(base.run, self.repository, base.messages, plan.from_seq, plan=plan)
             rec.run.retry_of = plan.old_run.id
             rec.run.attempt = plan.attempt
-
-            def setup() -> list[Step]:
-                for step in plan.superseded:
-                    rec.update_step(step)
-                return []
-
-            async for event in self._lifecycle(rec, setup, after_start=lambda: self._supersede_run(plan, rec)):
+            async for event in self._lifecycle(rec, list):
                 yield event
 
     async def retry(self, run_id: str, from_seq: int | None = None, agent: Agent | None = None) -> RunResult:
@@ -267,12 +270,6 @@ class StepRunner:
             rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"
             event.payload["run"] = rec.run.to_dict()
         return event
-
-    def _supersede_run(self, plan: RetryPlan, rec: RunRecorder) -> None:
-        """Link the superseded attempt to its retry (a second, small commit after the retry started)."""
-        for old in plan.superseded_runs:
-            old.superseded_by = rec.run.id
-            self.repository.commit(run=old)
 
     async def _collect(self, stream: AsyncIterator[StepEvent]) -> RunResult:
         events: list[StepEvent] = []
