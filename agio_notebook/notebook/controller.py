@@ -216,7 +216,8 @@ class Controller:
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
         known = self.handles.get(run_id)
-        agent = agent or (known.agent if known is not None else None) or self.default_agent()
+        agent = (agent or (known.agent if known is not None else None) or self._agent_named(run.agent_name)
+                 or self.default_agent())
         plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq),
@@ -229,6 +230,11 @@ class Controller:
         run = use_attempt(self.repository, run_id, number)
         self.session_id = run.session_id  # the next %%agio cell continues from this attempt
         return run
+
+    def _agent_named(self, name: str | None) -> Agent | None:
+        """The notebook's agent that ran a stored run (by its name), e.g. after a kernel restart."""
+        namespace = getattr(self.shell, "user_ns", None) or {}
+        return next((v for v in namespace.values() if isinstance(v, Agent) and name and v.name == name), None)
 
     def replay(self, run_id: str) -> dict[str, Any]:
         if self.repository.get_run(run_id) is None:

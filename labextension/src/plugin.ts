@@ -5,6 +5,7 @@
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import type { Cell } from '@jupyterlab/cells';
+import { IEditorLanguageRegistry } from '@jupyterlab/codemirror';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 
 import { agioCellMime } from './highlight';
@@ -26,42 +27,52 @@ export function handleMagic(panel: NotebookPanel, event: Event): void {
   void NotebookActions.run(notebook, panel.sessionContext);
 }
 
-function highlightCell(cell: Cell, fallback: () => string): void {
-  if (cell.model.type !== 'code') {
-    return;
-  }
-  const mime = agioCellMime(cell.model.sharedModel.getSource());
-  const wanted = mime ?? (cell.node.dataset.agioHighlight ? fallback() : null);
-  if (mime) {
-    cell.node.dataset.agioHighlight = mime;
-  } else {
-    delete cell.node.dataset.agioHighlight;
-  }
-  if (wanted && cell.model.mimeType !== wanted) {
-    cell.model.mimeType = wanted;
-  }
-}
-
-/** Keep every `%%agio` cell of a notebook in Markdown mode: as typed, and when the kernel resets modes. */
-function watchHighlighting(panel: NotebookPanel): void {
+/**
+ * Keep every `%%agio` cell of a notebook in Markdown mode: as typed, and when the kernel's language
+ * resets every code cell's mode.
+ *
+ * The editor loads a mode asynchronously and applies modes in the order they finish loading. So
+ * after someone else sets a mode, wait until that mode has loaded (the editor then has applied it)
+ * before setting ours, or a slow Python load would land last and win.
+ */
+function watchHighlighting(panel: NotebookPanel, languages: IEditorLanguageRegistry): void {
   const notebook = panel.content;
   const seen = new WeakSet<Cell>();
+  const apply = async (cell: Cell): Promise<void> => {
+    if (cell.isDisposed || cell.model.type !== 'code') {
+      return;
+    }
+    const mime = agioCellMime(cell.model.sharedModel.getSource());
+    const current = cell.model.mimeType;
+    if (mime) {
+      cell.node.dataset.agioHighlight = mime;
+      if (current !== mime) {
+        await languages.getLanguage(current).catch(() => null);
+        if (!cell.isDisposed && agioCellMime(cell.model.sharedModel.getSource()) === mime) {
+          cell.model.mimeType = mime;
+        }
+      }
+    } else if (cell.node.dataset.agioHighlight) {
+      delete cell.node.dataset.agioHighlight;
+      cell.model.mimeType = notebook.codeMimetype; // no longer an agio cell: the kernel's language again
+    }
+  };
   const scan = () => {
     for (const cell of notebook.widgets) {
       if (!seen.has(cell)) {
         seen.add(cell);
-        const update = () => highlightCell(cell, () => notebook.codeMimetype);
-        cell.model.contentChanged.connect(update);
-        cell.model.mimeTypeChanged.connect(update);
+        cell.model.contentChanged.connect(() => void apply(cell));
+        cell.model.mimeTypeChanged.connect(() => void apply(cell));
       }
-      highlightCell(cell, () => notebook.codeMimetype);
+      void apply(cell);
     }
   };
-  notebook.model?.cells.changed.connect(() => requestAnimationFrame(scan));
-  notebook.modelChanged.connect(() => {
+  const follow = () => {
     notebook.model?.cells.changed.connect(() => requestAnimationFrame(scan));
     requestAnimationFrame(scan);
-  });
+  };
+  notebook.modelChanged.connect(follow);
+  follow();
   void panel.context.ready.then(scan);
 }
 
@@ -69,11 +80,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: 'agio-notebook:notebook',
   description: 'Runs the commands of agio transcript controls; highlights %%agio cells as Markdown.',
   autoStart: true,
-  requires: [INotebookTracker],
-  activate: (_app: JupyterFrontEnd, tracker: INotebookTracker) => {
+  requires: [INotebookTracker, IEditorLanguageRegistry],
+  activate: (_app: JupyterFrontEnd, tracker: INotebookTracker, languages: IEditorLanguageRegistry) => {
     tracker.widgetAdded.connect((_, panel) => {
       panel.node.addEventListener(MAGIC_EVENT, event => handleMagic(panel, event));
-      watchHighlighting(panel);
+      watchHighlighting(panel, languages);
     });
   }
 };
