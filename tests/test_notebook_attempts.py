@@ -140,3 +140,18 @@ def test_bad_attempt_commands_are_one_line(kernel, cell, needle):
     out = json.dumps([m["content"] for m in err]) + text_of(res, "stderr")
     assert needle in out
     assert all(len(m["content"]["traceback"]) <= 1 for m in err)
+
+
+def test_a_run_that_cannot_start_leaves_a_line_not_a_widget(kernel):
+    kernel.execute("import asyncio\nfrom agio_notebook import FunctionModel\n"
+                   "async def slow(messages, tools):\n    await asyncio.sleep(3)\n    yield 'late'\n"
+                   "sloth = Agent(model=FunctionModel(slow), name='sloth')")
+    kernel.execute("%%agio sloth --new-session --background\ntake your time")
+    kernel.execute("background = _")
+    session = kernel.value("background.session_id")
+    blocked = kernel.execute(f"%%agio sloth --session {session}\nme too")
+    shown = final_outputs(blocked)
+    assert not any(WIDGET in d for d in shown)
+    assert any("did not start" in d.get("text/plain", "") and "in progress" in d.get("text/plain", "")
+               for d in shown), shown
+    assert kernel.value("background.wait(60).status") == "completed"  # the first run was not disturbed

@@ -312,11 +312,16 @@ class Controller:
 
     def _finish_display(self, handle: RunHandle, live: LiveView, display_id: str, parent: Any) -> None:
         """The live widget gives way to the transcript bundle: no widget stays in a finished cell."""
-        if self.shell is None or handle.run_id is None:
+        if self.shell is None:
             return
         from IPython.display import update_display
 
         restore_parent(self.shell, parent)
+        if handle.run_id is None:  # it failed before it started: say so where the live view was
+            note = f"agio: the run did not start: {handle.error}" if handle.error else "agio: the run did not start"
+            update_display({"text/plain": note}, display_id=display_id, raw=True)
+            live.close()
+            return
         repo = self.repository
         run = repo.get_run(handle.run_id)
         session = repo.get_session(handle.session_id) if handle.session_id else None
