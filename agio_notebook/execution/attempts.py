@@ -57,7 +57,7 @@ def use_attempt(repository: Repository, run_id: str, number: int) -> AgentRun:
     if target.current:
         return target.run
     session_id = target.run.session_id
-    with claim_session(session_id):
+    with claim_session(repository, session_id, "a change of attempts"):
         runs = {r.id: r for r in repository.list_runs(session_id)}
         replaced_by = runs[target.run_id].superseded_by
         group = {target.run_id} | {r.id for r in runs.values() if replaced_by is not None

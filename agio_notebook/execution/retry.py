@@ -7,7 +7,7 @@ same sequence with the next attempt number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..core import AgentRun, InvalidOperationError, NotFoundError, RunStatus, Step, StepRole
 from ..storage.base import Repository
@@ -80,7 +80,8 @@ def plan_retry(repository: Repository, run_id: str, from_seq: int | None, active
                                     "batch; retry from the assistant step that called the tool")
     check_continuation_point(steps, from_seq - 1, "retry")
     context = [s for s in steps if s.sequence < from_seq]
-    superseded = [s for s in steps if s.sequence >= from_seq]
+    # copies: planning never changes what a repository holds (an in-memory one keeps live objects)
+    superseded = [replace(s, superseded=True) for s in steps if s.sequence >= from_seq]
     all_at = repository.get_steps(run.session_id, from_seq, from_seq, include_superseded=True)
     family = attempt_family(repository, run)
     # numbers stay unique within the family, so "attempt n" names one run

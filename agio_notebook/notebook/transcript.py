@@ -52,6 +52,9 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
     payload = _mask_secrets({"version": BUNDLE_VERSION, "run": run_dict, "session": session_dict,
                              "events": dicts, "attempts": attempt_dicts(attempts)})
     view = fold(payload["events"], payload["session"])
+    if run_dict is not None and not view.done and run_dict.get("status") not in (None, "running"):
+        # a run with no terminal event (interrupted: its process died) shows its stored status
+        view.status, view.error = run_dict["status"], run_dict.get("error")
     lines = command_lines(view, payload["attempts"])
     html = to_html(view, commands_html(lines))
     text = to_text(view) + ("\n" + commands_text(lines) if lines else "")
