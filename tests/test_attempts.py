@@ -9,14 +9,14 @@ import pytest
 from agio_notebook import Agent, StepRunner, frames
 from agio_notebook.core import InvalidOperationError, NotFoundError, RunStatus
 from agio_notebook.execution import fork_session, list_attempts, use_attempt
-from agio_notebook.storage import TinyDBRepository
+from agio_notebook.storage import new_repository
 
 from engine_support import ChunkModel, add, calls, text
 
 
 @pytest.fixture
-def repo(tmp_path):
-    r = TinyDBRepository(tmp_path / "store")
+def repo(store_url):
+    r = new_repository(store_url)  # on every backend
     yield r
     r.close()
 

@@ -38,8 +38,8 @@ helper = Agent(model=FunctionModel(counting), name="helper")''',
 
 
 def kernel_notebook(cells: list[str]):
-    return new_notebook(cells=[new_code_cell(c) for c in cells],
-                        metadata={"kernelspec": {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}})
+    spec = {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}
+    return new_notebook(cells=[new_code_cell(c) for c in cells], metadata={"kernelspec": spec})
 
 
 @pytest.fixture
@@ -230,7 +230,8 @@ def test_agio_cells_are_highlighted_as_markdown(lab_env):
         colors = """([i, needle]) => {
             const line = [...document.querySelectorAll('.jp-Notebook .jp-Cell')[i].querySelectorAll('.cm-line')]
                 .find(l => l.textContent.includes(needle));
-            return line ? [...line.querySelectorAll('span')].map(s => [s.textContent, getComputedStyle(s).color]) : null;
+            return line ? [...line.querySelectorAll('span')]
+                .map(s => [s.textContent, getComputedStyle(s).color]) : null;
         }"""
         page.wait_for_function(f"({colors})([1, \"'it'\"]).some(([t]) => t === \"'it'\")", timeout=LONG)
         string_color = next(c for t, c in page.evaluate(colors, [1, "'it'"]) if t == "'it'")

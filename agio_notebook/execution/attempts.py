@@ -70,7 +70,7 @@ def use_attempt(repository: Repository, run_id: str, number: int) -> AgentRun:
         out = [s for s in steps if not s.superseded and s.sequence >= start and s.run_id not in group]
         _flip(back, False)
         _flip(out, True)
-        repository.commit(steps=[*back, *out])  # the swap is one commit: never two current steps at a sequence
+        repository.commit(steps=[*out, *back])  # one commit, the replaced first: never two current steps at a sequence
         for rid in group:
             runs[rid].superseded_by = None
             repository.commit(run=runs[rid])

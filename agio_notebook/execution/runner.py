@@ -248,8 +248,7 @@ class StepRunner:
                            new_session)
 
     async def _lifecycle(self, rec: RunRecorder, setup: Callable[[], list[Step]],
-                         pending: tuple[Step, list[str]] | None = None,
-                         after_start: Callable[[], None] | None = None) -> AsyncIterator[StepEvent]:
+                         pending: tuple[Step, list[str]] | None = None) -> AsyncIterator[StepEvent]:
         run, hooks = rec.run, self._hook_caller
         _ACTIVE_SESSIONS[run.session_id] = run.id
         try:
@@ -260,8 +259,6 @@ class StepRunner:
                 opening.append(rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()}))
             rec.mark_run_dirty()
             rec.checkpoint()
-            if after_start is not None:
-                after_start()
             await hooks.call("on_run_start", run)
             for event in opening:
                 yield event
