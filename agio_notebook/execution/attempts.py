@@ -35,10 +35,14 @@ def is_current(run: AgentRun) -> bool:
 def list_attempts(repository: Repository, run_id: str) -> list[Attempt]:
     """Every attempt of ``run_id``'s family, oldest first, with which one is current."""
     run = _require_run(repository, run_id)
-    family = attempt_family(repository, run)
-    steps = repository.get_steps(run.session_id, include_superseded=True)
-    written = {r.id: sum(1 for s in steps if s.run_id == r.id) for r in family}
-    return [Attempt(i + 1, r, is_current(r) and written[r.id] > 0, written[r.id]) for i, r in enumerate(family)]
+    # run records only (no steps read): a run writes one contiguous range of sequences
+    return [Attempt(i + 1, r, is_current(r), _written(r)) for i, r in enumerate(attempt_family(repository, run))]
+
+
+def _written(run: AgentRun) -> int:
+    if run.start_sequence is None or run.end_sequence is None:
+        return 0
+    return run.end_sequence - run.start_sequence + 1
 
 
 def use_attempt(repository: Repository, run_id: str, number: int) -> AgentRun:
