@@ -192,6 +192,8 @@ def test_controls_insert_and_run_one_cell_live_and_after_reopening(lab_env):
             wait_cells(page, 7)
             assert sources(page)[3] == f"%agio retry {run_id} --from-seq 2"
             wait_transcript(page, 3, "agio Retry")
+            # the new kernel's agent of the same name ran it (its counter starts again), not the default agent
+            assert "answer 1" in cell(page, 3).locator(".agio-run").inner_text()
             first.locator("button.agio-fork").click()
             wait_cells(page, 8)
             assert sources(page)[3] == f"%agio fork {session_id} --at 2"
