@@ -30,8 +30,8 @@ from ..models import OpenAIModel, default_model
 from ..models.settings import merge_settings
 from ..storage import iter_events, open_repository
 from ..storage.base import Repository
-from .live_view import LiveView, close_tree
 from .controls import attempts_frame
+from .live_view import LiveView, close_tree
 from .transcript import build_bundle, bundle_for_run
 from .worker import capture_parent, restore_parent, submit
 
