@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from agio_notebook import Agent, StepRunner, frames
-from agio_notebook.core import InvalidOperationError, NotFoundError, RunStatus
+from agio_notebook.core import InvalidOperationError, NotFoundError, RunStatus, SessionBusyError
 from agio_notebook.execution import fork_session, list_attempts, use_attempt
 from agio_notebook.storage import new_repository
 
@@ -104,3 +104,23 @@ def test_attempt_numbers_are_unique_and_bad_numbers_are_clear(repo):
         use_attempt(repo, first.run_id, 7)
     with pytest.raises(NotFoundError):
         use_attempt(repo, "nope", 1)
+
+
+def test_attempts_do_not_change_under_a_running_run(repo):
+    first, _ = conversation(repo)
+    run(repo, [text("it is 4")], lambda r: r.retry(first.run_id, from_seq=2))
+    runner = StepRunner(Agent(model=ChunkModel([text("slow")], delay=5.0)), repository=repo)
+
+    async def meanwhile():
+        stream = runner.run_stream("s", "one more")
+        await stream.__anext__()  # the run has started and holds the session
+        try:
+            with pytest.raises(SessionBusyError, match="in progress"):
+                use_attempt(repo, first.run_id, 1)
+        finally:
+            await stream.aclose()
+
+    before = current(repo)
+    asyncio.run(meanwhile())
+    assert current(repo)[:2] == before[:2]
+    assert [a.current for a in list_attempts(repo, first.run_id)] == [False, True]
