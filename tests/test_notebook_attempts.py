@@ -81,7 +81,7 @@ def test_weather_retry_with_an_exhausted_model_supersedes_nothing(kernel):
     assert bundle(first)["attempts"] == [{"number": 1, "run_id": run["id"], "status": "completed", "current": True,
                                           "steps": 5}]
     html = next(d["text/html"] for d in final_outputs(first) if MIME in d)
-    assert f"%agio retry {run['id']} --from-seq 2" in html and f"%agio fork {run['session_id']} --at 2" in html
+    assert f"%agio retry {run['id']} --from-seq 2" in html and f"%agio fork {run['session_id']} --at 5" in html
 
     before = kernel.value(f"current({run['session_id']!r})")
     retry = kernel.execute(f"%agio retry {run['id']} --from-seq 2")
@@ -96,8 +96,8 @@ def test_weather_retry_with_an_exhausted_model_supersedes_nothing(kernel):
     attempts = kernel.value("rows(table, 'attempt', 'status', 'current', 'steps')")
     assert attempts == [[1, "completed", True, 5], [2, "failed", False, 0]]
     assert [a["current"] for a in failed["attempts"]] == [True, False]
-    # a fork at step 2 of the conversation still works, as before the retry
-    fork = kernel.execute(f"%agio fork {run['session_id']} --at 4")
+    # the fork the transcript shows still works after the failed retry
+    fork = kernel.execute(f"%agio fork {run['session_id']} --at 5")
     assert "forked into session" in text_of(fork)
 
 

@@ -47,8 +47,9 @@ def command_lines(view: RunView, attempts: list[dict[str, Any]]) -> list[tuple[s
     seq = answer if answer is not None else (view.steps[0].sequence if view.steps else None)
     lines = []
     if seq is not None:
+        # the usual retry regenerates the answer; the usual fork keeps the whole run (always a valid point)
         lines.append(("retry", f"%agio retry {view.run_id} --from-seq {seq}"))
-        lines.append(("fork", f"%agio fork {view.session_id} --at {seq}"))
+        lines.append(("fork", f"%agio fork {view.session_id} --at {max(s.sequence for s in view.steps)}"))
     if len(attempts) > 1:
         lines.append(("attempts", f"%agio attempts {view.run_id}"))
         lines.append(("use an attempt", f"%agio use-attempt {view.run_id} N"))
