@@ -129,11 +129,12 @@ def footer_html(view: RunView) -> str:
             f'margin-top:4px;padding-top:2px">{line}</div>')
 
 
-def to_html(view: RunView) -> str:
+def to_html(view: RunView, extra: str = "") -> str:
+    """The whole run; ``extra`` is markup placed under the footer (already escaped by its maker)."""
     steps = "".join(step_html(s) for s in view.conversation())
     return (f'<div class="agio-run" data-agio-run="{escape(view.run_id or "")}" style="{_BOX};'
             f'border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
-            f'{header_html(view)}{steps}{footer_html(view)}</div>')
+            f'{header_html(view)}{steps}{footer_html(view)}{extra}</div>')
 
 
 def to_text(view: RunView) -> str:
