@@ -13,7 +13,7 @@ import sys
 
 from agio_notebook import Agent, ExecutionConfig, FunctionModel, Reply, StepRunner, tool
 from agio_notebook.core import SessionBusyError, StepEventType
-from agio_notebook.storage import TinyDBRepository
+from agio_notebook.storage import new_repository
 
 SLOW = 0.0
 
@@ -41,14 +41,14 @@ def kind_of(step: dict) -> str:
 
 async def main() -> None:
     global SLOW
-    root, session, mode, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    root, session, mode, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])  # root: a path or URL
     wait = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
     if mode == "slow":
         SLOW = 0.3
     die = mode.split(":", 1)[1] if mode.startswith("die:") else None
     config = ExecutionConfig(session_wait=wait)
     runner = StepRunner(Agent(model=FunctionModel(reply), tools=[add], config=config),
-                        repository=TinyDBRepository(root))
+                        repository=new_repository(root))
     for i in range(count):
         try:
             async for event in runner.run_stream(session, f"query {i}"):

@@ -18,7 +18,7 @@ import pytest
 
 from agio_notebook import Agent, FunctionModel, Reply, StepRunner, frames, tool
 from agio_notebook.core import RunStatus
-from agio_notebook.storage import TinyDBRepository
+from agio_notebook.storage import new_repository
 
 ENGINE = [sys.executable, str(Path(__file__).with_name("engine_writer.py"))]
 
@@ -33,8 +33,8 @@ def delivered(out: str) -> dict[str, tuple[str, int]]:
     return found
 
 
-def check_store(root: Path, reported: dict[str, tuple[str, int]]) -> TinyDBRepository:
-    repo = TinyDBRepository(root)  # always opens
+def check_store(root: str, reported: dict[str, tuple[str, int]]):
+    repo = new_repository(root)  # always opens
     stored = {s.id: s for s in repo.get_steps("s", include_superseded=True)}
     missing = set(reported) - set(stored)
     assert not missing, f"{len(missing)} delivered steps are not on disk: {[reported[m] for m in missing]}"
@@ -47,8 +47,8 @@ def check_store(root: Path, reported: dict[str, tuple[str, int]]) -> TinyDBRepos
     return repo
 
 
-def test_sigkill_at_random_moments_loses_no_delivered_step(tmp_path):
-    root = tmp_path / "store"
+def test_sigkill_at_random_moments_loses_no_delivered_step(store_url):
+    root = store_url
     rng = random.Random(11)
     reported: dict[str, tuple[str, int]] = {}
     interrupted = 0
@@ -74,8 +74,8 @@ def test_sigkill_at_random_moments_loses_no_delivered_step(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["user", "call", "tool", "final"])
-def test_killed_right_after_each_kind_of_step_then_resumed_and_retried(tmp_path, kind):
-    root = tmp_path / "store"
+def test_killed_right_after_each_kind_of_step_then_resumed_and_retried(store_url, kind):
+    root = store_url
     proc = subprocess.run([*ENGINE, str(root), "s", f"die:{kind}", "1"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == -signal.SIGKILL
     reported = delivered(proc.stdout)

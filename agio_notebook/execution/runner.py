@@ -20,8 +20,9 @@ from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationErr
 from ..storage import Repository, open_repository
 from .approval import Approver
 from .context import pending_tool_calls, steps_to_messages
-from .hooks import AgentHook, HookCaller
+from .hooks import AgentHook, HookCaller, default_hooks
 from .recorder import RunRecorder
+from .requests import redact_for
 from .retry import RetryPlan, plan_resume, plan_retry
 from .step_executor import StepExecutor
 
@@ -108,12 +109,13 @@ class StepRunner:
     def __init__(self, agent: Agent, hooks: Sequence[AgentHook] = (), config: ExecutionConfig | None = None,
                  repository: Repository | None = None, approver: Approver | None = None):
         self.agent = agent
-        self.hooks = list(hooks)
+        self.hooks = [*default_hooks(), *(h for h in hooks if h not in default_hooks())]
         self.config = config or agent.config or ExecutionConfig()
         self.repository = repository if repository is not None else open_repository()
         self.approver = approver
         self._hook_caller = HookCaller(self.hooks)
-        self._executor = StepExecutor(agent.model, agent.registry, self.config, self._hook_caller, approver)
+        self._executor = StepExecutor(agent.model, agent.registry, self.config, self._hook_caller, approver,
+                                      settings=agent.model_settings)
 
     # -- public entry points -----------------------------------------------------
     async def run_stream(self, session: AgentSession | str | None, query: str) -> AsyncIterator[StepEvent]:
@@ -263,6 +265,7 @@ class StepRunner:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure ends the run as failed, steps kept
             message = str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {exc}"
+            message = redact_for(self.agent.model, message)  # providers echo keys; never store or show them
             final = self._finish(rec, RunStatus.FAILED, message)
             await hooks.call("on_error", run, exc)
             await hooks.call("on_run_end", run)

@@ -59,6 +59,15 @@ class Repository(Protocol):
     def iter_step_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]: ...
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]: ...
 
+    # -- named journals: records other systems keep beside the sessions -----------------------------
+    def journal(self, name: str, keys: dict[str, Any]) -> Any:
+        """The journal ``name`` ("memory", "executions/BATCH"): ``tables`` (table -> key -> doc, current
+        after ``refresh()``), ``append(records, deletes)`` (durable when it returns), ``on_change``, ``close()``.
+        A file of the TinyDB store, or rows of a SQL store."""
+        ...
+
+    def journal_names(self, prefix: str = "") -> list[str]: ...
+
     # -- claims: one run per session at a time, across processes ---------------------------------
     def claim_session(self, session_id: str, what: str = "a run") -> None:
         """Hold the session for one run; raise ``SessionBusyError`` naming the holder (pid, host).

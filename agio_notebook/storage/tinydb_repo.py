@@ -123,6 +123,23 @@ class TinyDBRepository(TinyDBMaintenance):
                                  "(another run wrote to this session); nothing was written")
             after[seq] = step_id
 
+    # -- named journals (records other systems keep beside the sessions) --------------------------
+    def journal(self, name: str, keys: dict[str, Any]) -> Journal:
+        """The journal file ``<root>/<name>.jsonl`` (e.g. "memory", "executions/BATCH"), read and current."""
+        path = self.root / f"{name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        journal = Journal(path, keys, self.lock_timeout)
+        journal.refresh()
+        return journal
+
+    def journal_names(self, prefix: str = "") -> list[str]:
+        folder, _, start = prefix.rpartition("/")
+        base = self.root / folder if folder else self.root
+        if not base.is_dir():
+            return []
+        names = [f"{folder}/{p.stem}" if folder else p.stem for p in base.glob("*.jsonl") if p.stem.startswith(start)]
+        return sorted(n for n in names if n != "index")
+
     # -- session claims ------------------------------------------------------------
     def claim_session(self, session_id: str, what: str = "a run") -> None:
         """Hold ``session_id`` for one run, across processes; :class:`SessionBusyError` names the holder.
