@@ -12,9 +12,10 @@ import shutil
 import time
 import warnings
 from collections import Counter
+from contextlib import contextmanager
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..core import InvalidOperationError, NotFoundError, SessionBusyError, StoreError
 from .damage import Damage, StoreDamageWarning
@@ -141,17 +142,14 @@ class TinyDBMaintenance:
                 self._seq_index.pop(sid, None)
 
     # -- delete and prune -------------------------------------------------------------------
-    def _claimed(self: TinyDBRepository, session_id: str, what: str):
-        repo = self
-
-        class _Hold:
-            def __enter__(self) -> None:
-                repo.claim_session(session_id, what)
-
-            def __exit__(self, *exc: object) -> None:
-                repo.release_session(session_id)
-
-        return _Hold()
+    @contextmanager
+    def _claimed(self: TinyDBRepository, session_id: str, what: str) -> Iterator[None]:
+        """Hold the session's claim while changing it: never under a live run."""
+        self.claim_session(session_id, what)
+        try:
+            yield
+        finally:
+            self.release_session(session_id)
 
     def delete_session(self: TinyDBRepository, session_id: str) -> Pruned:
         """Remove a session with all its steps, runs and events (refused while a run holds it)."""
