@@ -9,7 +9,7 @@ from .offline import offline_model
 from .openai_model import OpenAIModel
 from .pricing import cost_of, set_prices
 from .replay import ReplayMismatchError, ReplayModel, export_cassette
-from .scripted import FunctionModel, Reply, ScriptedModel, ToolCallSpec, call
+from .scripted import FunctionModel, Latency, Reply, ScriptedModel, ToolCallSpec, call
 
 
 def default_model() -> Model:
@@ -20,7 +20,7 @@ def default_model() -> Model:
 
 
 __all__ = [
-    "Finish", "FunctionModel", "Model", "ModelChunk", "OpenAIModel", "Reply", "ReplayMismatchError", "ReplayModel",
-    "ScriptedModel", "TextDelta", "ToolCallDelta", "ToolCallSpec", "Usage", "call", "cost_of", "default_model",
-    "export_cassette", "offline_model", "set_prices",
+    "Finish", "FunctionModel", "Latency", "Model", "ModelChunk", "OpenAIModel", "Reply", "ReplayMismatchError",
+    "ReplayModel", "ScriptedModel", "TextDelta", "ToolCallDelta", "ToolCallSpec", "Usage", "call", "cost_of",
+    "default_model", "export_cassette", "offline_model", "set_prices",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from ..core import AgentRun, AgentSession, NotFoundError, SessionBusyError, Step, StepEvent
+from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError, SessionBusyError, Step, StepEvent
 from .damage import Damage
 from .reports import Pruned, Repaired, SessionSize, StoreStats
 
@@ -141,7 +141,7 @@ class InMemoryRepository:
         from .tinydb_maintenance import to_timestamp
 
         if not superseded and older_than is None:
-            raise ValueError("prune what? pass superseded=True and/or older_than=<date>")
+            raise InvalidOperationError("prune what? pass superseded=True and/or older_than=<date>")
         total = Pruned()
         if older_than is not None:
             cutoff = to_timestamp(older_than)
