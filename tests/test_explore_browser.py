@@ -114,6 +114,14 @@ def test_saved_diff_and_tree_render_through_the_extension(lab):
         runs.first.locator("summary").first.click()  # clicking a node shows that run's transcript
         transcript.wait_for(state="visible", timeout=10000)
         assert "weather?" in transcript.inner_text() and "It is <b>sunny</b>." in transcript.inner_text()
+        # through the notebook: a node's button inserts a cell with the command below the tree's cell
+        run_id = runs.first.get_attribute("data-run")
+        cells_before = page.locator(".jp-Notebook .jp-Cell").count()
+        runs.first.locator(".agio-tree-open").first.click()
+        page.wait_for_function(f"document.querySelectorAll('.jp-Notebook .jp-Cell').length > {cells_before}",
+                               timeout=30000)
+        sources = page.locator(".jp-Notebook .jp-Cell .jp-InputArea-editor").all_inner_texts()
+        assert any(f"%agio replay {run_id}" in text for text in sources)
         # a saved transcript through this build of the renderer: the run's cost in its footer
         footer = page.locator(".jp-AgioRun .agio-run .agio-metrics").last
         assert "cost $0.0" in footer.inner_text()

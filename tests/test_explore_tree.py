@@ -101,3 +101,12 @@ def test_timeline_shows_approval_phases(repo):
     node = agio_notebook.tree(run.session_id, repository=repo).runs[0]
     assert [p["kind"] for p in node["timeline"]] == ["model", "approval", "tool", "model"]
     assert node["timeline"][1]["label"] == "approval delete: yes"
+
+
+def test_current_mark_follows_use_attempt(repo):
+    from agio_notebook.execution.attempts import use_attempt
+
+    first, second, retry1, retry2, *_ = build(repo)
+    use_attempt(repo, retry2.run_id, 1)  # the first answer to "thanks" is current again
+    current = {n["id"]: n["current"] for n in agio_notebook.tree(first.session_id, repository=repo).runs}
+    assert current[second.run_id] is True and current[retry1.run_id] is False and current[retry2.run_id] is False

@@ -13,6 +13,7 @@ from html import escape
 from typing import Any
 
 from ..core import AgentRun, NotFoundError, Step, StepRole
+from ..execution.attempts import is_current
 from ..models.pricing import format_cost
 from ..storage.base import Repository
 
@@ -59,7 +60,7 @@ def _transcript(steps: list[Step]) -> list[dict[str, Any]]:
 def _run_node(run: AgentRun, steps: list[Step]) -> dict[str, Any]:
     m = run.metrics
     return {"kind": "run", "id": run.id, "session_id": run.session_id, "run_kind": run.kind,
-            "status": run.status.value, "attempt": run.attempt, "current": run.superseded_by is None,
+            "status": run.status.value, "attempt": run.attempt, "current": is_current(run),
             "query": _clip(run.query, 200), "model": run.model_name, "final_text": _clip(run.final_text, 300),
             "start_sequence": run.start_sequence, "end_sequence": run.end_sequence,
             "tokens": m.total_tokens, "latency_ms": m.duration_ms, "cost": m.cost,
@@ -197,9 +198,13 @@ def _node_html(node: dict[str, Any], scale: dict[str, float]) -> str:
                f'<span style="font-size:11px">{node["tokens"] or 0} tokens</span> '
                f'{_bar(node["latency_ms"], scale["latency_ms"], "#0969da", "latency")}'
                f'<span style="font-size:11px">{(node["latency_ms"] or 0):.0f} ms · {format_cost(node["cost"])}</span>')
+    commands = f"%agio replay {node['id']}" + ("" if node["current"] or node["start_sequence"] is None else
+                                               f" · %agio use-attempt {node['id']} {node['attempt']}")
+    hint = (f'<div class="agio-command-hint" style="font-size:11px;color:#57606a">run in a cell: '
+            f'<code>{escape(commands)}</code></div>')
     return (f'<li class="agio-tree-run{" agio-tree-current-run" if node["current"] else ""}" '
             f'data-run="{escape(node["id"])}"><details><summary style="cursor:pointer">{summary}</summary>'
-            f'{_transcript_html(node["transcript"])}</details>{kids}</li>')
+            f'{_transcript_html(node["transcript"])}{hint}</details>{kids}</li>')
 
 
 def to_html(data: dict[str, Any]) -> str:

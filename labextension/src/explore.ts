@@ -4,6 +4,8 @@
  * Same rules as the transcript: untrusted text only goes through textContent; classes and layout follow
  * the Python package's HTML fallbacks (agio_notebook/explore/diff.py and tree.py).
  */
+import { magicButton, safeArg } from './magic';
+
 export const DIFF_MIME_TYPE = 'application/vnd.agio.diff+json';
 export const TREE_MIME_TYPE = 'application/vnd.agio.tree+json';
 
@@ -179,6 +181,17 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
       transcript.append(step);
     }
     details.append(transcript);
+    // with a kernel: open the run's full transcript, or make this attempt current, in a new cell
+    const runId = safeArg(node.id);
+    if (runId) {
+      const bar = el(doc, 'div', ['agio-controls', 'agio-tree-controls']);
+      bar.append(magicButton(doc, 'Open transcript', () => `%agio replay ${runId}`, ['agio-tree-open']));
+      if (!node.current && Number.isInteger(node.attempt) && node.start_sequence != null) {
+        bar.append(magicButton(doc, 'Use this attempt', () => `%agio use-attempt ${runId} ${node.attempt}`,
+          ['agio-tree-use-attempt']));
+      }
+      details.append(bar);
+    }
     li.append(details);
   }
   const children: Record<string, any>[] = node.children ?? [];

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { formatCost, renderDiff, renderTree } from '../src/explore';
+import { MAGIC_EVENT } from '../src/magic';
 import { renderTranscript } from '../src/render';
 
 const EVIL = '<img src=x onerror="window.__pwned=1">';
@@ -46,6 +47,7 @@ describe('renderDiff', () => {
 describe('renderTree', () => {
   const run = (id: string, current: boolean, children: any[] = []) => ({
     kind: 'run', id, run_kind: 'run', status: 'completed', attempt: 1, current, query: EVIL, model: 'm', tokens: 5,
+    start_sequence: 2,
     latency_ms: 9, cost: null, timeline: [{ kind: 'model', ms: 3, label: 'model #2' }, { kind: 'tool', ms: 1, label: 't' }],
     transcript: [{ sequence: 1, role: 'user', text: EVIL }], children
   });
@@ -62,6 +64,25 @@ describe('renderTree', () => {
     expect(node.querySelector('.agio-tree-transcript')!.textContent).toContain(EVIL);
     expect(node.querySelector('img')).toBeNull();
     expect(node.textContent).toContain('unknown');
+  });
+
+  it('a node asks the notebook to open its transcript, or to make a superseded attempt current', () => {
+    const node = renderTree(data, document);
+    document.body.append(node);
+    const asked: string[] = [];
+    const listener = (e: Event) => {
+      asked.push((e as CustomEvent).detail.code);
+      e.preventDefault();
+    };
+    document.addEventListener(MAGIC_EVENT, listener);
+    const first = node.querySelector('.agio-tree-run') as HTMLElement;
+    (first.querySelector('.agio-tree-open') as HTMLButtonElement).click();
+    (first.querySelector('.agio-tree-use-attempt') as HTMLButtonElement).click();
+    document.removeEventListener(MAGIC_EVENT, listener);
+    expect(asked).toEqual(['%agio replay r1', '%agio use-attempt r1 1']);
+    // the current attempt has nothing to switch to
+    expect(node.querySelectorAll('.agio-tree-use-attempt').length).toBe(1);
+    node.remove();
   });
 });
 
@@ -82,7 +103,8 @@ describe('costs', () => {
       { type: 'tool_call_completed', run_id: 'r1', session_id: 's1', seq: 2, ts: 0,
         payload: { tool_call_id: 'c1', name: 'send', content: 'ok', replayed: true } },
       { type: 'run_budget_exceeded', run_id: 'r1', session_id: 's1', seq: 3, ts: 0, payload: { run: r } }] }, document);
-    expect(node.querySelector('.agio-metrics:last-child')!.textContent).toContain('cost unknown');
+    const footers = [...node.querySelectorAll('.agio-metrics')].map(n => n.textContent ?? '');
+    expect(footers[footers.length - 1]).toContain('cost unknown');
     expect(node.querySelector('.agio-replayed')!.textContent).toBe('replayed');
   });
 });
