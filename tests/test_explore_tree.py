@@ -76,6 +76,8 @@ def test_tree_renderings(repo):
     assert html.count('class="agio-tree-run') == 6 and html.count("★ current") == 4
     assert "<details>" in html and "&lt;script&gt;" in html and "<script>" not in html
     assert html.count('class="agio-phase agio-phase-tool"') == 1
+    # without the extension, the commands a node's buttons would run are shown to copy
+    assert html.count("run in a cell: <code>%agio replay ") == 6 and html.count("%agio use-attempt ") == 2
     text = bundle["text/plain"]
     assert text.splitlines()[0].startswith("agio tree of session") and "fork" in text
 
