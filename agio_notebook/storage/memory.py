@@ -9,6 +9,36 @@ from .damage import Damage
 from .reports import Pruned, Repaired, SessionSize, StoreStats
 
 
+class MemoryJournal:
+    """A named journal kept in process memory (the interface of ``Repository.journal``)."""
+
+    def __init__(self, keys: dict[str, Any]):
+        self.keys = keys
+        self.tables: dict[str, dict[str, dict[str, Any]]] = {}
+        self.on_change: Any = None
+        self.lines = 0
+
+    def refresh(self, **_: Any) -> bool:
+        return False
+
+    def append(self, records: Iterable[tuple[str, dict[str, Any]]], deletes: Iterable[tuple[str, str]] = ()) -> None:
+        for table, doc in records:
+            key = self.keys[table](doc) if table in self.keys else str(doc.get("id"))
+            self.tables.setdefault(table, {})[key] = doc
+            if self.on_change is not None:
+                self.on_change(table, key, doc)
+        for table, key in deletes:
+            self.tables.get(table, {}).pop(key, None)
+            if self.on_change is not None:
+                self.on_change(table, key, None)
+
+    def compact(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
 class InMemoryRepository:
     """Keeps live objects (no copies), so a commit costs a few dict writes."""
 
@@ -18,6 +48,7 @@ class InMemoryRepository:
         self._runs: dict[str, AgentRun] = {}
         self._events: dict[str, list[StepEvent]] = {}  # run -> events
         self._claimed: set[str] = set()
+        self._journals: dict[str, MemoryJournal] = {}
 
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
                steps: Iterable[Step] = (), events: Iterable[StepEvent] = ()) -> None:
@@ -79,6 +110,16 @@ class InMemoryRepository:
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         for run in self.list_runs(session_id):
             yield run.to_dict()
+
+    # -- named journals -------------------------------------------------------------------------
+    def journal(self, name: str, keys: dict[str, Any]) -> MemoryJournal:
+        journal = self._journals.get(name)
+        if journal is None:
+            journal = self._journals[name] = MemoryJournal(keys)
+        return journal
+
+    def journal_names(self, prefix: str = "") -> list[str]:
+        return sorted(n for n in self._journals if n.startswith(prefix))
 
     # -- claims: one process, so a set; nothing can be left running by a dead process ----------
     def claim_session(self, session_id: str, what: str = "a run") -> None:
