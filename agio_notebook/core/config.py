@@ -18,6 +18,8 @@ class ExecutionConfig:
     enable_retry        retry failed tool calls (tools that allow it) and retryable model errors.
     max_retries         how many extra attempts ``enable_retry`` allows.
     stream              emit ``step_delta`` events while the model generates.
+    max_tokens          token budget of one run; the run ends with status ``budget_exceeded`` before a
+                        model call that would exceed it (``None`` = no budget).
     """
 
     max_steps: int = 20
@@ -28,6 +30,7 @@ class ExecutionConfig:
     enable_retry: bool = True
     max_retries: int = 2
     stream: bool = True
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -36,6 +39,8 @@ class ExecutionConfig:
             raise ValueError(f"max_parallel_tools must be >= 1, got {self.max_parallel_tools}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1 (or None), got {self.max_tokens}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

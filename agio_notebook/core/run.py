@@ -15,6 +15,7 @@ class RunStatus(str, Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     MAX_STEPS = "max_steps"
+    BUDGET_EXCEEDED = "budget_exceeded"
 
     @property
     def is_terminal(self) -> bool:

@@ -47,6 +47,10 @@ class StepExecutor:
             if rec.run.metrics.model_calls >= max_steps:
                 rec.finish(RunStatus.MAX_STEPS, f"max_steps ({max_steps}) reached before a final answer")
                 return
+            over = self._over_budget(rec)
+            if over is not None:
+                rec.finish(RunStatus.BUDGET_EXCEEDED, over)
+                return
             step: Step | None = None
             async for event in self._model_turn(rec):
                 if event is None:
@@ -60,6 +64,22 @@ class StepExecutor:
                 return
             async for event in self._run_tools(rec, step, None):
                 yield event
+
+    def _over_budget(self, rec: RunRecorder) -> str | None:
+        """Why the next model call would break ``max_tokens``, or None.
+
+        Context only grows, so the next call costs at least the last call's prompt tokens.
+        """
+        budget = self.config.max_tokens
+        if budget is None:
+            return None
+        used = rec.run.metrics.total_tokens
+        last_prompt = next((s.metrics.prompt_tokens or 0 for s in reversed(rec.steps)
+                            if s.role is StepRole.ASSISTANT), 0)
+        if used + last_prompt < budget and used < budget:
+            return None
+        return (f"token budget max_tokens={budget} would be exceeded by the next model call "
+                f"({used} used, the last prompt alone was {last_prompt})")
 
     # -- one model call --------------------------------------------------------
     async def _model_turn(self, rec: RunRecorder) -> AsyncIterator[StepEvent | None]:

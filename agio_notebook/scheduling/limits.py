@@ -1,0 +1,128 @@
+"""Rate limits shared per endpoint, and which failures are worth another attempt.
+
+A limit counts model calls (requests per minute) and tokens (per minute) in a sliding 60-second
+window. Every batch that names the same endpoint shares one limiter, so two batches against one
+provider together stay under its quota. The limiter wraps the agent's model, so it counts each
+model call of a run, not each run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from ..core import ModelError
+from ..models.base import Usage
+from .errors import SchedulingError
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """``rpm`` model calls and ``tpm`` tokens per ``period`` seconds (60), shared by ``endpoint``.
+
+    ``endpoint=None`` means the agent's model name.
+    """
+
+    rpm: float | None = None
+    tpm: float | None = None
+    endpoint: str | None = None
+    period: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("rpm", "tpm"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise SchedulingError(f"rate limit {name}={value!r} would never let a request through; "
+                                      "use a positive number, or None for no limit")
+        if self.rpm is None and self.tpm is None:
+            raise SchedulingError("a RateLimit needs rpm or tpm (or pass rate_limit=None for no limit)")
+
+
+class Limiter:
+    """A sliding-window limiter; one per endpoint, used only on the scheduler loop."""
+
+    def __init__(self, limit: RateLimit):
+        self.limit = limit
+        self._calls: deque[float] = deque()
+        self._tokens: deque[tuple[float, int]] = deque()
+        self._token_sum = 0
+        self.waited_s = 0.0
+
+    def _trim(self, t: float) -> None:
+        horizon = t - self.limit.period
+        while self._calls and self._calls[0] <= horizon:
+            self._calls.popleft()
+        while self._tokens and self._tokens[0][0] <= horizon:
+            self._token_sum -= self._tokens.popleft()[1]
+
+    def _delay(self, t: float) -> float:
+        self._trim(t)
+        limit, delay = self.limit, 0.0
+        if limit.rpm is not None and len(self._calls) >= limit.rpm:
+            delay = self._calls[0] + limit.period - t
+        if limit.tpm is not None and self._token_sum >= limit.tpm and self._tokens:
+            # wait until enough of the window's tokens have aged out
+            excess, acc = self._token_sum - limit.tpm, 0
+            for ts, n in self._tokens:
+                acc += n
+                if acc > excess:
+                    delay = max(delay, ts + limit.period - t)
+                    break
+        return max(delay, 0.0)
+
+    async def acquire(self) -> None:
+        start = time.monotonic()
+        while (delay := self._delay(time.monotonic())) > 0:
+            await asyncio.sleep(min(delay, 1.0) + 0.001)
+        self._calls.append(time.monotonic())
+        self.waited_s += time.monotonic() - start
+
+    def spend(self, tokens: int) -> None:
+        if tokens:
+            self._tokens.append((time.monotonic(), tokens))
+            self._token_sum += tokens
+
+
+_limiters: dict[str, Limiter] = {}
+
+
+def limiter_for(limit: RateLimit, endpoint: str) -> Limiter:
+    """The shared limiter of ``endpoint`` (the first limit given for it is kept)."""
+    lim = _limiters.get(endpoint)
+    if lim is None:
+        lim = _limiters[endpoint] = Limiter(limit)
+    return lim
+
+
+class LimitedModel:
+    """The agent's model behind a shared limiter: acquire before each call, spend its tokens after."""
+
+    def __init__(self, model: Any, limiter: Limiter):
+        self.inner = model
+        self.limiter = limiter
+        self.name = getattr(model, "name", type(model).__name__)
+
+    async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                     stream: bool = True) -> AsyncIterator[Any]:
+        await self.limiter.acquire()
+        async for chunk in self.inner.stream(messages, tools, stream=stream):
+            if isinstance(chunk, Usage):
+                self.limiter.spend(chunk.total_tokens or (chunk.prompt_tokens or 0) + (chunk.completion_tokens or 0))
+            yield chunk
+
+
+def is_retryable(error: BaseException | None) -> bool:
+    """Errors that can succeed on a second try: provider errors marked retryable, time-outs, lost workers."""
+    if error is None:
+        return False
+    if isinstance(error, ModelError):
+        return error.retryable
+    return isinstance(error, (TimeoutError, ConnectionError)) or getattr(error, "retryable", False) is True
+
+
+def backoff(attempt: int, base: float, cap: float = 60.0) -> float:
+    """Seconds before attempt ``attempt + 1``: base, 2*base, 4*base... capped."""
+    return min(base * 2 ** max(attempt - 1, 0), cap)
