@@ -68,18 +68,23 @@ class StepExecutor:
     def _over_budget(self, rec: RunRecorder) -> str | None:
         """Why the next model call would break ``max_tokens``, or None.
 
-        Context only grows, so the next call costs at least the last call's prompt tokens.
+        The next call is estimated from the last ones: its prompt grows as the last one grew (context
+        only grows), and it answers at least as long as the last did.
         """
         budget = self.config.max_tokens
         if budget is None:
             return None
         used = rec.run.metrics.total_tokens
-        last_prompt = next((s.metrics.prompt_tokens or 0 for s in reversed(rec.steps)
-                            if s.role is StepRole.ASSISTANT), 0)
-        if used + last_prompt < budget and used < budget:
+        calls = [s.metrics for s in rec.steps if s.role is StepRole.ASSISTANT][-2:]
+        prompts = [m.prompt_tokens or 0 for m in calls]
+        estimate = 0
+        if prompts:
+            growth = prompts[-1] - prompts[0] if len(prompts) == 2 else 0
+            estimate = prompts[-1] + max(growth, 0) + (calls[-1].completion_tokens or 0)
+        if used + estimate <= budget and used < budget:
             return None
         return (f"token budget max_tokens={budget} would be exceeded by the next model call "
-                f"({used} used, the last prompt alone was {last_prompt})")
+                f"({used} used, about {estimate} more needed)")
 
     # -- one model call --------------------------------------------------------
     async def _model_turn(self, rec: RunRecorder) -> AsyncIterator[StepEvent | None]:

@@ -42,13 +42,21 @@ class RateLimit:
 
 
 class Limiter:
-    """A sliding-window limiter; one per endpoint, used only on the scheduler loop."""
+    """A sliding-window limiter; one per endpoint, used only on the scheduler loop.
+
+    Tokens are known only after a call, so each call in flight reserves the average seen so far
+    (the very first call runs alone until it reports its usage).
+    """
 
     def __init__(self, limit: RateLimit):
         self.limit = limit
         self._calls: deque[float] = deque()
         self._tokens: deque[tuple[float, int]] = deque()
         self._token_sum = 0
+        self._reserved = 0.0
+        self._in_flight = 0
+        self._seen_calls = 0
+        self._seen_tokens = 0
         self.waited_s = 0.0
 
     def _trim(self, t: float) -> None:
@@ -58,29 +66,50 @@ class Limiter:
         while self._tokens and self._tokens[0][0] <= horizon:
             self._token_sum -= self._tokens.popleft()[1]
 
+    @property
+    def estimate(self) -> float:
+        return self._seen_tokens / self._seen_calls if self._seen_calls else 0.0
+
     def _delay(self, t: float) -> float:
         self._trim(t)
         limit, delay = self.limit, 0.0
         if limit.rpm is not None and len(self._calls) >= limit.rpm:
             delay = self._calls[0] + limit.period - t
-        if limit.tpm is not None and self._token_sum >= limit.tpm and self._tokens:
-            # wait until enough of the window's tokens have aged out
-            excess, acc = self._token_sum - limit.tpm, 0
-            for ts, n in self._tokens:
-                acc += n
-                if acc > excess:
-                    delay = max(delay, ts + limit.period - t)
-                    break
+        if limit.tpm is not None:
+            if not self._seen_calls and self._in_flight:
+                return max(delay, 0.01)  # learn what a call costs before letting more through
+            committed = self._token_sum + self._reserved
+            if committed > 0 and committed + self.estimate > limit.tpm:
+                if not self._tokens:
+                    return max(delay, 0.01)  # only reservations: wait for those calls to report
+                excess, acc = committed + self.estimate - limit.tpm, 0
+                wait = 0.01
+                for ts, n in self._tokens:
+                    acc += n
+                    wait = ts + limit.period - t
+                    if acc >= excess:
+                        break
+                delay = max(delay, wait)
         return max(delay, 0.0)
 
-    async def acquire(self) -> None:
+    async def acquire(self) -> float:
+        """Wait for room; returns the tokens reserved for this call (give them back with ``spend``)."""
         start = time.monotonic()
         while (delay := self._delay(time.monotonic())) > 0:
             await asyncio.sleep(min(delay, 1.0) + 0.001)
         self._calls.append(time.monotonic())
         self.waited_s += time.monotonic() - start
+        reserved = self.estimate
+        self._reserved += reserved
+        self._in_flight += 1
+        return reserved
 
-    def spend(self, tokens: int) -> None:
+    def spend(self, tokens: int, reserved: float) -> None:
+        """A call ended having used ``tokens``: its reservation becomes what it really used."""
+        self._reserved -= reserved
+        self._in_flight -= 1
+        self._seen_calls += 1
+        self._seen_tokens += tokens
         if tokens:
             self._tokens.append((time.monotonic(), tokens))
             self._token_sum += tokens
@@ -107,11 +136,15 @@ class LimitedModel:
 
     async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                      stream: bool = True) -> AsyncIterator[Any]:
-        await self.limiter.acquire()
-        async for chunk in self.inner.stream(messages, tools, stream=stream):
-            if isinstance(chunk, Usage):
-                self.limiter.spend(chunk.total_tokens or (chunk.prompt_tokens or 0) + (chunk.completion_tokens or 0))
-            yield chunk
+        reserved = await self.limiter.acquire()
+        used = 0
+        try:
+            async for chunk in self.inner.stream(messages, tools, stream=stream):
+                if isinstance(chunk, Usage):
+                    used = chunk.total_tokens or (chunk.prompt_tokens or 0) + (chunk.completion_tokens or 0)
+                yield chunk
+        finally:
+            self.limiter.spend(used, reserved)
 
 
 def is_retryable(error: BaseException | None) -> bool:
