@@ -106,4 +106,7 @@ class AgioMagics(Magics):
 
 
 def load_ipython_extension(ipython: Any) -> None:
+    from .batch_cell import install
+
     ipython.register_magics(AgioMagics)
+    install(ipython)

@@ -11,10 +11,10 @@ from .errors import SchedulingError
 from .executor import ExecutionRequest, Executor, Scheduler, WorkerPool, default_executor
 from .frames import executions
 from .limits import RateLimit
-from .records import ExecStatus, ExecutionRecord, ExecutionStore
+from .records import EXEC_STATUSES, ExecStatus, ExecutionRecord, ExecutionStore
 
 __all__ = [
-    "BatchHandle", "ExecStatus", "ExecutionRecord", "ExecutionRequest", "ExecutionStore", "Executor",
+    "BatchHandle", "EXEC_STATUSES", "ExecStatus", "ExecutionRecord", "ExecutionRequest", "ExecutionStore", "Executor",
     "RateLimit", "Scheduler", "SchedulingError", "WorkerPool", "batch", "default_executor", "executions",
     "resume_batch",
 ]

@@ -14,11 +14,12 @@ import json
 import string
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 from ..agent import Agent
 from ..core import InvalidOperationError, RunStatus, new_id, now
 from ..storage import Repository
+from . import loop as sched_loop
 from .errors import SchedulingError
 from .executor import BatchState, ExecutionRequest, Executor, default_executor, figures
 from .limits import RateLimit
@@ -112,6 +113,16 @@ class BatchHandle:
             except InvalidOperationError:
                 pass
 
+    def on_finish(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the batch ends, before anyone waiting on it wakes (at once if it has ended)."""
+        def register() -> bool:
+            if self.state.ended_at is not None:
+                return True
+            self.state.on_finish.append(fn)
+            return False
+        if sched_loop.call(register):
+            fn()
+
     def cancel(self) -> int:
         """Cancel what has not finished (completed items stay); an error if the batch already ended."""
         return self.executor.cancel_batch(self.name)
@@ -123,7 +134,7 @@ class BatchHandle:
 
     @property
     def status(self) -> str:
-        if not self.done:
+        if self.state.ended_at is None:
             return "running"
         return "cancelled" if self.state.cancelled else "finished"
 

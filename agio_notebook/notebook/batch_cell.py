@@ -1,0 +1,31 @@
+"""A foreground ``%agio batch`` cell awaits its batch, so its Cancel button is heard.
+
+A cell that blocks never hears a widget click on ipykernel 7; a cell that awaits does (the kernel
+handles comm messages while an async cell awaits). IPython's documented input transformers turn the
+cell's ``%agio batch ...`` line into ``await`` of the handle: "Run All" still waits for the batch,
+and the Cancel button stops it. ``--background`` lines are left alone (they return at once).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..scheduling import BatchHandle
+from .batch_monitor import display_handle
+
+_LINE = re.compile(r"^((?:[A-Za-z_]\w*\s*=\s*)?)(get_ipython\(\)\.run_line_magic\('agio', 'batch\b(?:(?!--background).)*'\))\s*$")
+
+
+def await_batch_lines(lines: list[str]) -> list[str]:
+    """Input transformer: ``[x = ]%agio batch ...`` at the top level becomes ``[x = ]await ...``."""
+    return [(_LINE.sub(r"\1await \2", line.rstrip("\n")) + ("\n" if line.endswith("\n") else ""))
+            if _LINE.match(line.rstrip("\n")) else line for line in lines]
+
+
+def install(shell: Any) -> None:
+    """Register the transformer and the handle's display (its live monitor, then its summary)."""
+    if await_batch_lines not in shell.input_transformers_post:
+        shell.input_transformers_post.append(await_batch_lines)
+    formatter = shell.display_formatter.ipython_display_formatter
+    formatter.for_type(BatchHandle, lambda handle: display_handle(handle, shell))
