@@ -11,10 +11,11 @@ from .errors import SchedulingError
 from .executor import ExecutionRequest, Executor, Scheduler, WorkerPool, default_executor
 from .frames import executions
 from .limits import RateLimit
+from .plans import Plan, PlanExecutor, PlanHandle, Task, execute_plan
 from .records import EXEC_STATUSES, ExecStatus, ExecutionRecord, ExecutionStore
 
 __all__ = [
     "BatchHandle", "EXEC_STATUSES", "ExecStatus", "ExecutionRecord", "ExecutionRequest", "ExecutionStore", "Executor",
-    "RateLimit", "Scheduler", "SchedulingError", "WorkerPool", "batch", "default_executor", "executions",
+    "Plan", "PlanExecutor", "PlanHandle", "RateLimit", "Scheduler", "Task", "execute_plan", "SchedulingError", "WorkerPool", "batch", "default_executor", "executions",
     "resume_batch",
 ]

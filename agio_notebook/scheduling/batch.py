@@ -241,7 +241,7 @@ def _start(executor: Executor, agent: Agent, name: str, rows: list[dict[str, Any
         request = ExecutionRequest(agent=agent, query=query, batch=name, index=index, inputs=row,
                                    priority=options["priority"], timeout=options["timeout"],
                                    retries=options["retries"], retry_delay=options["retry_delay"],
-                                   max_tokens=options["max_tokens"], rate_limit=rate_limit)
+                                   max_tokens=options["max_tokens"], rate_limit=rate_limit, resumable=True)
         if rec is not None:
             rec.status, rec.error = ExecStatus.QUEUED, None
             executor.store.log(rec, "resumed: queued again after an interrupted or cancelled attempt")

@@ -67,6 +67,7 @@ class ExecutionRequest:
     rate_limit: RateLimit | None = None
     session_id: str | None = None
     parent: str | None = None
+    resumable: bool = False  # a batch item: its session id derives from (batch, index) so a resume finds it
 
     def describe(self) -> dict[str, Any]:
         """The stored ``request`` of the record (no agent object, no secrets)."""
@@ -146,6 +147,7 @@ class Executor:
         self._peak = 0
         self._flusher: asyncio.Task[None] | None = None
         self._dirty = False
+        self._waiters: dict[str, list[asyncio.Future[ExecutionRecord]]] = {}
         self._totals = {"submitted": 0, "completed": 0, "failed": 0, "cancelled": 0, "timed_out": 0}
         self.scheduler = Scheduler(self)
         self.pool = WorkerPool(self)
@@ -240,7 +242,7 @@ class Executor:
         t0 = now()
         rec.started_at = rec.started_at or t0
         if req.tool is None:
-            rec.session_id = req.session_id or _session_for(rec)
+            rec.session_id = req.session_id or (_session_for(rec) if req.resumable else f"{rec.batch}-{rec.id}")
         self.store.put(rec)
         self.store.log(rec, f"attempt {rec.attempts} started" + (f" in session {rec.session_id}" if rec.session_id else ""))
         self._touch()
@@ -367,7 +369,20 @@ class Executor:
         self.store.log(rec, f"{status.value}" + (f": {message}" if message else ""),
                        "info" if status is ExecStatus.COMPLETED else "error")
         self._jobs.pop(rec.id, None)
+        for waiter in self._waiters.pop(rec.id, ()):
+            if not waiter.done():
+                waiter.set_result(rec)
         self._touch()
+
+    def completion(self, execution_id: str) -> asyncio.Future[ExecutionRecord]:
+        """On the scheduler loop: a future resolved with the record when the execution ends."""
+        fut: asyncio.Future[ExecutionRecord] = asyncio.get_running_loop().create_future()
+        rec = self.records.get(execution_id)
+        if rec is not None and rec.status.is_terminal and execution_id not in self._jobs:
+            fut.set_result(rec)
+        else:
+            self._waiters.setdefault(execution_id, []).append(fut)
+        return fut
 
     def call_done(self, state: BatchState) -> None:
         """End ``state`` now if nothing of it is left to run (a resumed batch with all items finished)."""
