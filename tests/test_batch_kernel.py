@@ -163,6 +163,22 @@ def test_python_api_await_and_frames(kernel):
     assert "['echo: a', 'echo: b', 'echo: c', 'echo: d'] 4" in out
 
 
+def test_plan_shows_a_live_dag_then_a_static_bundle(kernel):
+    res = run(kernel, "from agio_notebook.scheduling import Plan, PlanExecutor\n"
+                      "plan = Plan(name='kplan').add('a', 'A').add('b', 'B').add('c', 'C {a} {b}', depends_on=['a', 'b'])\n"
+                      "ph = PlanExecutor(slowpoke).execute_plan(plan)\nph")
+    opened = [m for m in of_type(res["messages"], "comm_open")
+              if "agio-plan" in json.dumps(m["content"]["data"].get("state", {}))]
+    assert opened and "<svg" in opened[0]["content"]["data"]["state"]["value"]
+    msgs = res["messages"] + kernel.drain(60, stop=lambda m: m["msg_type"] == "update_display_data"
+                                          and "application/vnd.agio.plan+json" in m["content"]["data"])
+    data = of_type(msgs, "update_display_data")[-1]["content"]["data"]
+    assert data["application/vnd.agio.plan+json"]["status"] == "completed"
+    html = data["text/html"]
+    assert html.count(">completed</text>") == 3 and "<svg" in html and "<title>c</title>" in html
+    assert html.count('class="edge"') == 2  # a -> c, b -> c
+
+
 def test_resume_after_sigkill_runs_nothing_twice(tmp_path):
     install_kernelspec(tmp_path / "jupyter")
     env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "AGIO_MODEL": ""}

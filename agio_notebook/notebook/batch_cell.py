@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..scheduling import BatchHandle
+from ..scheduling import BatchHandle, PlanHandle
+from . import plan_view
 from .batch_monitor import display_handle
 
 _LINE = re.compile(r"^((?:[A-Za-z_]\w*\s*=\s*)?)(get_ipython\(\)\.run_line_magic\('agio', 'batch\b(?:(?!--background).)*'\))\s*$")
@@ -24,8 +25,9 @@ def await_batch_lines(lines: list[str]) -> list[str]:
 
 
 def install(shell: Any) -> None:
-    """Register the transformer and the handle's display (its live monitor, then its summary)."""
+    """Register the transformer and how handles display (live monitor or DAG, then a static bundle)."""
     if await_batch_lines not in shell.input_transformers_post:
         shell.input_transformers_post.append(await_batch_lines)
     formatter = shell.display_formatter.ipython_display_formatter
     formatter.for_type(BatchHandle, lambda handle: display_handle(handle, shell))
+    formatter.for_type(PlanHandle, lambda handle: plan_view.show(handle, shell))
