@@ -21,6 +21,14 @@ if [ "$want_browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium >/dev/null
 fi
 
+if ! command -v dot >/dev/null; then
+  echo "== installing graphviz (Debian package) for plan DAG layouts"
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq graphviz >/dev/null
+fi
+
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
@@ -28,9 +36,9 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/pip install -q --upgrade pip
 fi
 
-echo "== installing agio-notebook (editable) with test extras"
+echo "== installing agio-notebook (editable) with test and ray extras"
 # (pip's notes about missing local package mirrors are noise here)
-.venv/bin/pip install -q -e '.[test]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+.venv/bin/pip install -q -e '.[test,ray]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
 
 if [ -x scripts/build_labextension.sh ]; then
   echo "== building the JupyterLab extension"

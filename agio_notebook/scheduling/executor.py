@@ -111,12 +111,17 @@ class _Job:
 class _Catcher(AgentHook):
     """Keeps what the runner's lifecycle swallows: the failure itself (retryable or not) and the run id."""
 
-    def __init__(self) -> None:
+    def __init__(self, record: ExecutionRecord) -> None:
+        self.record = record
         self.error: BaseException | None = None
         self.run_id: str | None = None
 
+    def started(self, run_id: str) -> None:
+        """The run exists (and is stored): the record points at it from now on."""
+        self.run_id = self.record.run_id = run_id
+
     async def on_run_start(self, run: Any) -> None:
-        self.run_id = run.id
+        self.started(run.id)
 
     async def on_error(self, run: Any, error: BaseException) -> None:
         self.error = error
@@ -246,7 +251,7 @@ class Executor:
         self.store.put(rec)
         self.store.log(rec, f"attempt {rec.attempts} started" + (f" in session {rec.session_id}" if rec.session_id else ""))
         self._touch()
-        catcher = _Catcher()
+        catcher = _Catcher(rec)
         error: BaseException | None = None
         status, result, message = ExecStatus.FAILED, None, None
         tokens = (0, 0, 0)
@@ -316,15 +321,24 @@ class Executor:
                          budget: int | None) -> tuple[ExecStatus, str | None, str | None]:
         agent = req.agent
         assert agent is not None
-        if req.rate_limit is not None:
-            endpoint = req.rate_limit.endpoint or agent.model_name
-            agent = agent.with_model(LimitedModel(agent.model, limiter_for(req.rate_limit, endpoint)))  # type: ignore[arg-type]
         config = agent.config or ExecutionConfig()
         if budget is not None:
             config = dataclasses.replace(config, max_tokens=budget)
+        limiter = None
+        if req.rate_limit is not None:
+            limiter = limiter_for(req.rate_limit, req.rate_limit.endpoint or agent.model_name)
         if self.backend is not None:
-            run = await self.backend.run(self, agent, config, rec, catcher)
+            # the limiter lives in this process: on a remote worker it gates whole runs, not each call
+            reserved = await limiter.acquire() if limiter is not None else 0.0
+            try:
+                run = await self.backend.run(self, agent, config, rec, catcher)
+            finally:
+                if limiter is not None:
+                    stored = self.repository.get_run(catcher.run_id) if catcher.run_id else None
+                    limiter.spend(stored.metrics.total_tokens if stored else 0, reserved)
         else:
+            if limiter is not None:
+                agent = agent.with_model(LimitedModel(agent.model, limiter))  # type: ignore[arg-type]
             runner = StepRunner(agent, hooks=[catcher], config=config, repository=self.repository)
             run = (await runner.run(rec.session_id, req.query)).run
         if run.status is RunStatus.COMPLETED:
