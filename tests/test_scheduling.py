@@ -311,3 +311,19 @@ def test_execution_config_max_tokens_ends_a_plain_run_with_budget_exceeded(repo)
     assert unlimited.status is RunStatus.COMPLETED and unlimited.metrics.total_tokens > 45
     with pytest.raises(ValueError, match="max_tokens"):
         ExecutionConfig(max_tokens=0)
+
+
+def test_run_jobs_continues_given_sessions_and_forks(repo, ex):
+    probe = Probe()
+    agent = slow_agent(probe, 0.0)
+    first = agio.StepRunner(agent, repository=repo).run_sync(None, "hello")
+    fork = agio.fork_session(first.session_id, 2, repo)
+    h = agio.scheduling.run_jobs([(agent, first.session_id, "again"), (agent, fork, "in the fork"),
+                                  (agent, None, "fresh")], executor=ex).wait(60)
+    res = h.results()
+    assert list(res["status"]) == ["completed"] * 3
+    assert list(res["session_id"][:2]) == [first.session_id, fork]
+    assert [s.role.value for s in repo.get_steps(first.session_id)] == ["user", "assistant"] * 2
+    assert res["session_id"][2] not in (first.session_id, fork)
+    with pytest.raises(SchedulingError, match="empty"):
+        agio.scheduling.run_jobs([], executor=ex)

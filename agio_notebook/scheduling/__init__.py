@@ -6,7 +6,7 @@ Seed names: :class:`Executor` (``execute_tool``, ``execute_tool_async``, ``get_e
 :class:`WorkerPool` (``submit_work``, ``get_work_status``, ``get_pool_status``).
 """
 
-from .batch import BatchHandle, batch, resume_batch
+from .batch import BatchHandle, batch, resume_batch, run_jobs
 from .errors import SchedulingError
 from .executor import ExecutionRequest, Executor, Scheduler, WorkerPool, default_executor
 from .frames import executions
@@ -17,5 +17,5 @@ from .records import EXEC_STATUSES, ExecStatus, ExecutionRecord, ExecutionStore
 __all__ = [
     "BatchHandle", "EXEC_STATUSES", "ExecStatus", "ExecutionRecord", "ExecutionRequest", "ExecutionStore", "Executor",
     "Plan", "PlanExecutor", "PlanHandle", "RateLimit", "Scheduler", "Task", "execute_plan", "SchedulingError", "WorkerPool", "batch", "default_executor", "executions",
-    "resume_batch",
+    "resume_batch", "run_jobs",
 ]

@@ -314,6 +314,35 @@ def _find_agent(agent_name: str | None) -> Agent | None:
     return named[-1] if named else None
 
 
+def run_jobs(jobs: Sequence[tuple[Agent, str | None, str]], *, name: str | None = None, concurrency: int = 8,
+             priority: int = 0, timeout: float | None = None, retries: int = 0, retry_delay: float = 1.0,
+             max_tokens: int | None = None, executor: Executor | None = None,
+             repository: Repository | None = None) -> BatchHandle:
+    """Run ``(agent, session_id_or_None, query)`` jobs, each an execution, and return a batch handle.
+
+    For tools built on the executor (sweeps across models and prompts): a job may continue an
+    existing session or a fork of one (``session_id``), or start a new session (``None``). Results
+    come back with ``handle.results()`` (columns ``agent``, ``session``, ``query``). Such a batch is
+    not resumable by name: its sessions are the caller's.
+    """
+    if not jobs:
+        raise SchedulingError("the job list is empty: nothing to run")
+    for i, job in enumerate(jobs):
+        if len(job) != 3 or not isinstance(job[0], Agent) or not isinstance(job[2], str):
+            raise SchedulingError(f"jobs[{i}] must be (Agent, session id or None, query string)")
+    executor = executor or default_executor(repository)
+    name = name or f"jobs-{new_id()[:8]}"
+    state = executor.batch_state(name, concurrency=concurrency)
+    columns = ["agent", "session", "query"]
+    requests: list[tuple[ExecutionRequest, ExecutionRecord | None]] = [
+        (ExecutionRequest(agent=agent, query=query, batch=name, index=i, session_id=session,
+                          inputs={"agent": agent.name, "session": session, "query": query}, priority=priority,
+                          timeout=timeout, retries=retries, retry_delay=retry_delay, max_tokens=max_tokens), None)
+        for i, (agent, session, query) in enumerate(jobs)]
+    executor.submit_many(requests)
+    return BatchHandle(name, executor, state, columns)
+
+
 def wait_all(handles: Sequence[BatchHandle], timeout: float | None = None) -> None:
     deadline = None if timeout is None else time.monotonic() + timeout
     for h in handles:

@@ -11,6 +11,7 @@ views of it (:attr:`Executor.scheduler`, :attr:`Executor.pool`) that keep the se
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import dataclasses
 import json
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ..agent import Agent
-from ..core import ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus, ToolCall, new_id, now
+from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus, ToolCall, new_id, now
 from ..execution import AgentHook, StepRunner
 from ..execution.tool_executor import ToolExecutor
 from ..storage import Repository, open_repository
@@ -34,15 +35,22 @@ from .records import ExecStatus, ExecutionRecord, ExecutionStore
 SINGLE = "single"  # the batch of requests submitted on their own
 
 
-def cost_of(model_name: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """The dollar cost of a call when the pricing table knows the model; None = unknown."""
+def _pricing() -> Callable[..., float | None] | None:
     try:
         from ..models.pricing import cost_of as price  # type: ignore[import-not-found]
     except ImportError:
         return None
-    if not model_name:
+    return price
+
+
+_PRICE = _pricing()
+
+
+def cost_of(model_name: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """The dollar cost of a call when the pricing table knows the model; None = unknown."""
+    if _PRICE is None or not model_name:
         return None
-    return price(model_name, prompt_tokens, completion_tokens)
+    return _PRICE(model_name, prompt_tokens, completion_tokens)
 
 
 @dataclass
@@ -256,6 +264,7 @@ class Executor:
         status, result, message = ExecStatus.FAILED, None, None
         tokens = (0, 0, 0)
         run_ids: list[str] = []
+        run = None
         try:
             budget = _budget(req.max_tokens, state)
             if budget is not None and budget <= 0:
@@ -264,8 +273,7 @@ class Executor:
                 if req.tool is not None:
                     status, result, message = await self._run_tool(req)
                 else:
-                    outcome = await self._run_agent(req, rec, catcher, budget)
-                    status, result, message = outcome
+                    status, result, message, run = await self._run_agent(req, rec, catcher, budget)
             error = catcher.error
         except _BudgetSpent as exc:
             status, message = ExecStatus.CANCELLED, str(exc)
@@ -285,7 +293,8 @@ class Executor:
         t1 = now()
         if run_ids:
             rec.run_id = run_ids[-1]
-            run = self.repository.get_run(rec.run_id)
+            if run is None or run.id != rec.run_id:  # timed out or cancelled: the stored version
+                run = self.repository.get_run(rec.run_id)
             if run is not None:
                 m = run.metrics
                 tokens = (m.prompt_tokens or 0, m.completion_tokens or 0, m.total_tokens or 0)
@@ -318,7 +327,7 @@ class Executor:
         self._maybe_done(state)
 
     async def _run_agent(self, req: ExecutionRequest, rec: ExecutionRecord, catcher: _Catcher,
-                         budget: int | None) -> tuple[ExecStatus, str | None, str | None]:
+                         budget: int | None) -> tuple[ExecStatus, str | None, str | None, AgentRun]:
         agent = req.agent
         assert agent is not None
         config = agent.config or ExecutionConfig()
@@ -342,10 +351,10 @@ class Executor:
             runner = StepRunner(agent, hooks=[catcher], config=config, repository=self.repository)
             run = (await runner.run(rec.session_id, req.query)).run
         if run.status is RunStatus.COMPLETED:
-            return ExecStatus.COMPLETED, run.final_text, None
+            return ExecStatus.COMPLETED, run.final_text, None, run
         if run.status is RunStatus.CANCELLED:
-            return ExecStatus.CANCELLED, run.final_text, run.error
-        return ExecStatus.FAILED, run.final_text, run.error or run.status.value
+            return ExecStatus.CANCELLED, run.final_text, run.error, run
+        return ExecStatus.FAILED, run.final_text, run.error or run.status.value, run
 
     async def _run_tool(self, req: ExecutionRequest) -> tuple[ExecStatus, str | None, str | None]:
         assert req.tool is not None
@@ -473,7 +482,10 @@ class Executor:
         while self._dirty:
             self._dirty = False
             await asyncio.sleep(self.flush_interval)
-            await asyncio.get_running_loop().run_in_executor(None, self.store.flush)
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.store.flush)
+            except RuntimeError:  # the interpreter is exiting: its thread pool is gone
+                self.store.flush()
 
     # -- the seed's calls ---------------------------------------------------------------------------
     def execute_tool_async(self, tool: Tool | Callable[..., Any], arguments: dict[str, Any] | None = None,
@@ -638,6 +650,16 @@ class WorkerPool:
 
 
 _executors: dict[Any, Executor] = {}
+
+
+@atexit.register
+def _flush_all() -> None:
+    """Records still buffered when the process exits are written (a SIGKILL is what resume is for)."""
+    for ex in list(_executors.values()):
+        try:
+            ex.store.flush()
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
 
 
 def default_executor(repository: Repository | None = None) -> Executor:
