@@ -386,8 +386,9 @@ class Executor:
         self._totals[status.value] = self._totals.get(status.value, 0) + 1
         if duration_ms is not None and status is ExecStatus.COMPLETED:
             state.latencies_ms.append(duration_ms)
-        if status is not ExecStatus.COMPLETED and message:
-            state.errors.append((rec.index, message))
+        user_cancel = status is ExecStatus.CANCELLED and (job.cancel_requested or state.cancelled)
+        if status is not ExecStatus.COMPLETED and message and not user_cancel:
+            state.errors.append((rec.index, message))  # failures, time-outs, budget cancellations
         self.store.put(rec)
         self.store.log(rec, f"{status.value}" + (f": {message}" if message else ""),
                        "info" if status is ExecStatus.COMPLETED else "error")
