@@ -140,6 +140,22 @@ def test_cancel_button_works_for_a_background_batch(kernel):
     assert err["ename"] == "InvalidOperationError" and "already finished" in err["evalue"]
 
 
+def test_kernel_interrupt_cancels_a_foreground_batch(kernel):
+    msg_id = kernel.kc.execute("hi = %agio batch questions --agent slowpoke --name fg-interrupt --concurrency 2")
+    kernel.drain(60, stop=lambda m: m["msg_type"] == "comm_open"
+                 and m["content"]["data"].get("state", {}).get("description") == "Cancel")
+    kernel.km.interrupt_kernel()
+    rest = kernel.drain(60, stop=lambda m: m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
+                        and m["parent_header"].get("msg_id") == msg_id)
+    assert rest and rest[-1]["msg_type"] == "status", "the cell did not end after the interrupt"
+    summary = summary_of(rest)[MIME]
+    assert summary["status"] == "cancelled" and summary["completed"] < 40
+    while kernel.kc.get_shell_msg(timeout=10)["parent_header"].get("msg_id") != msg_id:
+        pass
+    m = kernel.value("agio.executions(batch='fg-interrupt').status.value_counts().to_dict()")
+    assert m.get("cancelled", 0) > 0 and m.get("running", 0) == 0 and m.get("queued", 0) == 0
+
+
 def test_errors_are_escaped_and_bad_input_is_one_line(kernel):
     res = kernel.execute("%agio batch few --agent breaker --name esc")
     data = summary_of(res["messages"])

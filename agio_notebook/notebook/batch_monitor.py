@@ -19,6 +19,7 @@ import ipywidgets as widgets
 
 from ..core import InvalidOperationError, new_id
 from ..scheduling import BatchHandle
+from .transcript import _mask_secrets
 from .worker import capture_parent, restore_parent, submit
 
 MIME_TYPE = "application/vnd.agio.batch+json"
@@ -116,7 +117,7 @@ def summary_text(d: dict[str, Any]) -> str:
 
 
 def summary_bundle(handle: BatchHandle) -> dict[str, Any]:
-    d = summary_data(handle)
+    d = _mask_secrets(summary_data(handle))  # errors come from providers, which echo keys
     return {MIME_TYPE: d, "text/html": summary_html(d), "text/plain": summary_text(d)}
 
 

@@ -101,7 +101,7 @@ class BatchHandle:
     async def _wait_async(self) -> BatchHandle:
         try:
             await asyncio.shield(asyncio.wrap_future(self.state.done))
-        except asyncio.CancelledError:  # the awaiting cell was interrupted: the batch stops too
+        except (asyncio.CancelledError, KeyboardInterrupt):  # the awaiting cell was interrupted: so is the batch
             self._cancel_quietly()
             raise
         return self
