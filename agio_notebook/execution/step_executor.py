@@ -81,7 +81,7 @@ class StepExecutor:
         budget = self.config.max_tokens
         if budget is None:
             return None
-        used = rec.run.metrics.total_tokens
+        used = rec.run.metrics.total_tokens or 0
         calls = [s.metrics for s in rec.steps if s.role is StepRole.ASSISTANT][-2:]
         prompts = [m.prompt_tokens or 0 for m in calls]
         estimate = 0
