@@ -142,9 +142,11 @@ def test_cancel_button_works_for_a_background_batch(kernel):
 
 def test_kernel_interrupt_cancels_a_foreground_batch(kernel):
     msg_id = kernel.kc.execute("hi = %agio batch questions --agent slowpoke --name fg-interrupt --concurrency 2")
-    kernel.drain(60, stop=lambda m: m["msg_type"] == "comm_open"
-                 and m["content"]["data"].get("state", {}).get("description") == "Cancel")
-    kernel.km.interrupt_kernel()
+    msgs = kernel.drain(60, stop=lambda m: m["msg_type"] == "comm_open"
+                        and m["content"]["data"].get("state", {}).get("_model_name") == "IntProgressModel")
+    [progress] = widget_ids(msgs, _model_name="IntProgressModel")
+    kernel.drain(60, stop=lambda m: progress_values([m], progress) and progress_values([m], progress)[-1] >= 2)
+    kernel.km.interrupt_kernel()  # the cell is awaiting its batch by now
     rest = kernel.drain(60, stop=lambda m: m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
                         and m["parent_header"].get("msg_id") == msg_id)
     assert rest and rest[-1]["msg_type"] == "status", "the cell did not end after the interrupt"

@@ -99,8 +99,11 @@ class BatchHandle:
         return self._wait_async().__await__()
 
     async def _wait_async(self) -> BatchHandle:
+        # Wake every 0.1 s rather than sleeping until the batch ends: ipykernel 7 delivers a kernel
+        # interrupt to an awaiting cell with a callback that only runs when the cell's loop wakes up.
         try:
-            await asyncio.shield(asyncio.wrap_future(self.state.done))
+            while not self.state.done.done():
+                await asyncio.sleep(0.1)
         except (asyncio.CancelledError, KeyboardInterrupt):  # the awaiting cell was interrupted: so is the batch
             self._cancel_quietly()
             raise

@@ -176,7 +176,13 @@ class PlanHandle:
 
     def __await__(self) -> Generator[Any, None, PlanHandle]:
         async def wait() -> PlanHandle:
-            await asyncio.shield(asyncio.wrap_future(self._future))
+            try:
+                while not self._future.done():  # wakes often, so a kernel interrupt is heard (see BatchHandle)
+                    await asyncio.sleep(0.1)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                if not self.done:
+                    self.cancel()
+                raise
             return self
         return wait().__await__()
 
