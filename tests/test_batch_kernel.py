@@ -205,7 +205,7 @@ def test_resume_after_sigkill_runs_nothing_twice(tmp_path):
         k.execute(SETUP)
         k.execute("h = agio.batch(slowpoke, questions, name='killed', concurrency=4)")
         repo_path = tmp_path / "store"
-        store = ExecutionStore(repo_path)
+        store = ExecutionStore(TinyDBRepository(repo_path))
 
         def completed():
             return {r.index for r in store.records("killed") if r.status is ExecStatus.COMPLETED}
@@ -238,6 +238,6 @@ def test_resume_after_sigkill_runs_nothing_twice(tmp_path):
         item = run.session_id.split("-")[1]  # killed-00012[-a2]
         per_item[item] = per_item.get(item, 0) + 1
     assert len(per_item) == 40 and set(per_item.values()) == {1}, per_item  # no item completed twice
-    records = {r.index: r for r in ExecutionStore(repo_path).records("killed")}
+    records = {r.index: r for r in ExecutionStore(TinyDBRepository(repo_path)).records("killed")}
     for i in before:
         assert records[i].run_id in {r.id for r in done_runs}  # completed before the kill: not run again

@@ -70,7 +70,7 @@ def test_records_are_stored_and_listed_with_filters(repo, ex):
     t0 = time.time()
     batch(slow_agent(probe, 0.0, name="alpha"), ["x", "y"], name="b1", executor=ex).wait(60)
     batch(slow_agent(probe, 0.0, name="beta", fail_first=1, retryable=False), ["z"], name="b2", executor=ex).wait(60)
-    fresh = ExecutionStore(repo.root)  # what another kernel reads from disk
+    fresh = ExecutionStore(TinyDBRepository(repo.root))  # what another kernel reads from disk
     stored = {r.index: r for r in fresh.records("b1")}
     assert {r.status for r in stored.values()} == {ExecStatus.COMPLETED}
     assert stored[0].request["query"] == "x" and stored[0].run_id and stored[0].session_id
@@ -337,3 +337,19 @@ def test_run_jobs_continues_given_sessions_and_forks(repo, ex):
     assert res["session_id"][2] not in (first.session_id, fork)
     with pytest.raises(SchedulingError, match="empty"):
         agio.scheduling.run_jobs([], executor=ex)
+
+
+def test_records_live_in_the_repositorys_own_journals_on_sqlite_too(tmp_path):
+    from agio_notebook.storage import open_repository
+
+    repo = open_repository(f"sqlite:///{tmp_path / 'store.db'}")
+    probe = Probe()
+    ex = Executor(repo)
+    h = batch(slow_agent(probe, 0.0), ["s1", "s2"], name="on-sqlite", executor=ex).wait(60)
+    assert h.metrics()["completed"] == 2
+    fresh = ExecutionStore(repo)
+    assert {r.status for r in fresh.records("on-sqlite")} == {ExecStatus.COMPLETED}
+    assert "on-sqlite" in fresh.batch_names()
+    assert repo.get_run(h.records()[0].run_id).status is RunStatus.COMPLETED
+    again = resume_batch("on-sqlite", slow_agent(probe, 0.0), executor=Executor(repo)).wait(60)
+    assert again.metrics()["completed"] == 2 and sum(probe.calls.values()) == 2  # nothing ran twice

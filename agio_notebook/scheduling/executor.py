@@ -147,8 +147,7 @@ class Executor:
         if max_concurrency < 1:
             raise SchedulingError(f"max_concurrency must be at least 1, got {max_concurrency}")
         self.repository = repository if repository is not None else open_repository()
-        self.store = ExecutionStore(getattr(self.repository, "root", None),
-                                    getattr(self.repository, "lock_timeout", 10.0))
+        self.store = ExecutionStore(self.repository)
         self.max_concurrency = max_concurrency
         self.backend = backend
         self.flush_interval = flush_interval

@@ -4,22 +4,20 @@ Layout beside the sessions of a store (each file a TinyDB-readable journal, see 
 
     <root>/executions/<batch>.jsonl   tables: batch (one doc), executions, execution_logs
 
-One file per batch keeps every append small. Record changes are group-committed (one fsync per
+One journal per batch keeps every append small (the repository's named journals: a file of the
+TinyDB store, rows of a SQL store). Record changes are group-committed (one fsync per
 flush, not per change): a record that lags behind its run on disk is reconciled from the run
 itself on resume, so no completed run is ever run twice.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from pathlib import Path
 from typing import Any, Iterator
 
 from ..core import new_id, now
-from ..storage.journal import Journal
 from ..storage.layout import session_file_name
 
 Doc = dict[str, Any]
@@ -95,25 +93,31 @@ KEYS = {
 
 
 class ExecutionStore:
-    """The records of one store directory; buffered writes, flushed as one commit per batch file."""
+    """The records kept beside a repository's sessions, in its named journals ``executions/<batch>``
+    (a file of the TinyDB store, rows of a SQL store); buffered writes, one commit per batch and flush.
 
-    def __init__(self, root: str | os.PathLike[str] | None, lock_timeout: float = 10.0):
-        # root=None: records kept in memory only (a repository without files, e.g. in tests)
-        self.dir = Path(root) / "executions" if root is not None else None
-        self.lock_timeout = lock_timeout
-        self._journals: dict[str, Journal] = {}
+    A repository without named journals (the in-memory one) keeps the records in memory.
+    """
+
+    def __init__(self, repository: Any):
+        self.repository = repository
+        self.persistent = callable(getattr(repository, "journal", None))
+        self._journals: dict[str, Any] = {}
         self._pending: dict[str, list[tuple[str, Doc]]] = {}
         self._log_n: dict[str, int] = {}
         self._lock = threading.RLock()
         self._flushing = threading.RLock()
         self._memory: dict[str, dict[str, dict[str, Doc]]] = {}
 
-    def _journal(self, batch: str) -> Journal:
-        assert self.dir is not None
+    @staticmethod
+    def journal_name(batch: str) -> str:
+        """``executions/<batch>`` with the batch name made safe for a file name (hashed when it is not)."""
+        return "executions/" + session_file_name(batch)[: -len(".jsonl")]
+
+    def _journal(self, batch: str) -> Any:
         j = self._journals.get(batch)
         if j is None:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            j = self._journals[batch] = Journal(self.dir / session_file_name(batch), KEYS, self.lock_timeout)
+            j = self._journals[batch] = self.repository.journal(self.journal_name(batch), KEYS)
         return j
 
     # -- writes ------------------------------------------------------------------------------------
@@ -131,80 +135,66 @@ class ExecutionStore:
                 "attempt": record.attempts, "message": message}))
 
     def put_batch(self, doc: Doc) -> None:
-        """Write a batch's own document now (creating a batch must fail loudly if the store is locked)."""
-        if self.dir is None:
-            self._memory.setdefault(doc["id"], {}).setdefault("batch", {})[doc["id"]] = doc
-            return
+        """Write a batch's (or plan's) own document now: creating one fails loudly if the store is locked."""
         with self._flushing, self._lock:
-            self._journal(doc["id"]).append([("batch", doc)])
+            self._write(doc["id"], [("batch", doc)])
+
+    def _write(self, batch: str, records: list[tuple[str, Doc]]) -> None:
+        if not self.persistent:
+            tables = self._memory.setdefault(batch, {})
+            for table, doc in records:
+                tables.setdefault(table, {})[KEYS[table](doc)] = doc
+            return
+        self._journal(batch).append(records)
 
     def flush(self) -> None:
-        """Make every queued change durable: one append and one fsync per batch file."""
+        """Make every queued change durable: one append (one fsync) per batch."""
         with self._flushing:  # writers wait for each other, not for put()
             with self._lock:
                 pending, self._pending = self._pending, {}
             for batch, records in pending.items():
-                if self.dir is None:
-                    tables = self._memory.setdefault(batch, {})
-                    for table, doc in records:
-                        tables.setdefault(table, {})[KEYS[table](doc)] = doc
-                    continue
-                with self._lock:
-                    journal = self._journal(batch)
-                journal.append(records)
+                self._write(batch, records)
 
     # -- reads -------------------------------------------------------------------------------------
-    def _read(self, batch: str) -> Any:
-        """Something with ``.tables`` for ``batch``, or None."""
-        if self.dir is None:
-            tables = self._memory.get(batch)
-            return None if tables is None else _Tables(tables)
-        if not (self.dir / session_file_name(batch)).exists():
+    def _tables(self, batch: str) -> dict[str, dict[str, Doc]] | None:
+        if not self.persistent:
+            return self._memory.get(batch)
+        if batch not in self._journals and self.journal_name(batch) not in self.repository.journal_names(
+                self.journal_name(batch)):
             return None
         j = self._journal(batch)
         j.refresh()
-        return j
+        return j.tables
 
     def get_batch(self, batch: str) -> Doc | None:
         with self._flushing, self._lock:
-            j = self._read(batch)
-            return None if j is None else j.tables.get("batch", {}).get(batch)
+            tables = self._tables(batch)
+            return None if tables is None else tables.get("batch", {}).get(batch)
 
     def records(self, batch: str) -> list[ExecutionRecord]:
         with self._flushing, self._lock:
-            j = self._read(batch)
-            docs = [] if j is None else list(j.tables.get("executions", {}).values())
+            tables = self._tables(batch)
+            docs = [] if tables is None else list(tables.get("executions", {}).values())
         return [ExecutionRecord.from_dict(d) for d in docs]
 
     def logs(self, batch: str) -> list[Doc]:
         with self._flushing, self._lock:
-            j = self._read(batch)
-            return [] if j is None else list(j.tables.get("execution_logs", {}).values())
+            tables = self._tables(batch)
+            return [] if tables is None else list(tables.get("execution_logs", {}).values())
 
     def batch_names(self) -> list[str]:
-        if self.dir is None:
+        """Every batch (and plan) with records here, by its own name."""
+        if not self.persistent:
             return list(self._memory)
-        if not self.dir.exists():
-            return []
         with self._flushing, self._lock:
-            names = []
-            for name in sorted(os.listdir(self.dir)):
-                if name.endswith(".jsonl"):
-                    j = self._journal_for_file(name)
-                    names += list(j.tables.get("batch", {}))
+            names: list[str] = []
+            for journal_name in self.repository.journal_names("executions/"):
+                j = self.repository.journal(journal_name, KEYS)
+                batch_docs = j.tables.get("batch", {})
+                names += list(batch_docs)
+                for name in batch_docs:
+                    self._journals.setdefault(name, j)
             return names
-
-    def _journal_for_file(self, file_name: str) -> Journal:
-        for j in self._journals.values():
-            if j.path.name == file_name:
-                j.refresh()
-                return j
-        j = Journal(self.dir / file_name, KEYS, self.lock_timeout)
-        j.refresh()
-        batch = next(iter(j.tables.get("batch", {})), None)
-        if batch is not None:
-            self._journals[batch] = j
-        return j
 
     def iter_records(self) -> Iterator[ExecutionRecord]:
         for batch in self.batch_names():
@@ -216,8 +206,3 @@ class ExecutionStore:
             for j in self._journals.values():
                 j.close()
             self._journals.clear()
-
-
-@dataclass
-class _Tables:
-    tables: dict[str, dict[str, Doc]]
