@@ -110,6 +110,18 @@ class RayBackend:
     async def run(self, executor: Any, agent: Agent, config: ExecutionConfig, rec: Any, catcher: Any) -> AgentRun:
         ray = _ray()
         repo: Repository = executor.repository
+        # the driver holds the session while it writes the worker's run, as a local run would
+        claim = getattr(repo, "claim_session", None)
+        if claim is not None:
+            claim(rec.session_id, "a run on Ray")
+        try:
+            return await self._stream(ray, repo, rec, catcher, agent, config)
+        finally:
+            if claim is not None:
+                repo.release_session(rec.session_id)
+
+    async def _stream(self, ray: Any, repo: Repository, rec: Any, catcher: Any, agent: Agent,
+                      config: ExecutionConfig) -> AgentRun:
         gen = self.remote().remote(agent, config, rec.session_id, rec.request.get("query", ""))
         run: AgentRun | None = None
         session_known = repo.get_session(rec.session_id) is not None
