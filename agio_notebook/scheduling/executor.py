@@ -348,7 +348,7 @@ class Executor:
             if limiter is not None:
                 agent = agent.with_model(LimitedModel(agent.model, limiter))  # type: ignore[arg-type]
             runner = StepRunner(agent, hooks=[catcher], config=config, repository=self.repository)
-            run = (await runner.run(rec.session_id, req.query)).run
+            run = await _final_run(runner.run_stream(rec.session_id, req.query))
         if run.status is RunStatus.COMPLETED:
             return ExecStatus.COMPLETED, run.final_text, None, run
         if run.status is RunStatus.CANCELLED:
@@ -582,6 +582,16 @@ def figures(records: list[ExecutionRecord], state: BatchState | None, running: i
         "latencies_ms": durations,
         "last_errors": list(state.errors) if state else [(r.index, r.error) for r in finished if r.error][-5:],
     }
+
+
+async def _final_run(stream: Any) -> AgentRun:
+    """The run as its terminal event carries it (``runner.run`` would also read every step back)."""
+    run = None
+    async for event in stream:
+        if event.type.is_terminal:
+            run = AgentRun.from_dict(event.payload["run"])
+    assert run is not None
+    return run
 
 
 class _BudgetSpent(Exception):
