@@ -353,3 +353,23 @@ def test_records_live_in_the_repositorys_own_journals_on_sqlite_too(tmp_path):
     assert repo.get_run(h.records()[0].run_id).status is RunStatus.COMPLETED
     again = resume_batch("on-sqlite", slow_agent(probe, 0.0), executor=Executor(repo)).wait(60)
     assert again.metrics()["completed"] == 2 and sum(probe.calls.values()) == 2  # nothing ran twice
+
+
+def test_cost_is_summed_when_the_pricing_table_knows_the_model(ex, monkeypatch):
+    from agio_notebook.scheduling import executor as executor_module
+
+    seen = []
+
+    def price(model, prompt, completion):
+        seen.append((model, prompt, completion))
+        return 0.5 if model == "slow-model" else None
+
+    monkeypatch.setattr(executor_module, "_PRICE", price)
+    probe = Probe()
+    h = batch(slow_agent(probe, 0.0), ["p", "q"], executor=ex).wait(60)
+    res = h.results()
+    assert list(res["cost"]) == [0.5, 0.5] and h.metrics()["cost"] == 1.0
+    assert seen and all(m == "slow-model" and p > 0 for m, p, _ in seen)
+    monkeypatch.setattr(executor_module, "_PRICE", None)
+    h2 = batch(slow_agent(probe, 0.0), ["r"], executor=ex).wait(60)
+    assert h2.results()["cost"].isna().all() and h2.metrics()["cost"] is None  # unknown, not zero
