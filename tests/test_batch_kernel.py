@@ -241,3 +241,14 @@ def test_resume_after_sigkill_runs_nothing_twice(tmp_path):
     records = {r.index: r for r in ExecutionStore(TinyDBRepository(repo_path)).records("killed")}
     for i in before:
         assert records[i].run_id in {r.id for r in done_runs}  # completed before the kill: not run again
+
+
+def test_display_then_await_from_python_shows_one_monitor_then_its_summary(kernel):
+    res = run(kernel, "h3 = agio.batch(slowpoke, ten, name='py-display', concurrency=2)\ndisplay(h3)\nawait h3", 120)
+    msgs = res["messages"]
+    assert len(widget_ids(msgs, _model_name="IntProgressModel")) == 1
+    assert len(widget_ids(msgs, description="Cancel")) == 1
+    summaries = [m for m in of_type(msgs, "display_data", "update_display_data", "execute_result")
+                 if MIME in m["content"]["data"]]
+    assert len(summaries) == 1 and summaries[0]["msg_type"] == "update_display_data"
+    assert summaries[0]["content"]["data"][MIME]["completed"] == 10
