@@ -13,7 +13,7 @@ import pytest
 import agio_notebook as agio
 from agio_notebook import Agent, ExecutionConfig, FunctionModel, ScriptedModel, frames
 from agio_notebook.core import InvalidOperationError, RunStatus, StoreError
-from agio_notebook.models.scripted import Reply, call
+from agio_notebook.models.scripted import call
 from agio_notebook.scheduling import (ExecStatus, ExecutionRequest, ExecutionStore, Executor, RateLimit,
                                       SchedulingError, batch, resume_batch)
 from agio_notebook.storage import TinyDBRepository
@@ -267,6 +267,8 @@ def test_single_tool_execution_and_seed_calls(ex):
     sid = ex.scheduler.schedule_task(ExecutionRequest(agent=slow_agent(probe, 0.0), query="alone"))
     assert ex.wait_for(sid, 30).result == "echo: alone"
     assert [r.id for r in ex.list_executions(batch="single") if r.id == sid] == [sid]
+    m = ex.metrics()  # the seed's figures over everything this executor ran
+    assert m["total"] == 3 and m["completed"] == 2 and m["failed"] == 1 and m["error_rate"] == pytest.approx(1 / 3)
 
 
 @pytest.mark.parametrize("kwargs,message", [

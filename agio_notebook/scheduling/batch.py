@@ -13,7 +13,6 @@ import hashlib
 import json
 import string
 import sys
-import time
 from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 from ..agent import Agent
@@ -344,9 +343,3 @@ def run_jobs(jobs: Sequence[tuple[Agent, str | None, str]], *, name: str | None 
         for i, (agent, session, query) in enumerate(jobs)]
     executor.submit_many(requests)
     return BatchHandle(name, executor, state, columns)
-
-
-def wait_all(handles: Sequence[BatchHandle], timeout: float | None = None) -> None:
-    deadline = None if timeout is None else time.monotonic() + timeout
-    for h in handles:
-        h.wait(None if deadline is None else max(deadline - time.monotonic(), 0))

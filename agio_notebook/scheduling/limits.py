@@ -57,7 +57,6 @@ class Limiter:
         self._in_flight = 0
         self._seen_calls = 0
         self._seen_tokens = 0
-        self.waited_s = 0.0
 
     def _trim(self, t: float) -> None:
         horizon = t - self.limit.period
@@ -94,11 +93,9 @@ class Limiter:
 
     async def acquire(self) -> float:
         """Wait for room; returns the tokens reserved for this call (give them back with ``spend``)."""
-        start = time.monotonic()
         while (delay := self._delay(time.monotonic())) > 0:
             await asyncio.sleep(min(delay, 1.0) + 0.001)
         self._calls.append(time.monotonic())
-        self.waited_s += time.monotonic() - start
         reserved = self.estimate
         self._reserved += reserved
         self._in_flight += 1

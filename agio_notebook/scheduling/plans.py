@@ -313,7 +313,6 @@ class PlanExecutor:
 
         Must run on the scheduler loop (plans call it there).
         """
-        ex = self.executor
         agent = task.agent or self.agent
         assert agent is not None
         batch = handle.name if handle is not None else "reflections"

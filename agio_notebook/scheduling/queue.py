@@ -8,7 +8,7 @@ priorities, so this queue stays on the driver whichever backend executes.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from typing import Callable, Generic, Hashable, Iterator, TypeVar
+from typing import Callable, Generic, Hashable, TypeVar
 
 T = TypeVar("T")
 
@@ -60,11 +60,6 @@ class FairQueue(Generic[T]):
                 del self._levels[priority]
         self._size -= len(removed)
         return removed
-
-    def __iter__(self) -> Iterator[T]:
-        for priority in sorted(self._levels, reverse=True):
-            for fifo in self._levels[priority].values():
-                yield from fifo
 
     def counts_by_priority(self) -> dict[int, int]:
         return {p: sum(len(f) for f in g.values()) for p, g in self._levels.items()}
