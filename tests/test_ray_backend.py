@@ -96,3 +96,58 @@ def test_an_agent_that_cannot_be_pickled_is_refused(repo):
     with pytest.raises(SchedulingError, match="cannot be pickled for Ray") as info:
         batch(agent, ["x"], backend="ray", repository=repo)
     assert "\n" not in str(info.value)
+
+
+CLUSTER = r"""
+import sys, ray
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+print(ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.readline()  # the test says when to go; ray.shutdown() then stops the cluster this process started
+ray.shutdown()
+"""
+
+DRIVER = r"""
+import asyncio, json, os, sys
+import ray
+from agio_notebook import Agent, ExecutionConfig, FunctionModel
+from agio_notebook.scheduling import batch
+from agio_notebook.storage import TinyDBRepository
+
+async def reply(messages, tools):
+    return f"from {os.getpid()}"
+
+agent = Agent(model=FunctionModel(reply, name="remote"), name="remote", config=ExecutionConfig(enable_retry=False))
+h = batch(agent, ["a", "b"], name="on-cluster", backend="ray", address=sys.argv[1],
+          repository=TinyDBRepository(sys.argv[2])).wait(300)
+print(json.dumps({"gcs": ray.get_runtime_context().gcs_address, "status": list(h.results()["status"]),
+                  "driver": os.getpid(), "texts": list(h.results()["final_text"])}))
+"""
+
+
+def test_a_batch_joins_an_existing_cluster_by_address(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    cluster = subprocess.Popen([sys.executable, "-c", CLUSTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    try:
+        address = cluster.stdout.readline().strip()
+        assert address, "the cluster did not start"
+        # the local cluster enables Ray's token authentication; a driver joining it must use it too
+        env = {**os.environ, "RAY_AUTH_MODE": "token"}
+        out = subprocess.run([sys.executable, "-c", DRIVER, address, str(tmp_path / "store")], capture_output=True,
+                             text=True, timeout=600, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert result["gcs"] == address and result["status"] == ["completed", "completed"]
+        assert all(t.startswith("from ") and int(t.split()[1]) != result["driver"] for t in result["texts"])
+        runs = TinyDBRepository(tmp_path / "store").list_runs()
+        assert len(runs) == 2 and {r.status for r in runs} == {RunStatus.COMPLETED}  # the driver wrote them
+    finally:
+        cluster.stdin.write("\n")
+        cluster.stdin.flush()
+        try:
+            cluster.wait(60)
+        except subprocess.TimeoutExpired:
+            cluster.kill()

@@ -41,6 +41,11 @@ def ensure_ray(address: str | None = None) -> Any:
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
                      configure_logging=False, **({} if address else {"num_cpus": max(os.cpu_count() or 1, 2)}))
+        elif address and address != "auto" and not address.startswith("ray://"):
+            current = ray.get_runtime_context().gcs_address
+            if current != address:
+                raise SchedulingError(f"this process is already connected to Ray at {current}; one process "
+                                      f"joins one cluster, so address={address!r} cannot be used here")
     return ray
 
 
