@@ -277,6 +277,8 @@ def test_single_tool_execution_and_seed_calls(ex):
     ({"inputs": ["x"], "rate_limit": {"rpm": 0}}, "rpm=0"),
     ({"inputs": "abc"}, "list of strings or a DataFrame"),
     ({"inputs": ["x"], "concurrency": 0}, "concurrency must be at least 1"),
+    ({"inputs": ["x"], "address": "127.0.0.1:6379"}, "use it with backend='ray'"),
+    ({"inputs": ["x"], "backend": "dask"}, "unknown backend 'dask'"),
 ])
 def test_bad_input_gets_one_clear_line(ex, kwargs, message):
     probe = Probe()

@@ -193,6 +193,10 @@ def batch(agent: Agent, inputs: Any, *, prompt: str | None = None, name: str | N
         raise SchedulingError(f"retry_delay must be >= 0, got {retry_delay}")
     if batch_max_tokens is not None and batch_max_tokens < 1:
         raise SchedulingError(f"batch_max_tokens must be >= 1, got {batch_max_tokens}")
+    if backend not in (None, "local", "ray"):
+        raise SchedulingError(f"unknown backend {backend!r}; use 'local' or 'ray'")
+    if address is not None and backend != "ray":
+        raise SchedulingError("address= names a Ray cluster: use it with backend='ray'")
     if isinstance(rate_limit, dict):
         rate_limit = RateLimit(**rate_limit)
     rows, queries, columns = _rows(inputs, prompt)
