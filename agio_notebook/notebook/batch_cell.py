@@ -19,7 +19,17 @@ _LINE = re.compile(r"^((?:[A-Za-z_]\w*\s*=\s*)?)(get_ipython\(\)\.run_line_magic
 
 
 def await_batch_lines(lines: list[str]) -> list[str]:
-    """Input transformer: ``[x = ]%agio batch ...`` at the top level becomes ``[x = ]await ...``."""
+    """Input transformer: ``[x = ]%agio batch ...`` at the top level becomes ``[x = ]await ...``.
+
+    Only where top-level ``await`` runs on asyncio (``%autoawait`` on, as in ipykernel); elsewhere
+    the line stays as written and the batch runs in the background.
+    """
+    from IPython import get_ipython
+
+    from .magics import _awaits_on_asyncio
+
+    if not _awaits_on_asyncio(get_ipython()):
+        return lines
     return [(_LINE.sub(r"\1await \2", line.rstrip("\n")) + ("\n" if line.endswith("\n") else ""))
             if _LINE.match(line.rstrip("\n")) else line for line in lines]
 
