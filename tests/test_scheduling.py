@@ -86,29 +86,34 @@ def test_records_are_stored_and_listed_with_filters(repo, ex):
     assert str(frame["status"].dtype) == "category" and str(frame["queued_at"].dtype).startswith("datetime64")
 
 
+def gated_batch(ex: Executor, gate: threading.Event):
+    """A one-item batch that holds the executor's only worker until ``gate`` is set."""
+
+    async def blocked(messages, tools):
+        while not gate.is_set():
+            await asyncio.sleep(0.01)
+        return "unblocked"
+
+    return batch(Agent(model=FunctionModel(blocked), name="blocker"), ["hold"], executor=ex)
+
+
 def test_high_priority_batch_submitted_later_starts_before_queued_low_items(repo):
     ex = Executor(repo, max_concurrency=1)
+    gate = threading.Event()
+    blocker = gated_batch(ex, gate)
     probe = Probe()
-    low = batch(slow_agent(probe, 0.05), [f"low{i}" for i in range(6)], name="low", executor=ex, priority=0)
-    wait_until(lambda: probe.calls["low0"] == 1, what="first low item")
-    high = batch(slow_agent(probe, 0.05), ["high0", "high1"], name="high", executor=ex, priority=10)
-    low.wait(60), high.wait(60)
+    low = batch(slow_agent(probe, 0.01), [f"low{i}" for i in range(6)], name="low", executor=ex, priority=0)
+    high = batch(slow_agent(probe, 0.01), ["high0", "high1"], name="high", executor=ex, priority=10)
+    gate.set()
+    blocker.wait(60), low.wait(60), high.wait(60)
     order = [q for _, q in sorted(probe.starts)]
-    # the low item already running finishes; then both high items run before the queued low ones
-    assert order.index("high1") < order.index("low2"), order
-    assert order[:1] == ["low0"] and set(order[1:3]) == {"high0", "high1"}, order
+    assert order[:2] == ["high0", "high1"] and order[2:] == [f"low{i}" for i in range(6)], order
 
 
 def test_equal_priority_batches_share_workers_round_robin(repo):
     ex = Executor(repo, max_concurrency=1)
     gate = threading.Event()
-
-    async def blocked(messages, tools):
-        while not gate.is_set():  # holds the only worker until both batches are queued
-            await asyncio.sleep(0.01)
-        return "unblocked"
-
-    blocker = batch(Agent(model=FunctionModel(blocked), name="blocker"), ["hold"], name="hold", executor=ex)
+    blocker = gated_batch(ex, gate)  # holds the only worker until both batches are queued
     probe = Probe()
     a = batch(slow_agent(probe, 0.01), [f"a{i}" for i in range(4)], name="fa", executor=ex)
     b = batch(slow_agent(probe, 0.01), [f"b{i}" for i in range(4)], name="fb", executor=ex)
@@ -230,7 +235,7 @@ def test_cancel_one_item_and_the_batch_and_not_a_finished_batch(repo, ex):
 def test_resume_runs_only_unfinished_items(repo):
     ex = Executor(repo)
     probe = Probe()
-    agent = slow_agent(probe, 0.05)
+    agent = slow_agent(probe, 0.2)
     h = batch(agent, [f"r{i}" for i in range(8)], name="resumable", concurrency=2, executor=ex)
     wait_until(lambda: h.metrics()["completed"] >= 3, what="three done")
     h.cancel()
