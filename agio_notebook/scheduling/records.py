@@ -96,7 +96,7 @@ class ExecutionStore:
     """The records kept beside a repository's sessions, in its named journals ``executions/<batch>``
     (a file of the TinyDB store, rows of a SQL store); buffered writes, one commit per batch and flush.
 
-    A repository without named journals (the in-memory one) keeps the records in memory.
+    A repository without named journals keeps the records in this object only.
     """
 
     def __init__(self, repository: Any):
