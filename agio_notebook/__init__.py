@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 
 _FRAMES = ("runs", "steps", "tool_calls", "sessions", "run_metrics")
 _EXPLORE = ("diff", "sweep", "tree")
+_SCHEDULING = ("batch", "resume_batch", "executions", "RateLimit")
 
 
 def __getattr__(name: str) -> Any:
@@ -31,6 +32,10 @@ def __getattr__(name: str) -> Any:
         from . import scoring
 
         return scoring
+    if name in _SCHEDULING:
+        from . import scheduling
+
+        return getattr(scheduling, name)
     raise AttributeError(f"module 'agio_notebook' has no attribute {name!r}")
 
 
@@ -49,5 +54,5 @@ def load_ipython_extension(ipython: Any) -> None:
 __all__ = [
     "Agent", "AgentHook", "AgentRun", "AgentSession", "ExecutionConfig", "FunctionModel", "OpenAIModel", "Reply",
     "RunResult", "RunStatus", "ScriptedModel", "Step", "StepEvent", "StepEventType", "StepRole", "StepRunner",
-    "Tool", "default_model", "fork_session", "tool", *_FRAMES, *_EXPLORE,
+    "Tool", "default_model", "fork_session", "tool", *_FRAMES, *_EXPLORE, *_SCHEDULING,
 ]

@@ -108,7 +108,7 @@ def test_max_tokens_stops_before_the_call_that_would_exceed(repo):
     result = go(runner.run(None, "go"))
     assert result.status is RunStatus.BUDGET_EXCEEDED
     assert result.metrics.model_calls == 2 and result.metrics.total_tokens == 220
-    assert "max_tokens (300) would be exceeded" in result.error
+    assert "token budget max_tokens=300 would be exceeded" in result.error
     assert result.events[-1].type is E.RUN_BUDGET_EXCEEDED
     assert len(model.calls) == 2  # the third call was never made
     assert frames.runs(result.session_id, repository=repo)["status"].iloc[0] == "budget_exceeded"

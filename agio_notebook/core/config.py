@@ -26,10 +26,11 @@ class ExecutionConfig:
     enable_retry        retry failed tool calls (tools that allow it) and retryable model errors.
     max_retries         how many extra attempts ``enable_retry`` allows.
     stream              emit ``step_delta`` events while the model generates.
-    max_cost            spend allowed in one run (currency of the price table, USD); ``None`` = no limit.
-    max_tokens          tokens (prompt + completion) allowed in one run; ``None`` = no limit. Either
-                        budget ends the run with status ``budget_exceeded`` before a model call that
-                        would exceed it.
+    max_cost            spend allowed in one run (USD, priced by ``agio_notebook.models.pricing``);
+                        the run ends with status ``budget_exceeded`` before a model call that would exceed
+                        it (``None`` = no limit).
+    max_tokens          token budget of one run; the run ends with status ``budget_exceeded`` before a
+                        model call that would exceed it (``None`` = no budget).
     session_wait        seconds a run waits for another run (any process) to release its session;
                         0 fails at once with a line naming the holder, ``None`` waits as long as it takes.
     model_settings      request settings for every model call of the run (``temperature``, ``max_tokens``,
@@ -61,7 +62,7 @@ class ExecutionConfig:
         if self.max_cost is not None and self.max_cost < 0:
             raise ValueError(f"max_cost must be >= 0, got {self.max_cost}")
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+            raise ValueError(f"max_tokens must be >= 1 (or None), got {self.max_tokens}")
         for name in ("timeout_per_step", "first_token_timeout", "idle_timeout"):
             value = getattr(self, name)
             if value is not None and not value > 0:

@@ -1,10 +1,11 @@
-"""Budgets: end a run *before* a model call that would exceed ``max_cost`` or ``max_tokens``.
+"""The cost budget: end a run *before* a model call that would exceed ``ExecutionConfig.max_cost``.
 
-The next call's prompt is estimated from what is known: the previous call's prompt and completion
-(the new prompt contains both) plus about 4 characters per token of what was added since. Only the
-prompt is estimated (a completion's length is not known in advance), so a run stops at the first
-call whose prompt alone would break the budget, and its spend never passes the budget by more
-than one completion.
+(``max_tokens`` is checked beside it by the executor, ``StepExecutor._over_budget``.) The next call's
+prompt is estimated from what is known: the previous call's prompt and completion (the new prompt
+contains both) plus about 4 characters per token of what was added since, and priced by
+``agio_notebook.models.pricing``. Only the prompt is estimated (a completion's length is not known in
+advance), so a run stops at the first call whose prompt alone would break the budget, and its spend
+never passes the budget by more than one completion.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Budget:
 
     @property
     def active(self) -> bool:
-        return self.config.max_cost is not None or self.config.max_tokens is not None
+        return self.config.max_cost is not None
 
     def called(self, messages: list[dict[str, Any]], prompt_tokens: int | None, completion_tokens: int | None) -> None:
         """A model call happened with ``messages`` and used these tokens."""
@@ -53,10 +54,6 @@ class Budget:
         if not self.active:
             return None
         prompt = self.estimate_prompt(messages)
-        spent = metrics.total_tokens or 0
-        if config.max_tokens is not None and spent + prompt > config.max_tokens:
-            return (f"max_tokens ({config.max_tokens}) would be exceeded: {spent} spent, "
-                    f"next prompt ~{prompt} tokens")
         if config.max_cost is not None:
             if metrics.cost is None:
                 return f"max_cost is set but the price of model {self.model_name!r} is unknown"
