@@ -28,10 +28,10 @@ def __getattr__(name: str) -> Any:
         from . import explore
 
         return getattr(explore, name)
-    if name == "scoring":
-        from . import scoring
+    if name == "scoring":  # a module of its own (import_module: `from . import` would ask this hook again)
+        import importlib
 
-        return scoring
+        return importlib.import_module(f"{__name__}.scoring")
     if name in _SCHEDULING:
         from . import scheduling
 

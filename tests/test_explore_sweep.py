@@ -208,3 +208,14 @@ def test_a_run_that_cannot_start_is_a_failed_row(repo, monkeypatch):
     frame = result.frame
     assert frame["status"].tolist() == ["completed", "failed", "completed"]
     assert frame["error"].iloc[1] == "RuntimeError: the store is busy" and pd.isna(frame["run_id"].iloc[1])
+
+
+def test_public_names():
+    import subprocess
+    import sys
+
+    code = ("import agio_notebook as a; print(a.scoring.exact.__module__, a.diff.__name__, a.sweep.__name__, "
+            "a.tree.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert out.stdout.split() == ["agio_notebook.explore.scoring", "diff", "sweep", "tree"]
