@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator
 
 from ..core import ExecutionConfig, ModelError, RunStatus, Step, StepEvent, StepEventType, StepMetrics, StepRole, ToolCall
 from ..models.base import Finish, Model, TextDelta, ToolCallDelta, Usage
-from ..tools import ToolRegistry, ToolResult
+from ..tools import ToolCallContext, ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver
 from .hooks import HookCaller
 from .recorder import RunRecorder
@@ -193,8 +193,17 @@ class StepExecutor:
                 yield event
         t0 = time.perf_counter()
         if to_run:
-            async for result in self.tool_executor.execute_batch(to_run):
+            batch_ids = tuple(c.id for c in calls)
+
+            def context(call: ToolCall) -> ToolCallContext:
+                return ToolCallContext(run.session_id, run.id, call.id, call.name, step.sequence,
+                                       sequences[call.id], rec.repository, batch_ids)
+
+            async for result in self.tool_executor.execute_batch(to_run, context):
                 results[result.tool_call_id] = result
+                for action in result.actions:
+                    for event in self._action_events(rec, action):
+                        yield event
                 yield self._result_event(rec, result, sequences)
                 await hooks.call("on_tool_end", run, result)
         tool_ms = (time.perf_counter() - t0) * 1000.0
@@ -207,6 +216,9 @@ class StepExecutor:
                              metrics=StepMetrics(tool_ms=result.duration_ms, duration_ms=result.duration_ms))
             if call.id in approvals:
                 tool_step.extra["approval"] = approvals[call.id]
+            tool_step.extra.update(result.step_extra)
+            if result.actions:
+                tool_step.extra["actions"] = result.actions
             rec.record_step(tool_step)
             new_events.append((rec.emit(_E.STEP_COMPLETED, {"step": tool_step.to_dict()}), tool_step))
         if step.run_id == run.id:  # the turn's step of this run: its tool time is now known
@@ -262,6 +274,14 @@ class StepExecutor:
             "tool_call_id": result.tool_call_id, "name": result.name, "error": result.error,
             "error_type": result.error_type, "duration_ms": result.duration_ms, "attempts": result.attempts,
             "sequence": sequences[result.tool_call_id]})
+
+    @staticmethod
+    def _action_events(rec: RunRecorder, action: dict[str, Any]) -> list[StepEvent]:
+        """An action's start and its outcome (emitted when the tool returns; times are the real ones)."""
+        start = {k: action.get(k) for k in ("action_id", "kind", "name", "tool_call_id", "step_sequence",
+                                            "result_sequence", "started_at", "input")}
+        done = _E.ACTION_COMPLETED if action.get("status") == "ok" else _E.ACTION_FAILED
+        return [rec.emit(_E.ACTION_STARTED, start), rec.emit(done, dict(action))]
 
     @staticmethod
     def _close_turn(rec: RunRecorder, step: Step) -> StepEvent:
