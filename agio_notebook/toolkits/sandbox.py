@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,10 @@ def launch_command(workspace_dir: str, repl_args: list[str], isolation: str) -> 
             str(len(stages)), *flat, *drop, *args]
 
 
+# bwrap's --die-with-parent follows the *thread* that started it (PR_SET_PDEATHSIG), and tools run in
+# short-lived worker threads: sandboxes are started from this one long-lived thread instead.
+_launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agio-sandbox-launcher")
+
 _CLEAN_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 _probe: dict[str, str | None] = {}
 
@@ -266,11 +271,12 @@ class Sandbox:
         cmd = launch_command(str(self.workspace.dir), [json.dumps(self.limits.rlimits()), str(write_fd)],
                              self.isolation)
         try:
-            self._proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,),
+            self._proc = _launcher.submit(
+                subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,),
                 env=dict(_CLEAN_ENV, MPLBACKEND="Agg", HOME=str(self.workspace.dir)) if self.isolation == "process"
                 else _CLEAN_ENV, cwd=self.workspace.dir if self.isolation == "process" else "/",
-                start_new_session=True, preexec_fn=self._process_limits if self.isolation == "process" else None)
+                start_new_session=True
+            ).result()
         finally:
             os.close(write_fd)
         self._reply = os.fdopen(read_fd, "rb", buffering=0)
@@ -278,13 +284,6 @@ class Sandbox:
         self._err = _Capped(self._proc.stderr)
         self.executed = []
         self.calls = 0
-
-    def _process_limits(self) -> None:  # the "process" level has no user namespace: limits set before exec
-        import resource
-
-        for name, value in self.limits.rlimits().items():
-            if name != "nproc":
-                resource.setrlimit(getattr(resource, "RLIMIT_" + name.upper()), (value, value))
 
     def execute(self, code: str, timeout: float | None = None) -> ExecResult:
         """Run ``code`` in the live interpreter (started if needed). Never raises for the code's failures."""

@@ -1,0 +1,120 @@
+"""``python_sandbox()``: the ``run_python`` tool — code in the session's sandboxed interpreter.
+
+State persists across calls of a session.  A retry or fork that changes the session's history starts
+a fresh interpreter (an interpreter's memory cannot be snapshotted); the result says so, and
+:func:`replay_python` re-runs the recorded code when asked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..tools import Tool, tool
+from ..tools.context import ToolCallContext
+from .actions import current_workspace, recorded
+from .errors import ActionError
+from .sandbox import ISOLATION_LEVELS, ExecResult, Sandbox, SandboxLimits, pool
+
+ISOLATION_NOTES = {"bubblewrap": "bubblewrap: no network, read-only system, writable /workspace only",
+                   "process": "process (weak, opted in): limits and a clean environment only, no namespaces"}
+
+
+def _fresh_reason(box: Sandbox, ctx: ToolCallContext | None) -> str | None:
+    """Why this call gets a fresh interpreter, if it does (history changed, or it died)."""
+    if ctx is not None and box.executed:
+        live = set(ctx.batch_call_ids)
+        repo = ctx.repository
+        if repo is not None:
+            live |= {s.tool_call_id for s in repo.get_steps(ctx.session_id) if s.tool_call_id}
+        if not set(box.executed) <= live:
+            box.close()
+            return "the conversation was retried or forked since this interpreter ran"
+    if not box.alive and box.calls:
+        return "the previous interpreter ended"
+    return None
+
+
+def format_result(result: ExecResult, isolation: str, fresh: str | None) -> str:
+    parts = [f"[sandbox: {ISOLATION_NOTES[isolation]}]"]
+    if fresh:
+        parts.append(f"[fresh interpreter: {fresh}; earlier variables are gone]")
+    if result.stdout:
+        parts.append(result.stdout.rstrip("\n"))
+    if result.stderr:
+        parts.append("[stderr]\n" + result.stderr.rstrip("\n"))
+    if result.truncated_bytes:
+        parts.append(f"[output truncated: {result.truncated_bytes} more bytes not kept]")
+    if result.value is not None:
+        parts.append(f"[value] {result.value}")
+    figures = sum(1 for d in result.displays if d["mime"] == "image/png")
+    tables = sum(1 for d in result.displays if d["mime"] == "text/html")
+    if figures or tables:
+        parts.append(f"[shown to the user: {figures} figure(s), {tables} table(s)]")
+    return "\n".join(parts)
+
+
+def run_code(code: str, *, limits: SandboxLimits, isolation: str, root: Path | None) -> dict[str, Any]:
+    """Run code as a recorded action in the current session's sandbox; raises ActionError on failure."""
+    ctx, ws, restored = current_workspace(root)
+    box = pool.get(ws.session_id, ws, limits, isolation)
+    fresh = _fresh_reason(box, ctx)
+    if restored:
+        fresh = restored + ("; " + fresh if fresh else "")
+    with recorded("code_execution", "run_python", {"code": code, "isolation": isolation}) as action:
+        result = box.execute(code)
+        if ctx is not None and not result.timed_out and not result.crashed:
+            box.executed.append(ctx.tool_call_id)
+        changes = ws.scan()
+        ws.record(ctx, changes)
+        text = format_result(result, isolation, fresh)
+        action.output = {"stdout": result.stdout, "stderr": result.stderr, "value": result.value,
+                         "displays": result.displays, "truncated_bytes": result.truncated_bytes,
+                         "isolation": isolation, "fresh_interpreter": fresh, "workspace_changes": changes,
+                         "timed_out": result.timed_out}
+        if result.error:
+            raise ActionError(f"{result.error.strip()}\n{text}")
+    return {"text": text, "result": result}
+
+
+def replay_python(session_id: str, repository: Any, upto: int | None = None, *, root: Path | None = None,
+                  limits: SandboxLimits | None = None, isolation: str = "bubblewrap") -> list[ExecResult]:
+    """Re-run, in a fresh interpreter, the ``run_python`` code recorded in the session's current steps
+    (up to step ``upto``), so variables come back after a retry or fork.  Files are not touched by the
+    replay's bookkeeping: the workspace already follows the session.  Returns each call's result."""
+    from .workspace import workspace_for
+
+    ws = workspace_for(session_id, root, repository)
+    box = pool.get(session_id, ws, limits or SandboxLimits(), isolation)
+    box.close()
+    results = []
+    for step in repository.get_steps(session_id):
+        if upto is not None and step.sequence > upto:
+            break
+        for action in step.extra.get("actions") or ():
+            if action.get("name") == "run_python" and action.get("status") == "ok":
+                results.append(box.execute(action["input"]["code"]))
+                box.executed.append(step.tool_call_id)
+    return results
+
+
+def python_sandbox(*, limits: SandboxLimits | None = None, isolation: str = "bubblewrap",
+                   workspace_root: str | Path | None = None, requires_approval: bool = False) -> list[Tool]:
+    """The ``run_python`` tool. ``isolation="process"`` opts into running without OS isolation."""
+    if isolation not in ISOLATION_LEVELS:
+        raise ActionError(f"unknown isolation level {isolation!r} (choose from {', '.join(ISOLATION_LEVELS)})")
+    limits = limits or SandboxLimits()
+    root = Path(workspace_root).absolute() if workspace_root is not None else None
+
+    @tool(name="run_python", timeout=limits.timeout + 30, requires_approval=requires_approval)
+    def run_python(code: str) -> str:
+        """Run Python code in a sandboxed interpreter whose variables persist between calls. The working
+        directory is the session's workspace. The last expression's value is returned; matplotlib figures
+        and DataFrames are shown to the user. There is no network access.
+
+        Args:
+            code: Python source to execute.
+        """
+        return run_code(code, limits=limits, isolation=isolation, root=root)["text"]
+
+    return [run_python]
