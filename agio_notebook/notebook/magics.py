@@ -26,6 +26,7 @@ CELL = Command(
         arg("--model", default=None),
         arg("--max-steps", type=int, default=None),
         arg("--background", action="store_true"),
+        arg("--tools", default=None, help="built-in actions to add: python,files,web,browser"),
     )),
     lambda controller, args: None,
 )
@@ -91,6 +92,12 @@ class AgioMagics(Magics):
                 raise UsageError(f"%%agio: {args.agent!r} is a {type(agent).__name__}, not an agio Agent")
         if args.model is not None:
             agent = self.controller.agent_with_model(agent or self.controller.default_agent(), args.model)
+        if args.tools is not None:
+            from ..toolkits import toolkit
+
+            base = agent or self.controller.default_agent()
+            agent = Agent(model=base.model, tools=[*base.registry, *toolkit(args.tools)],
+                          system_prompt=base.system_prompt, name=base.name, config=base.config)
         query = interpolate(cell, self.shell.user_ns).strip()
         if args.session is not None and self.controller.repository.get_session(args.session) is None:
             raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one")
