@@ -21,6 +21,14 @@ if [ "$want_browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium >/dev/null
 fi
 
+if ! command -v bwrap >/dev/null 2>&1; then
+  echo "== installing bubblewrap (Debian package) for the sandboxed Python tool"
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq bubblewrap >/dev/null
+fi
+
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"

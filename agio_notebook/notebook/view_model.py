@@ -23,6 +23,7 @@ class ToolCard:
     duration_ms: float | None = None
     attempts: int | None = None
     sequence: int | None = None  # of the tool step
+    displays: list[dict[str, Any]] = field(default_factory=list)  # rich action output: PNG, HTML tables
 
 
 @dataclass
@@ -122,6 +123,10 @@ class RunView:
             else:
                 card.status = "rejected" if p.get("error_type") == "rejected" else "error"
                 card.error, card.error_type = p.get("error"), p.get("error_type")
+        elif t in (_E.ACTION_COMPLETED, _E.ACTION_FAILED):
+            card = self._cards.get(p.get("tool_call_id") or "")
+            if card is not None:
+                card.displays.extend(action_displays(p))
         elif t is _E.METRICS:
             self.run_metrics = p.get("run") or self.run_metrics
             view = self._by_seq.get(p["sequence"])
@@ -131,6 +136,15 @@ class RunView:
     def conversation(self) -> list[StepView]:
         """Steps in sequence order, tool steps folded into their cards (they are shown there)."""
         return [s for s in sorted(self.steps, key=lambda s: s.sequence) if s.role != "tool"]
+
+
+def action_displays(action: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rich outputs of an action record: its displays, and a browser screenshot as a PNG."""
+    out = action.get("output") or {}
+    shown = [d for d in out.get("displays") or () if isinstance(d, dict) and d.get("mime") in ("image/png", "text/html")]
+    if isinstance(out.get("screenshot"), str):
+        shown.append({"mime": "image/png", "data": out["screenshot"]})
+    return shown
 
 
 def fold(events: Iterable[StepEvent | dict[str, Any]], session: dict[str, Any] | None = None) -> RunView:
