@@ -35,6 +35,12 @@ class Agent:
     def model_name(self) -> str:
         return getattr(self.model, "name", type(self.model).__name__)
 
+    def close(self) -> None:
+        """Release what the agent's tools hold (e.g. a browser's contexts); safe to call twice."""
+        for t in self.registry:
+            if t.close is not None:
+                t.close()
+
     def with_model(self, model: Model) -> Agent:
         """The same agent on another model (e.g. to retry a step with a stronger one)."""
         return Agent(model=model, tools=list(self.registry), system_prompt=self.system_prompt,

@@ -19,7 +19,7 @@ from .recorder import ContextGraphRecorder
 from .sandbox import SandboxLimits
 from .workspace import Workspace, workspace_for
 
-_LAZY = {"web_fetch": ".web", "WebLimits": ".web", "browser": ".browser", "close_browsers": ".browser",
+_LAZY = {"web_fetch": ".web", "WebLimits": ".web", "browser": ".browser_tool", "close_browsers": ".browser_tool", "BrowserLimits": ".browser_tool",
          "ExecutionEngine": ".engine", "Action": ".engine", "ExecutionResult": ".engine"}
 
 

@@ -49,6 +49,7 @@ class Tool:
     timeout: float | None = None
     retries: int = 0
     requires_approval: bool = False
+    close: Callable[[], None] | None = None  # releases what the tool holds (a browser); see Agent.close
     _schema: dict[str, Any] | None = field(default=None, repr=False)
 
     def schema(self) -> dict[str, Any]:
