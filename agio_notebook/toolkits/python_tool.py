@@ -22,11 +22,9 @@ ISOLATION_NOTES = {"bubblewrap": "bubblewrap: no network, read-only system, writ
 
 def _fresh_reason(box: Sandbox, ctx: ToolCallContext | None) -> str | None:
     """Why this call gets a fresh interpreter, if it does (history changed, or it died)."""
-    if ctx is not None and box.executed:
+    if ctx is not None and ctx.repository is not None and box.executed:
         live = set(ctx.batch_call_ids)
-        repo = ctx.repository
-        if repo is not None:
-            live |= {s.tool_call_id for s in repo.get_steps(ctx.session_id) if s.tool_call_id}
+        live |= {s.tool_call_id for s in ctx.repository.get_steps(ctx.session_id) if s.tool_call_id}
         if not set(box.executed) <= live:
             box.close()
             return "the conversation was retried or forked since this interpreter ran"

@@ -234,7 +234,7 @@ class Workspace:
     def sync(self, ctx: ToolCallContext | None) -> str | None:
         """Bring the directory in line with the session's history; returns why it was restored, if it was."""
         self.create()
-        if ctx is None:
+        if ctx is None or ctx.repository is None:  # no stored history to follow (a tool used by hand)
             return None
         live, changes = self.history(ctx)
         state = self._load_state()

@@ -1,0 +1,44 @@
+"""The seed's ExecutionEngine routes code, file, web and tool actions and records each."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agio_notebook import tool
+from agio_notebook.toolkits import ExecutionEngine
+from agio_notebook.toolkits.engine import Action
+from agio_notebook.toolkits.sandbox import pool
+
+
+@tool
+def shout(text: str) -> str:
+    """Upper-case a text."""
+    return text.upper()
+
+
+@pytest.fixture
+def engine(tmp_path):
+    e = ExecutionEngine("engine-session", tools=[shout], workspace_root=tmp_path / "ws")
+    yield e
+    pool.close_all()
+
+
+def test_routes_each_action_type_and_records_it(engine):
+    run = lambda a: asyncio.run(engine.execute_action(a))  # noqa: E731
+    wrote = run(Action("file_operation", {"operation": "write", "path": "n.txt", "content": "7"}))
+    assert wrote.success, wrote.error
+    code = run(Action("code_execution", {"code": "int(open('n.txt').read()) * 6"}))
+    assert code.success and "[value] 42" in code.data
+    read = run(Action("file_operation", {"operation": "read", "path": "n.txt"}))
+    assert read.data == "7"
+    assert run(Action("tool_call", {"name": "shout", "arguments": {"text": "hi"}})).data == "HI"
+    blocked = run(Action("web_browsing", {"action": "fetch", "url": "http://192.168.1.1/"}))
+    assert not blocked.success and "private address" in blocked.error
+    unknown = run(Action("teleport", {}))
+    assert not unknown.success and unknown.error == "Unknown action type: teleport"
+    kinds = [(r["kind"], r["name"], r["status"]) for r in engine.context_graph.records]
+    assert kinds == [("file_operation", "write_file", "ok"), ("code_execution", "run_python", "ok"),
+                     ("file_operation", "read_file", "ok"), ("web_browsing", "web_fetch", "error")]
+    assert all(r["session_id"] == "engine-session" for r in engine.context_graph.records)
