@@ -1,0 +1,84 @@
+"""In a real kernel: `%%agio --tools python` runs sandboxed code whose figure and table appear in the
+live view, in the transcript bundle and in the saved notebook; the isolation level is shown."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from kernel_support import KERNEL_NAME, Kernel, install_kernelspec
+
+MIME = "application/vnd.agio.run+json"
+SETUP = """
+%load_ext agio_notebook
+from agio_notebook import Agent, ScriptedModel
+from agio_notebook.models.scripted import Reply
+code = '''import pandas as pd, matplotlib.pyplot as plt
+df = pd.DataFrame({"x": [1, 2, 3], "y": [2, 4, 9]})
+df.plot(x="x", y="y")
+df'''
+coder = Agent(model=ScriptedModel([Reply.call("run_python", code=code), Reply.say("Plotted.")]), name="coder")
+"""
+CELL = "%%agio coder --tools python\nplot y against x"
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    install_kernelspec(tmp_path / "jupyter")
+    k = Kernel(tmp_path, env={"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "AGIO_MODEL": "",
+                              "AGIO_WORKSPACES": str(tmp_path / "ws")})
+    k.execute(SETUP)
+    yield k
+    k.close()
+
+
+def test_figure_and_table_in_live_view_and_transcript(kernel):
+    res = kernel.execute(CELL, timeout=120)
+    assert res["reply"]["content"]["status"] == "ok", res["reply"]["content"]
+    live = [json.dumps(m["content"]["data"].get("state", {})) for m in res["messages"] if m["msg_type"] == "comm_msg"]
+    assert any("data:image/png;base64," in s for s in live), "the live view never showed the figure"
+    bundles = [m["content"]["data"] for m in res["messages"]
+               if m["msg_type"] in ("display_data", "update_display_data", "execute_result")
+               and MIME in m["content"]["data"]]
+    assert bundles, "no transcript bundle"
+    final = bundles[-1]
+    html = final["text/html"]
+    assert "data:image/png;base64," in html and "<table" in html and "<th>y</th>" in html
+    assert "[sandbox: bubblewrap: no network, read-only system, writable /workspace only]" in html
+    events = final[MIME]["events"]
+    done = [e for e in events if e["type"] == "action_completed"]
+    assert done and done[0]["payload"]["name"] == "run_python"
+    assert {d["mime"] for d in done[0]["payload"]["output"]["displays"]} == {"image/png", "text/html"}
+    assert "1 figure(s), 1 table(s) shown" in final["text/plain"]
+
+
+def test_unknown_toolkit_is_one_clear_line(kernel):
+    res = kernel.execute("%%agio coder --tools python,teleport\nhi")
+    reply = res["reply"]["content"]
+    assert reply["status"] == "error" and reply["ename"] == "UsageError"
+    assert reply["evalue"] == "%agio: unknown toolkit(s) teleport (choose from python, files, web, browser)"
+
+
+def test_saved_notebook_keeps_the_figure(tmp_path):
+    install_kernelspec(tmp_path / "jupyter")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(CELL)]
+    env = {"AGIO_STORE": str(tmp_path / "store"), "AGIO_WORKSPACES": str(tmp_path / "ws"), "OPENAI_API_KEY": ""}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        NotebookClient(nb, kernel_name=KERNEL_NAME, timeout=180,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    path = tmp_path / "saved.ipynb"
+    nbformat.write(nb, path)
+    reread = nbformat.read(path, as_version=4)
+    outputs = [o["data"] for o in reread.cells[1]["outputs"] if MIME in o.get("data", {})]
+    assert outputs and "data:image/png;base64," in outputs[-1]["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" not in outputs[-1]
