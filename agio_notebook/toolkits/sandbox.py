@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import marshal
 import os
 import selectors
 import shutil
@@ -61,9 +62,11 @@ class SandboxLimits:
     open_files: int = 256
     output_bytes: int = 64_000  # kept of stdout and of stderr per call; the rest is counted, not kept
 
-    def rlimits(self) -> dict[str, int]:
-        return {"cpu": self.cpu_seconds, "as": self.memory_bytes, "fsize": self.file_size_bytes,
-                "nproc": self.processes, "nofile": self.open_files, "core": 0}
+    def rlimits(self) -> str:
+        """As the sandbox loop reads them: ``name=value,...``."""
+        limits = {"cpu": self.cpu_seconds, "as": self.memory_bytes, "fsize": self.file_size_bytes,
+                  "nproc": self.processes, "nofile": self.open_files, "core": 0}
+        return ",".join(f"{k}={int(v)}" for k, v in limits.items())
 
 
 @dataclass
@@ -77,6 +80,26 @@ class ExecResult:
     timed_out: bool = False
     crashed: bool = False
     duration_ms: float = 0.0
+
+
+def parse_reply(data: bytes) -> dict[str, Any] | None:
+    """The sandbox's reply (untrusted: it comes from inside), checked field by field; None if malformed."""
+    def text(v: Any) -> str | None:
+        if v is None:
+            return None
+        if not isinstance(v, str):
+            raise ValueError("not a string")
+        return bytes.fromhex(v).decode("utf-8", errors="replace")
+
+    try:
+        raw = json.loads(data)
+        displays = []
+        for mime, hexed in raw["displays"]:
+            if mime in ("image/png", "text/html", "text/plain"):
+                displays.append({"mime": mime, "data": text(hexed)})
+        return {"value": text(raw["value"]), "error": text(raw["error"]), "displays": displays}
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 class _Capped:
@@ -268,7 +291,7 @@ class Sandbox:
                     "python_sandbox() to run without it, knowingly")
         self.workspace.create()
         read_fd, write_fd = os.pipe()
-        cmd = launch_command(str(self.workspace.dir), [json.dumps(self.limits.rlimits()), str(write_fd)],
+        cmd = launch_command(str(self.workspace.dir), [self.limits.rlimits(), str(write_fd)],
                              self.isolation)
         try:
             self._proc = _launcher.submit(
@@ -301,7 +324,8 @@ class Sandbox:
             result = ExecResult()
             reply = None
             try:
-                self._proc.stdin.write(json.dumps({"code": code, "marker": marker.decode()}).encode() + b"\n")
+                request = marshal.dumps((code, marker))
+                self._proc.stdin.write(len(request).to_bytes(4, "big") + request)
                 self._proc.stdin.flush()
                 reply = self._read_reply(t0 + limit)
             except BrokenPipeError:
@@ -319,7 +343,7 @@ class Sandbox:
             result.stdout, result.stderr = self._out.text(), self._err.text()
             result.truncated_bytes = self._out.dropped + self._err.dropped
             if reply is not None:
-                result.value, result.displays, result.error = reply.get("value"), reply.get("displays") or [], reply.get("error")
+                result.value, result.displays, result.error = reply["value"], reply["displays"], reply["error"]
             elif result.timed_out:
                 result.error = f"timed out after {limit:g}s; the sandbox was killed (its state is lost)"
             else:
@@ -348,10 +372,7 @@ class Sandbox:
                 if len(data) > _MAX_REPLY:
                     return None
                 if data.endswith(b"\n"):
-                    try:
-                        return json.loads(data)
-                    except ValueError:
-                        return None
+                    return parse_reply(bytes(data))
         finally:
             sel.close()
 
