@@ -133,3 +133,24 @@ def test_replay_python_brings_variables_back(env):
     results = replay_python(forked, repo)
     assert [r.error for r in results] == [None, None]
     assert "[value] 42" in one_tool_step(repo, forked, tools, "run_python", code="x + y + 1").content
+
+
+def test_approval_can_be_required_per_action_kind(env):
+    repo, _ = env
+    from agio_notebook.execution.approval import ApprovalDecision
+
+    asked = []
+
+    async def approver(request):
+        asked.append(request.name)
+        return ApprovalDecision(False, reason="no writes today")
+
+    tools = [*python_sandbox(), *workspace_files(requires_approval=True)]
+    model = ScriptedModel([Reply.call("write_file", path="a.txt", content="x"), Reply.call("read_file", path="a.txt"),
+                           Reply.call("run_python", code="1 + 1"), Reply.say("done")])
+    result = asyncio.run(StepRunner(Agent(model=model, tools=tools), repository=repo, approver=approver).run("ap", "go"))
+    steps = tool_steps(result)
+    assert asked == ["write_file"]  # reads and code ran without asking; the write waited for a decision
+    assert steps[0].status == "rejected" and "no writes today" in steps[0].content
+    assert steps[1].status == "error" and "no file 'a.txt'" in steps[1].content
+    assert steps[2].status == "ok" and "[value] 2" in steps[2].content
