@@ -41,6 +41,11 @@ class Agent:
             if t.close is not None:
                 t.close()
 
+    def with_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> Agent:
+        """The same agent with more tools (e.g. a cell's ``--mcp`` servers); names must stay unique."""
+        return Agent(model=self.model, tools=[*self.registry, *tools], system_prompt=self.system_prompt,
+                     name=self.name, config=self.config)
+
     def with_model(self, model: Model) -> Agent:
         """The same agent on another model (e.g. to retry a step with a stronger one)."""
         return Agent(model=model, tools=list(self.registry), system_prompt=self.system_prompt,

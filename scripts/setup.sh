@@ -29,6 +29,14 @@ if ! command -v bwrap >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq bubblewrap >/dev/null
 fi
 
+if [ "$want_browser" = 1 ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "== installing postgresql (Debian package) for the PostgreSQL store tests"
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql >/dev/null
+fi
+
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
@@ -39,6 +47,14 @@ fi
 echo "== installing agio-notebook (editable) with test extras"
 # (pip's notes about missing local package mirrors are noise here)
 .venv/bin/pip install -q -e '.[test]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+
+# A real OTLP receiver for the OpenTelemetry tests: Arize Phoenix, in a venv of its own so its pins never
+# touch the project's environment.
+if [ ! -x .venv-otlp/bin/phoenix ]; then
+  echo "== installing an OTLP receiver (arize-phoenix) for the telemetry tests"
+  "$python" -m venv .venv-otlp
+  .venv-otlp/bin/pip install -q 'arize-phoenix>=12' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+fi
 
 if [ -x scripts/build_labextension.sh ]; then
   echo "== building the JupyterLab extension"

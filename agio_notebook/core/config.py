@@ -18,6 +18,8 @@ class ExecutionConfig:
     enable_retry        retry failed tool calls (tools that allow it) and retryable model errors.
     max_retries         how many extra attempts ``enable_retry`` allows.
     stream              emit ``step_delta`` events while the model generates.
+    session_wait        seconds a run waits for another run (any process) to release its session;
+                        0 fails at once with a line naming the holder, ``None`` waits as long as it takes.
     """
 
     max_steps: int = 20
@@ -28,6 +30,7 @@ class ExecutionConfig:
     enable_retry: bool = True
     max_retries: int = 2
     stream: bool = True
+    session_wait: float | None = 0.0
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:

@@ -4,7 +4,8 @@ Each turn streams one model reply into an assistant step, makes it durable,
 runs its tool calls (in parallel when allowed), makes their results durable,
 and goes back to the model — until the model answers without tool calls or
 ``max_steps`` model calls have been made.  Persisting happens at exactly two
-checkpoints per turn (before the tools run, before the next model call).
+checkpoints per turn (before the tools run, before the next model call), and every
+``step_completed`` is yielded only once its step is on disk (the final answer included).
 """
 
 from __future__ import annotations
@@ -164,8 +165,7 @@ class StepExecutor:
                     tool_calls=tool_calls, metrics=metrics)
         rec.record_step(step)
         event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
-        if tool_calls:
-            rec.checkpoint()  # the assistant step is durable before any tool runs
+        rec.checkpoint()  # durable before announced: before any tool runs, and a final answer too
         yield None  # tells execute() the step is recorded
         yield event
         await self.hooks.call("on_step_end", rec.run, step)

@@ -12,6 +12,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from ..agent import Agent
 from ..core import AgioError
 from .commands import COMMANDS, Command, arg, build_parser, help_text
+from .commands import mcp as mcp_commands
 from .controller import Controller, RunHandle
 
 CELL = Command(
@@ -27,6 +28,7 @@ CELL = Command(
         arg("--max-steps", type=int, default=None),
         arg("--background", action="store_true"),
         arg("--tools", default=None, help="built-in actions to add: python,files,web,browser"),
+        arg("--mcp", default=None, metavar="NAME[,NAME]", help="add the tools of MCP servers named with %%agio mcp add"),
     )),
     lambda controller, args: None,
 )
@@ -95,9 +97,9 @@ class AgioMagics(Magics):
         if args.tools is not None:
             from ..toolkits import toolkit
 
-            base = agent or self.controller.default_agent()
-            agent = Agent(model=base.model, tools=[*base.registry, *toolkit(args.tools)],
-                          system_prompt=base.system_prompt, name=base.name, config=base.config)
+            agent = (agent or self.controller.default_agent()).with_tools(toolkit(args.tools))
+        if args.mcp:
+            agent = (agent or self.controller.default_agent()).with_tools(mcp_commands.tools_for(args.mcp))
         query = interpolate(cell, self.shell.user_ns).strip()
         if args.session is not None and self.controller.repository.get_session(args.session) is None:
             raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one")
