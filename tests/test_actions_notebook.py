@@ -90,3 +90,19 @@ def test_saved_notebook_keeps_the_figure(tmp_path):
     outputs = [o["data"] for o in reread.cells[1]["outputs"] if MIME in o.get("data", {})]
     assert outputs and "data:image/png;base64," in outputs[-1]["text/html"]
     assert "application/vnd.jupyter.widget-view+json" not in outputs[-1]
+
+
+def test_actions_and_replay_code_commands(kernel):
+    kernel.execute(CELL, timeout=120)
+    kernel.execute("first = _\nbranch = first.fork(at=4)")
+    assert kernel.value("list(agio_actions := __import__('agio_notebook').actions(first.session_id)['name'])") == \
+        ["run_python"]
+    res = kernel.execute("%agio replay-code")
+    assert reply_of(kernel, res)["status"] == "ok"
+    out = [m["content"]["data"]["text/plain"] for m in res["messages"] if m["msg_type"] == "execute_result"]
+    assert out and "replayed 1 run_python call(s) of session" in out[0] and "failed" not in out[0]
+    # the fork's fresh interpreter has df again
+    assert kernel.value("__import__('agio_notebook.toolkits.sandbox', fromlist=['pool']).pool._boxes[branch]"
+                        ".execute('int(df.y.sum())').value") == "15"
+    frame = kernel.execute("%agio actions")
+    assert "run_python" in json.dumps([m["content"].get("data") for m in frame["messages"]])
