@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import stat
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -85,6 +86,8 @@ class Workspace:
         self.state_file = root / "state" / f"{session_id}.json"
         self.owner = sandbox_owner()
         self._state: dict[str, Any] | None = None
+        # tool calls of one turn may run in parallel threads: snapshot bookkeeping is one at a time
+        self.lock = threading.RLock()
 
     # -- paths -------------------------------------------------------------------
     def create(self) -> None:
@@ -179,6 +182,10 @@ class Workspace:
                 yield self.relative(Path(entry.path)), st, stat.S_ISREG(st.st_mode)
 
     def scan(self) -> dict[str, str | None]:
+        with self.lock:
+            return self._scan()
+
+    def _scan(self) -> dict[str, str | None]:
         """What changed on disk since the last snapshot (stat first, hashing only changed files)."""
         state = self._load_state() or {"applied": [], "manifest": {}}
         manifest: dict[str, list[Any]] = state["manifest"]
@@ -202,6 +209,10 @@ class Workspace:
         return changes
 
     def record(self, ctx: ToolCallContext | None, changes: dict[str, str | None]) -> None:
+        with self.lock:
+            self._record(ctx, changes)
+
+    def _record(self, ctx: ToolCallContext | None, changes: dict[str, str | None]) -> None:
         """Attach a tool call's changes to its step (``extra["workspace"]``) and mark them applied."""
         if not changes:
             return
@@ -214,6 +225,10 @@ class Workspace:
         self._save_state(state)
 
     def commit_paths(self, ctx: ToolCallContext | None, rels: Iterable[str]) -> dict[str, str | None]:
+        with self.lock:
+            return self._commit_paths(ctx, rels)
+
+    def _commit_paths(self, ctx: ToolCallContext | None, rels: Iterable[str]) -> dict[str, str | None]:
         """Snapshot the given paths after a file tool changed them, and record the change."""
         state = self._load_state() or {"applied": [], "manifest": {}}
         self._state = state
@@ -228,7 +243,7 @@ class Workspace:
             elif rel in state["manifest"]:
                 del state["manifest"][rel]
                 changes[rel] = None
-        self.record(ctx, changes)
+        self._record(ctx, changes)
         return changes
 
     # -- following the conversation ---------------------------------------------
@@ -248,6 +263,10 @@ class Workspace:
         return live, changes
 
     def sync(self, ctx: ToolCallContext | None) -> str | None:
+        with self.lock:
+            return self._sync(ctx)
+
+    def _sync(self, ctx: ToolCallContext | None) -> str | None:
         """Bring the directory in line with the session's history; returns why it was restored, if it was."""
         self.create()
         if ctx is None or ctx.repository is None:  # no stored history to follow (a tool used by hand)
