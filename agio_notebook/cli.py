@@ -64,8 +64,10 @@ def _store(args: argparse.Namespace) -> int:
     from .storage import open_repository
     from .storage.export import export_jsonl, export_parquet
 
-    repo = open_repository(args.store)
     action = args.action
+    if action == "migrate":
+        return _migrate(args)
+    repo = open_repository(args.store)
     if action == "stats":
         print(repo.stats(args.top).to_text())
     elif action == "verify":
@@ -110,9 +112,27 @@ def _store(args: argparse.Namespace) -> int:
     return 0
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    from .storage import new_repository
+    from .storage.migrate import migrate
+
+    if args.path is None or args.dest is None:
+        raise AgioError("agio store migrate needs SRC and DST (each a directory path, sqlite:///FILE or postgresql://…)")
+    source, target = new_repository(args.path), new_repository(args.dest)
+    try:
+        report = migrate(source, target, merge=args.merge)
+    finally:
+        source.close()
+        target.close()
+    print(f"copied {report.sessions} sessions, {report.runs} runs, {report.steps} steps and {report.events} events "
+          f"to {target.root}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agio", description="agio-notebook from the terminal")
-    parser.add_argument("--store", default=None, help="store directory (default: $AGIO_STORE or ./.agio)")
+    parser.add_argument("--store", default=None, help="store directory or URL (sqlite:///FILE, postgresql://…; "
+                                                      "default: $AGIO_STORE or ./.agio)")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the offline demo agent and print its event stream")
     demo.add_argument("query", nargs="?", default="What's the weather in Paris and Tokyo, and what is 14 + 21?")
@@ -120,9 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("run_id")
     runs = sub.add_parser("runs", help="list stored runs with their status")
     runs.add_argument("--session", default=None, help="only this session")
-    store = sub.add_parser("store", help="store maintenance: stats, verify, repair, delete, prune, compact, export")
-    store.add_argument("action", choices=["stats", "verify", "repair", "delete", "prune", "compact", "export"])
-    store.add_argument("path", nargs="?", default=None, help="export: a .jsonl file or a Parquet directory")
+    store = sub.add_parser("store", help="store maintenance: stats, verify, repair, delete, prune, compact, export, "
+                                         "migrate")
+    store.add_argument("action", choices=["stats", "verify", "repair", "delete", "prune", "compact", "export",
+                                          "migrate"])
+    store.add_argument("path", nargs="?", default=None,
+                       help="export: a .jsonl file or a Parquet directory; migrate: the source store")
+    store.add_argument("dest", nargs="?", default=None, help="migrate: the target store (path or URL)")
+    store.add_argument("--merge", action="store_true", help="migrate: copy into a store that is not empty")
     store.add_argument("--session", default=None, help="delete/export: this session")
     store.add_argument("--run", default=None, help="delete: this run")
     store.add_argument("--superseded", action="store_true", help="prune: superseded attempts")

@@ -119,8 +119,9 @@ class OpenTelemetryHook(AgentHook):
         if span is None:
             return
         m = run.metrics
-        span.set_attributes({"agio.run.status": run.status.value, "gen_ai.usage.input_tokens": m.prompt_tokens,
-                             "gen_ai.usage.output_tokens": m.completion_tokens, "agio.run.steps": m.steps})
+        attrs = {"agio.run.status": run.status.value, "gen_ai.usage.input_tokens": m.prompt_tokens,
+                 "gen_ai.usage.output_tokens": m.completion_tokens, "agio.run.steps": m.steps}
+        span.set_attributes({k: v for k, v in attrs.items() if v is not None})  # unknown usage: left out
         if run.status is RunStatus.FAILED:
             span.set_status(Status(StatusCode.ERROR, run.error or "failed"))
         elif run.status is not RunStatus.COMPLETED:

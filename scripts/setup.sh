@@ -44,9 +44,17 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/pip install -q --upgrade pip
 fi
 
-echo "== installing agio-notebook (editable) with test extras"
+echo "== installing agio-notebook (editable) with test extras and Parquet export"
 # (pip's notes about missing local package mirrors are noise here)
-.venv/bin/pip install -q -e '.[test]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+.venv/bin/pip install -q -e '.[test,parquet]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+
+# LiteLLM's proxy (a real OpenAI-compatible server for the provider tests) in a venv of its own: its
+# pins (openai<3 among them) must not downgrade the project's environment.
+if [ ! -x .venv-litellm/bin/litellm ]; then
+  echo "== installing the LiteLLM proxy into .venv-litellm (provider tests)"
+  "$python" -m venv .venv-litellm
+  .venv-litellm/bin/pip install -q -r tests/requirements-litellm.txt 2> >(grep -v "^WARNING: Location 'file:" >&2)
+fi
 
 # A real OTLP receiver for the OpenTelemetry tests: Arize Phoenix, in a venv of its own so its pins never
 # touch the project's environment.

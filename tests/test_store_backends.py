@@ -232,3 +232,22 @@ def test_a_run_killed_mid_way_is_interrupted_then_resumed(store_url):
     assert resumed.status is RunStatus.COMPLETED and resumed.final_text == "answer after the crash"
     assert frames.runs(repository=repo).status.tolist().count("interrupted") == 1
     repo.close()
+
+
+def test_agio_store_migrate_from_the_command_line(tmp_path, postgres_server):
+    src, dst = str(tmp_path / "tiny"), postgres_server.new_database()
+    repo = new_repository(src)
+    first, *_ = _conversation(repo)
+    repo.close()
+    agio = [sys.executable, "-m", "agio_notebook"]
+    done = subprocess.run([*agio, "store", "migrate", src, dst], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "copied 2 sessions, 3 runs" in done.stdout and "agio-secret" not in done.stdout + done.stderr
+    again = subprocess.run([*agio, "store", "migrate", src, dst], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1 and again.stderr.count("\n") == 1 and "not empty" in again.stderr
+    assert new_repository(dst).get_run(first.run_id).final_text == first.final_text
+    merged = subprocess.run([*agio, "store", "migrate", src, dst, "--merge"], capture_output=True, text=True,
+                            timeout=120)
+    assert merged.returncode == 0, merged.stderr
+    stats = subprocess.run([*agio, "--store", dst, "store", "stats"], capture_output=True, text=True, timeout=120)
+    assert "sessions 2" in stats.stdout and "runs     3" in stats.stdout

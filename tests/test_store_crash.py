@@ -60,13 +60,17 @@ def test_sigkill_at_random_moments_loses_no_delivered_step(store_url):
         time.sleep(rng.uniform(0.0, 0.15))
         os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=60)
+        out = first + out
         reported.update(delivered(out))
         repo = check_store(root, reported)
+        last_run = [line.split()[1] for line in out.splitlines() if line.startswith("run ")][-1]
+        if not out.rstrip().splitlines()[-1].startswith("final"):  # killed inside that run
+            assert repo.get_run(last_run).status in (RunStatus.INTERRUPTED, RunStatus.COMPLETED)
         interrupted = sum(r.status is RunStatus.INTERRUPTED for r in repo.list_runs("s"))
         repo.close()
     assert time.monotonic() - started < 60
     assert len(reported) > 40
-    assert interrupted >= 6  # most kills land inside a run, and each such run is found
+    assert interrupted >= 3  # most kills land inside a run, and each such run is found
 
 
 @pytest.mark.parametrize("kind", ["user", "call", "tool", "final"])

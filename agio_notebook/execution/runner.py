@@ -22,6 +22,7 @@ from .approval import Approver
 from .context import pending_tool_calls, steps_to_messages
 from .hooks import AgentHook, HookCaller, default_hooks
 from .recorder import RunRecorder
+from .requests import redact_for
 from .retry import RetryPlan, plan_resume, plan_retry
 from .step_executor import StepExecutor
 
@@ -113,7 +114,8 @@ class StepRunner:
         self.repository = repository if repository is not None else open_repository()
         self.approver = approver
         self._hook_caller = HookCaller(self.hooks)
-        self._executor = StepExecutor(agent.model, agent.registry, self.config, self._hook_caller, approver)
+        self._executor = StepExecutor(agent.model, agent.registry, self.config, self._hook_caller, approver,
+                                      settings=agent.model_settings)
 
     # -- public entry points -----------------------------------------------------
     async def run_stream(self, session: AgentSession | str | None, query: str) -> AsyncIterator[StepEvent]:
@@ -263,6 +265,7 @@ class StepRunner:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure ends the run as failed, steps kept
             message = str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {exc}"
+            message = redact_for(self.agent.model, message)  # providers echo keys; never store or show them
             final = self._finish(rec, RunStatus.FAILED, message)
             await hooks.call("on_error", run, exc)
             await hooks.call("on_run_end", run)

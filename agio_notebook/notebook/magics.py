@@ -11,6 +11,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from ..agent import Agent
 from ..core import AgioError
+from ..models.settings import parse_settings
 from .commands import COMMANDS, Command, arg, build_parser, help_text
 from .commands import mcp as mcp_commands
 from .controller import Controller, RunHandle
@@ -26,6 +27,8 @@ CELL = Command(
         arg("--new-session", action="store_true", group="session"),
         arg("--model", default=None),
         arg("--max-steps", type=int, default=None),
+        arg("--settings", default=None, metavar="JSON",
+            help='model settings for this cell, over the agent\'s: \'{"temperature": 0, "max_tokens": 200}\''),
         arg("--background", action="store_true"),
         arg("--tools", default=None, help="built-in actions to add: python,files,web,browser"),
         arg("--mcp", default=None, metavar="NAME[,NAME]", help="add the tools of MCP servers named with %%agio mcp add"),
@@ -100,11 +103,12 @@ class AgioMagics(Magics):
             agent = (agent or self.controller.default_agent()).with_tools(toolkit(args.tools))
         if args.mcp:
             agent = (agent or self.controller.default_agent()).with_tools(mcp_commands.tools_for(args.mcp))
+        settings = parse_settings(args.settings, "--settings") if args.settings is not None else None
         query = interpolate(cell, self.shell.user_ns).strip()
         if args.session is not None and self.controller.repository.get_session(args.session) is None:
             raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one")
         return self.controller.run_query(query, agent=agent, session=args.session, new_session=args.new_session,
-                                         max_steps=args.max_steps, background=args.background)
+                                         max_steps=args.max_steps, background=args.background, settings=settings)
 
     # -- %agio subcommand ---------------------------------------------------------------------------
     def _line(self, name: str, argv: list[str]) -> Any:

@@ -44,6 +44,8 @@ def metrics_line(m: dict, *, run: bool = False) -> str:
         if m.get("prompt_tokens") is not None and m.get("completion_tokens") is not None:
             tokens += f" ({m['prompt_tokens']} in / {m['completion_tokens']} out)"
         parts.append(tokens)
+    elif m.get("model_calls") or m.get("model_ms") is not None:  # the server sent no usage: unknown, not 0
+        parts.append("tokens unknown")
     if m.get("ttft_ms") is not None:
         parts.append(f"TTFT {m['ttft_ms']:.0f} ms")
     if m.get("model_ms"):

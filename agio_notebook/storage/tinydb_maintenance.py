@@ -72,9 +72,8 @@ class TinyDBMaintenance:
             out.steps += steps
             out.runs += runs
             out.events += len(tables.get("events", {}))
-            out.bytes += size
             sizes.append(SessionSize(session_ids[0] if session_ids else path.stem, steps, runs, size))
-        out.bytes += sum(p.stat().st_size for p in self.root.iterdir() if p.is_file())
+        out.bytes = sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())  # all it takes on disk
         out.runs_by_status = dict(statuses)
         out.largest = sorted(sizes, key=lambda s: -s.bytes)[:top]
         return out
