@@ -65,8 +65,9 @@ def test_saved_figure_and_table_render_in_jupyterlab(lab):
             "document.querySelector('.jp-AgioRun .agio-displays img').naturalWidth > 100", timeout=30000)
         table = page.locator(".jp-AgioRun .agio-display-html table")
         assert table.locator("th").all_inner_texts()[:3] == ["", "x", "y"]
-        assert "[sandbox: bubblewrap" in page.locator(".jp-AgioRun .agio-tool-result").first.inner_text() or \
-            "[sandbox: bubblewrap" in page.locator(".jp-AgioRun").first.text_content()
+        # the isolation level is on the card's summary line, visible without opening it
+        assert page.locator(".jp-AgioRun .agio-tool-card summary .agio-isolation").inner_text().strip() == \
+            "· sandbox: bubblewrap"
         out = ROOT / "test-output"
         out.mkdir(exist_ok=True)
         page.screenshot(path=str(out / "actions-figure-in-lab.png"))

@@ -57,6 +57,8 @@ def test_figure_and_table_in_live_view_and_transcript(kernel):
     html = final["text/html"]
     assert "data:image/png;base64," in html and "<table" in html and "<th>y</th>" in html
     assert "[sandbox: bubblewrap: no network, read-only system, writable /workspace only]" in html
+    assert '<span class="agio-isolation"' in html and "· sandbox: bubblewrap</span></summary>" in html
+    assert any("agio-isolation" in s and "sandbox: bubblewrap<" in s for s in live), "no isolation on the live card"
     events = final[MIME]["events"]
     done = [e for e in events if e["type"] == "action_completed"]
     assert done and done[0]["payload"]["name"] == "run_python"

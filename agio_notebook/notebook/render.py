@@ -85,6 +85,12 @@ def displays_html(displays: list[dict]) -> str:
     return "".join(parts)
 
 
+def _isolation(card: ToolCard) -> str:
+    if not card.isolation:
+        return ""
+    return f' <span class="agio-isolation" style="color:#57606a;font-size:11px">· sandbox: {escape(card.isolation)}</span>'
+
+
 def card_html(card: ToolCard) -> str:
     duration = f" · {card.duration_ms:.0f} ms" if card.duration_ms is not None else ""
     body = (f'<div style="color:#57606a;font-size:11px">arguments</div>'
@@ -99,7 +105,8 @@ def card_html(card: ToolCard) -> str:
                  f'{escape(card.error_type or "error")}: {escape(card.error)}</pre>')
     return (f'<details class="agio-tool-card agio-tool-{escape(card.status)}" '
             f'style="border:1px solid #d0d7de;border-radius:6px;margin:4px 0 4px 12px;padding:2px 8px">'
-            f'<summary>🔧 <b>{escape(card.name)}</b> {_badge(card.status)}{duration}</summary>{body}</details>'
+            f'<summary>🔧 <b>{escape(card.name)}</b> {_badge(card.status)}{duration}{_isolation(card)}</summary>'
+            f'{body}</details>'
             + (f'<div class="agio-displays" style="margin:0 0 4px 12px">{displays_html(card.displays)}</div>'
                if card.displays else ""))
 
@@ -172,7 +179,8 @@ def to_text(view: RunView) -> str:
             lines.append(f"#{step.sequence} {who}{mark}: {step.text}")
         for card in step.tool_cards:
             outcome = card.result if card.status == "ok" else f"{card.error_type or card.status}: {card.error}"
-            lines.append(f"  -> {card.name}({card.arguments}) [{card.status}] {outcome}")
+            lines.append(f"  -> {card.name}({card.arguments}) [{card.status}]"
+                         + (f" [sandbox: {card.isolation}]" if card.isolation else "") + f" {outcome}")
             shown = [d.get("mime") for d in card.displays]
             if shown:
                 lines.append(f"     [{shown.count('image/png')} figure(s), {shown.count('text/html')} table(s) shown]")

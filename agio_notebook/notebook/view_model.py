@@ -24,6 +24,7 @@ class ToolCard:
     attempts: int | None = None
     sequence: int | None = None  # of the tool step
     displays: list[dict[str, Any]] = field(default_factory=list)  # rich action output: PNG, HTML tables
+    isolation: str | None = None  # how a sandboxed action was isolated (shown on the card)
 
 
 @dataclass
@@ -127,6 +128,7 @@ class RunView:
             card = self._cards.get(p.get("tool_call_id") or "")
             if card is not None:
                 card.displays.extend(action_displays(p))
+                card.isolation = (p.get("input") or {}).get("isolation") or card.isolation
         elif t is _E.METRICS:
             self.run_metrics = p.get("run") or self.run_metrics
             view = self._by_seq.get(p["sequence"])

@@ -34,6 +34,7 @@ export interface ToolCard {
   errorType?: string;
   durationMs?: number;
   displays: Display[];
+  isolation?: string;
 }
 
 /** A rich output of an action: a PNG (base64) or an HTML table from the sandbox (untrusted). */
@@ -155,6 +156,9 @@ export function foldEvents(t: Transcript): RunView {
       const card = cards.get(p.tool_call_id);
       if (card) {
         card.displays.push(...actionDisplays(p));
+        if (typeof p.input?.isolation === 'string') {
+          card.isolation = p.input.isolation;
+        }
       }
     } else if (e.type === 'metrics') {
       runMetrics = p.run ?? runMetrics;
@@ -298,6 +302,9 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
   summary.append(el(doc, 'span', ['agio-tool-name'], card.name), ' ', statusBadge(doc, card.status));
   if (card.durationMs !== undefined && card.durationMs !== null) {
     summary.append(el(doc, 'span', ['agio-tool-duration'], ` ${Math.round(card.durationMs)} ms`));
+  }
+  if (card.isolation) {
+    summary.append(el(doc, 'span', ['agio-isolation'], ` · sandbox: ${card.isolation}`));
   }
   details.append(summary);
   details.append(el(doc, 'div', ['agio-label'], 'arguments'));

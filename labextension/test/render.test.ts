@@ -120,7 +120,8 @@ describe('action displays', () => {
     events: [
       ...transcript.events.slice(0, 4),
       ev(20, 'action_started', { action_id: 'a1', tool_call_id: 'c1', name: 'run_python' }),
-      ev(21, 'action_completed', { action_id: 'a1', tool_call_id: 'c1', name: 'run_python', status: 'ok', output: {
+      ev(21, 'action_completed', { action_id: 'a1', tool_call_id: 'c1', name: 'run_python', status: 'ok',
+        input: { code: '1', isolation: 'bubblewrap' }, output: {
         displays: [{ mime: 'image/png', data: PNG }, { mime: 'text/html', data: TABLE },
           { mime: 'image/png', data: '" onerror="x' }] } }),
       ...transcript.events.slice(4)
@@ -138,5 +139,6 @@ describe('action displays', () => {
     expect(node.querySelector('.agio-display-html script')).toBeNull();
     expect(node.querySelector('.agio-display-html img')).toBeNull();
     expect((window as any).__pwned).toBeUndefined();
+    expect(node.querySelector('.agio-tool-card summary .agio-isolation')!.textContent).toBe(' · sandbox: bubblewrap');
   });
 });
