@@ -108,3 +108,65 @@ def test_actions_and_replay_code_commands(kernel):
                         ".execute('int(df.y.sum())').value") == "15"
     frame = kernel.execute("%agio actions")
     assert "run_python" in json.dumps([m["content"].get("data") for m in frame["messages"]])
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sandbox_and_browser_end_with_the_kernel(tmp_path):
+    import time
+
+    install_kernelspec(tmp_path / "jupyter")
+    k = Kernel(tmp_path, env={"OPENAI_API_KEY": "", "AGIO_WORKSPACES": str(tmp_path / "ws")})
+    try:
+        res = k.execute(
+            "import threading, http.server\n"
+            "httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), http.server.SimpleHTTPRequestHandler)\n"
+            "threading.Thread(target=httpd.serve_forever, daemon=True).start()\n"
+            "from agio_notebook.toolkits import browser, python_sandbox\n"
+            "tools = {t.name: t for t in [*browser(allow=['127.0.0.1']), *python_sandbox()]}\n"
+            "print(tools['run_python'].function(code='1+1'))\n"
+            "print(tools['navigate_and_extract'].function(url=f'http://127.0.0.1:{httpd.server_address[1]}/'))",
+            timeout=120)
+        printed = "".join(m["content"].get("text", "") for m in res["messages"] if m["msg_type"] == "stream")
+        assert "[value] 2" in printed and "Status: 200" in printed, printed
+        kernel_pid = k.km.provisioner.process.pid
+        started = _descendants(kernel_pid)
+        names = set()
+        for pid in started:
+            try:
+                names.add(open(f"/proc/{pid}/comm").read().strip())
+            except OSError:
+                pass
+        assert "bwrap" in names and any("chrom" in n for n in names), names
+    finally:
+        k.kc.stop_channels()
+        k.km.shutdown_kernel(now=False)  # a normal shutdown, as JupyterLab's "Shut Down Kernel"
+    deadline = time.monotonic() + 60
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in started if _alive(p)]
