@@ -124,6 +124,17 @@ def test_retry_restores_the_workspace_and_starts_a_fresh_interpreter(env):
     assert files_of(repo, "r") == {"a.txt": "v1"}
 
 
+def test_a_retry_restores_the_workspace_at_once_even_without_actions(env):
+    repo, tools = env
+    run_calls(repo, "q", tools, ("write_file", {"path": "a.txt", "content": "v1"}))
+    second = run_calls(repo, "q", tools, ("write_file", {"path": "a.txt", "content": "v2"}),
+                       ("write_file", {"path": "b.txt", "content": "new"}))
+    assert files_of(repo, "q") == {"a.txt": "v2", "b.txt": "new"}
+    agent = Agent(model=ScriptedModel([Reply.say("nothing to do")]), tools=tools)
+    asyncio.run(StepRunner(agent, repository=repo).retry(second.run_id))
+    assert files_of(repo, "q") == {"a.txt": "v1"}
+
+
 def test_replay_python_brings_variables_back(env):
     repo, tools = env
     run_calls(repo, "rp", tools, ("run_python", {"code": "x = 20"}), ("run_python", {"code": "y = x + 1"}))

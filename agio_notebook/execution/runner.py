@@ -18,6 +18,7 @@ from ..agent import Agent
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
                     RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
 from ..storage import Repository, open_repository
+from ..tools.context import history_changed
 from .approval import Approver
 from .context import pending_tool_calls, steps_to_messages
 from .hooks import AgentHook, HookCaller, default_hooks
@@ -291,6 +292,7 @@ class StepRunner:
         for old in plan.superseded_runs:
             old.superseded_by = rec.run.id
             self.repository.commit(run=old)
+        history_changed(plan.session_id, self.repository)  # e.g. a workspace goes back to this point
 
     async def _collect(self, stream: AsyncIterator[StepEvent]) -> RunResult:
         events: list[StepEvent] = []

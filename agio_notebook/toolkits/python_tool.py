@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tools import Tool, tool
-from ..tools.context import ToolCallContext
+from ..tools.context import ToolCallContext, history_listeners
 from .actions import current_workspace, recorded
 from .errors import ActionError
 from .sandbox import ISOLATION_LEVELS, ExecResult, Sandbox, SandboxLimits, pool
@@ -21,16 +21,36 @@ ISOLATION_NOTES = {"bubblewrap": "bubblewrap: no network, read-only system, writ
 
 
 def _fresh_reason(box: Sandbox, ctx: ToolCallContext | None) -> str | None:
-    """Why this call gets a fresh interpreter, if it does (history changed, or it died)."""
-    if ctx is not None and ctx.repository is not None and box.executed:
-        live = set(ctx.batch_call_ids)
-        live |= {s.tool_call_id for s in ctx.repository.get_steps(ctx.session_id) if s.tool_call_id}
+    """Why this call gets a fresh interpreter, if it does: the history it ran was retried away, the
+    workspace was restored, the session's earlier code ran elsewhere (a fork, an earlier kernel), or it
+    died."""
+    stale = pool.stale.pop(box.workspace.session_id, None)
+    steps = ctx.repository.get_steps(ctx.session_id) if ctx is not None and ctx.repository is not None else []
+    if box.executed and ctx is not None and ctx.repository is not None:
+        live = set(ctx.batch_call_ids) | {s.tool_call_id for s in steps if s.tool_call_id}
         if not set(box.executed) <= live:
             box.close()
-            return "the conversation was retried or forked since this interpreter ran"
+            return stale or "the conversation was retried since this interpreter ran"
+    if stale:
+        return stale
     if not box.alive and box.calls:
         return "the previous interpreter ended"
+    if not box.executed and any(s.name == "run_python" for s in steps if s.tool_call_id):
+        return "this session's earlier code ran in another interpreter (a fork, a retry or an earlier kernel)"
     return None
+
+
+def _follow_retry(session_id: str, repository: Any) -> None:
+    """A retry superseded steps: an interpreter that ran their code is stale, so it ends now."""
+    box = pool._boxes.get(session_id)
+    if box is not None and box.executed:
+        live = {s.tool_call_id for s in repository.get_steps(session_id) if s.tool_call_id}
+        if not set(box.executed) <= live:
+            pool.close(session_id)
+            pool.stale.setdefault(session_id, "the conversation was retried since this interpreter ran")
+
+
+history_listeners.append(_follow_retry)
 
 
 def format_result(result: ExecResult, isolation: str, fresh: str | None) -> str:
@@ -54,11 +74,9 @@ def format_result(result: ExecResult, isolation: str, fresh: str | None) -> str:
 
 def run_code(code: str, *, limits: SandboxLimits, isolation: str, root: Path | None) -> dict[str, Any]:
     """Run code as a recorded action in the current session's sandbox; raises ActionError on failure."""
-    ctx, ws, restored = current_workspace(root)
+    ctx, ws, _ = current_workspace(root)  # a restore ends the interpreter and leaves its reason in pool.stale
     box = pool.get(ws.session_id, ws, limits, isolation)
     fresh = _fresh_reason(box, ctx)
-    if restored:
-        fresh = restored + ("; " + fresh if fresh else "")
     with recorded("code_execution", "run_python", {"code": code, "isolation": isolation}) as action:
         result = box.execute(code)
         if ctx is not None and not result.timed_out and not result.crashed:

@@ -408,9 +408,10 @@ class SandboxPool:
 
     def __init__(self) -> None:
         self._boxes: dict[str, Sandbox] = {}
+        self.stale: dict[str, str] = {}  # session id -> why its interpreter was ended (said on the next call)
         self._lock = threading.Lock()
         atexit.register(self.close_all)
-        Workspace.restore_listeners.append(self.close)
+        Workspace.restore_listeners.append(self._restored)
 
     def get(self, session_id: str, workspace: Workspace, limits: SandboxLimits, isolation: str) -> Sandbox:
         with self._lock:
@@ -420,6 +421,11 @@ class SandboxPool:
                     box.close()
                 box = self._boxes[session_id] = Sandbox(workspace, limits, isolation)
             return box
+
+    def _restored(self, session_id: str, why: str) -> None:
+        """The session's workspace was restored: its interpreter no longer matches it."""
+        self.stale[session_id] = why
+        self.close(session_id)
 
     def close(self, session_id: str) -> None:
         with self._lock:

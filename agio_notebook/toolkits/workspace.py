@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..tools.context import ToolCallContext
+from ..tools.context import ToolCallContext, history_listeners
 from .errors import ActionError
 
 SANDBOX_UID = 65534  # "nobody": what sandboxed code runs as when the kernel runs as root
@@ -73,8 +73,8 @@ def file_sha256(path: Path) -> str:
 class Workspace:
     """The workspace of one session. Paths given by the model are relative to :attr:`dir`."""
 
-    # called with the session id whenever a workspace is restored (the sandbox restarts its interpreter)
-    restore_listeners: list[Callable[[str], None]] = []
+    # called with (session id, why) whenever a workspace is restored (the sandbox restarts its interpreter)
+    restore_listeners: list[Callable[[str, str], None]] = []
 
     def __init__(self, root: Path, session_id: str):
         if not session_id or "/" in session_id or session_id in (".", ".."):
@@ -288,10 +288,11 @@ class Workspace:
                     target[rel] = sha
         self.restore(target, state)
         self._save_state({"applied": expected, "manifest": self._state["manifest"] if self._state else {}})
+        reason = "a forked session" if state is None else "a retry or fork"
+        why = f"workspace restored to the session's history ({reason}): {len(target)} file(s)"
         for listener in list(self.restore_listeners):
-            listener(self.session_id)
-        reason = "forked session" if state is None else "retry or fork"
-        return f"workspace restored to the session's history ({reason}): {len(target)} file(s)"
+            listener(self.session_id, why)
+        return why
 
     def restore(self, target: dict[str, str], state: dict[str, Any] | None) -> None:
         """Make the directory hold exactly ``target`` (path -> sha); unchanged files are left alone."""
@@ -344,3 +345,15 @@ def workspace_for(session_id: str, root: Path | None = None, repository: Any = N
     if ws is None:
         ws = _workspaces[key] = Workspace(base, session_id)
     return ws
+
+
+def _follow_retry(session_id: str, repository: Any) -> None:
+    """A retry superseded steps: restore the session's workspaces (known here or at the default root)."""
+    known = [ws for (_, sid), ws in _workspaces.items() if sid == session_id]
+    default = workspace_for(session_id, repository=repository)
+    for ws in {id(w): w for w in [*known, default]}.values():
+        if ws.state_file.exists():
+            ws.sync(ToolCallContext(session_id, None, "", "", repository=repository))
+
+
+history_listeners.append(_follow_retry)

@@ -9,10 +9,11 @@ Outside a run (a tool called by hand) there is no context and ``get_call()`` is 
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 
 @dataclass
@@ -54,3 +55,17 @@ def tool_call_scope(context: ToolCallContext | None) -> Iterator[ToolCallContext
         yield context
     finally:
         current_call.reset(token)
+
+
+# Called with (session_id, repository) when a session's history changes under it (a retry superseded
+# steps), so tools that keep state per session (a workspace, an interpreter) can follow at once.
+history_listeners: list[Callable[[str, Any], None]] = []
+
+
+def history_changed(session_id: str, repository: Any) -> None:
+    """Tell the listeners; one failing never fails the retry (tools re-check before their next action)."""
+    for listener in list(history_listeners):
+        try:
+            listener(session_id, repository)
+        except Exception as exc:  # noqa: BLE001
+            warnings.warn(f"after the retry in session {session_id}: {type(exc).__name__}: {exc}", stacklevel=2)
