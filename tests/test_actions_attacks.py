@@ -51,6 +51,9 @@ def test_reading_etc_shadow_and_ssh_from_python(env):
     assert_blocked(step, "No such file or directory: '/etc/shadow'")
     step = attack(env, "s", "run_python", code="import os; os.listdir(os.path.expanduser('~/.ssh'))")
     assert_blocked(step, "FileNotFoundError")
+    home = os.path.expanduser("~")  # the kernel's home, e.g. /root in CI
+    step = attack(env, "s", "run_python", code=f"os.listdir({home + '/.ssh'!r})")
+    assert_blocked(step, "FileNotFoundError")
     # /root holds only the interpreter's own read-only directory (bound there because the venv points to it)
     step = attack(env, "s", "run_python", code="[p for p in os.listdir('/root') if p != '.pyenv'] if "
                                                "os.path.isdir('/root') else []")
