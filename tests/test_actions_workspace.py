@@ -165,3 +165,20 @@ def test_approval_can_be_required_per_action_kind(env):
     assert steps[0].status == "rejected" and "no writes today" in steps[0].content
     assert steps[1].status == "error" and "no file 'a.txt'" in steps[1].content
     assert steps[2].status == "ok" and "[value] 2" in steps[2].content
+
+
+def test_parallel_calls_in_one_turn_are_all_snapshotted(env):
+    repo, tools = env
+    from agio_notebook.models.scripted import call
+
+    batch = [call("write_file", path=f"f{i}.txt", content=str(i)) for i in range(6)]
+    batch.append(call("run_python", code="open('py.txt', 'w').write('from python')"))
+    model = ScriptedModel([Reply.calls(*batch), Reply.say("done")])
+    agent = Agent(model=model, tools=tools, config=ExecutionConfig(parallel_tool_calls=True, max_parallel_tools=8))
+    result = asyncio.run(StepRunner(agent, repository=repo).run("par", "go"))
+    assert all(s.status == "ok" for s in tool_steps(result)), [s.content for s in tool_steps(result)]
+    expected = {**{f"f{i}.txt": str(i) for i in range(6)}, "py.txt": "from python"}
+    assert files_of(repo, "par") == expected
+    forked = fork_session("par", result.steps[-1].sequence, repo)
+    one_tool_step(repo, forked, tools, "list_files")
+    assert files_of(repo, forked) == expected
