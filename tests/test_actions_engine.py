@@ -42,3 +42,19 @@ def test_routes_each_action_type_and_records_it(engine):
     assert kinds == [("file_operation", "write_file", "ok"), ("code_execution", "run_python", "ok"),
                      ("file_operation", "read_file", "ok"), ("web_browsing", "web_fetch", "error")]
     assert all(r["session_id"] == "engine-session" for r in engine.context_graph.records)
+
+
+def test_bad_limits_are_one_clear_line():
+    from agio_notebook.core import AgioError
+    from agio_notebook.toolkits import FileLimits, SandboxLimits, python_sandbox
+    from agio_notebook.toolkits.web import WebLimits
+
+    with pytest.raises(AgioError, match=r"^SandboxLimits.timeout must be positive, got 0$"):
+        SandboxLimits(timeout=0)
+    with pytest.raises(AgioError, match=r"^FileLimits.max_read_bytes must be positive, got -1$"):
+        FileLimits(max_read_bytes=-1)
+    with pytest.raises(AgioError, match=r"^WebLimits.max_redirects must be zero or more, got -1$"):
+        WebLimits(max_redirects=-1)
+    assert WebLimits(max_redirects=0).max_redirects == 0
+    with pytest.raises(AgioError, match=r"^unknown isolation level 'docker' \(choose from bubblewrap, process\)$"):
+        python_sandbox(isolation="docker")

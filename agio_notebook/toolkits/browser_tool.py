@@ -21,7 +21,7 @@ from typing import Any, Callable
 from ..tools import Tool, tool
 from ..tools.context import get_call
 from .actions import MANUAL_SESSION, recorded
-from .errors import ActionError
+from .errors import ActionError, check_positive
 from .proxy import BLOCK_HEADER, FilteringProxy
 from .web import Guard, to_markdown
 
@@ -33,6 +33,9 @@ class BrowserLimits:
     timeout: float = 20.0  # seconds per navigation or action
     max_chars: int = 20_000  # of extracted text handed to the model
     viewport: tuple[int, int] = (1024, 700)
+
+    def __post_init__(self) -> None:
+        check_positive(self)
 
 
 class BrowserHost:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..tools import Tool, tool
 from .actions import current_workspace, recorded
-from .errors import ActionError
+from .errors import ActionError, check_positive
 from .workspace import Workspace
 
 
@@ -27,6 +27,9 @@ class FileLimits:
     max_results: int = 200
     max_search_file_bytes: int = 2_000_000
     max_diff_chars: int = 20_000
+
+    def __post_init__(self) -> None:
+        check_positive(self)
 
 
 def is_binary(data: bytes) -> bool:

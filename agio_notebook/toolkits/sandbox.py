@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import new_id
-from .errors import ActionError, IsolationUnavailable
+from .errors import ActionError, IsolationUnavailable, check_positive
 from .workspace import SANDBOX_UID, Workspace
 
 ISOLATION_LEVELS = ("bubblewrap", "process")
@@ -61,6 +61,9 @@ class SandboxLimits:
     processes: int = 64
     open_files: int = 256
     output_bytes: int = 64_000  # kept of stdout and of stderr per call; the rest is counted, not kept
+
+    def __post_init__(self) -> None:
+        check_positive(self)
 
     def rlimits(self) -> str:
         """As the sandbox loop reads them: ``name=value,...``."""

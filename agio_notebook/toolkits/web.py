@@ -22,7 +22,7 @@ from urllib.parse import urljoin, urlsplit
 
 from ..tools import Tool, tool
 from .actions import recorded
-from .errors import ActionError
+from .errors import ActionError, check_positive
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -33,6 +33,9 @@ class WebLimits:
     max_bytes: int = 2_000_000
     max_chars: int = 40_000  # of the text handed to the model
     max_redirects: int = 5
+
+    def __post_init__(self) -> None:
+        check_positive(self, zero_ok=("max_redirects",))
 
 
 def blocked_reason(address: IPAddress) -> str | None:
