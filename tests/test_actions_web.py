@@ -131,6 +131,11 @@ def test_private_addresses_are_blocked(env, server):
     assert named.status == "error" and "localhost resolves to 127.0.0.1, a loopback address" in named.content
     meta = fetch(env, "p", "http://169.254.169.254/latest/meta-data/")
     assert meta.status == "error" and "link-local" in meta.content
+    for sneaky, reason in ((f"http://[::1]:{port}/page", "loopback"), (f"http://0.0.0.0:{port}/page", "unspecified"),
+                           (f"http://2130706433:{port}/page", "loopback"), (f"http://[::ffff:127.0.0.1]:{port}/", "loopback"),
+                           ("file:///etc/passwd", "only http and https")):
+        step = fetch(env, "p", sneaky)
+        assert step.status == "error" and reason in step.content, (sneaky, step.content)
 
 
 def test_redirects_to_private_addresses_are_blocked(env, server):

@@ -41,9 +41,9 @@ class WebLimits:
 def blocked_reason(address: IPAddress) -> str | None:
     if address.version == 6 and address.ipv4_mapped is not None:  # type: ignore[union-attr]
         address = address.ipv4_mapped  # type: ignore[union-attr]
-    for label, flag in (("loopback", address.is_loopback), ("link-local", address.is_link_local),
-                        ("private", address.is_private), ("multicast", address.is_multicast),
-                        ("reserved", address.is_reserved), ("unspecified", address.is_unspecified)):
+    for label, flag in (("loopback", address.is_loopback), ("unspecified", address.is_unspecified),
+                        ("link-local", address.is_link_local), ("multicast", address.is_multicast),
+                        ("reserved", address.is_reserved), ("private", address.is_private)):
         if flag:
             return label
     return None
