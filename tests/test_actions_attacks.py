@@ -203,3 +203,30 @@ def test_isolation_unavailable_refuses_with_one_line(env, monkeypatch):
            "isolation='process'" in step.content
     weak = one_tool_step(repo, "u2", python_sandbox(isolation="process"), "run_python", code="1+1")
     assert weak.status == "ok" and "[sandbox: process (weak, opted in)" in weak.content
+
+
+def test_a_directory_swapped_for_a_symlink_is_not_followed(env, tmp_path):
+    """Checked at open, not only before: a walk by descriptors with O_NOFOLLOW on every part."""
+    from agio_notebook.toolkits import ActionError, workspace_for
+
+    repo, _ = env
+    ws = workspace_for("swap", repository=repo)
+    ws.create()
+    (ws.dir / "sub").mkdir()
+    ws.resolve("sub/x.txt")  # the static check passes while sub is a directory...
+    (ws.dir / "sub").rmdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws.dir / "sub").symlink_to(outside)  # ...then the agent's code swaps it for a symlink
+    with pytest.raises(ActionError, match="outside the workspace|symlinks are not followed"):
+        ws.open("sub/x.txt", os.O_WRONLY | os.O_CREAT)
+    import agio_notebook.toolkits.workspace as wsmod
+
+    real_resolve = wsmod.Workspace.resolve
+    try:  # even if the static check were fooled, the walk refuses the symlink
+        wsmod.Workspace.resolve = lambda self, rel: self.dir / rel
+        with pytest.raises(ActionError, match="symlinks are not followed"):
+            ws.open("sub/x.txt", os.O_WRONLY | os.O_CREAT)
+    finally:
+        wsmod.Workspace.resolve = real_resolve
+    assert not (outside / "x.txt").exists()

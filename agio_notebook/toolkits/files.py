@@ -77,19 +77,11 @@ def write_text(ws: Workspace, rel: str, text: str, limits: FileLimits) -> None:
     data = text.encode("utf-8")
     if len(data) > limits.max_write_bytes:
         raise ActionError(f"refusing to write {len(data)} bytes (limit {limits.max_write_bytes})")
-    path = ws.resolve(rel)
-    parent_rel = os.path.dirname(rel)
-    if parent_rel:
-        ws.resolve(parent_rel)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for p in [path.parent, *path.parent.parents]:
-            if p == ws.dir:
-                break
-            ws.chown(p)
-    fd = ws.open(rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    fd = ws.open(rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_parents=True)
     with os.fdopen(fd, "wb") as f:
+        if ws.owner is not None:
+            os.fchown(f.fileno(), *ws.owner)
         f.write(data)
-    ws.chown(path)
 
 
 def diff(old: str | None, new: str, rel: str, cap: int) -> str:

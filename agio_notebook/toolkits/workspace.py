@@ -16,6 +16,7 @@ a crash between a change and its step), before the next action runs.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -122,17 +123,41 @@ class Workspace:
         if real != base and not real.startswith(base + os.sep):
             raise ActionError(f"path {rel!r} leads outside the workspace (through a symlink)")
 
-    def open(self, rel: str, flags: int, mode: int = 0o644) -> int:
-        """Open a workspace file, checked at open: no symlink as the last part, and the opened file's
-        real path (read back from the descriptor) must be inside the workspace."""
-        path = self.resolve(rel)
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    def open(self, rel: str, flags: int, mode: int = 0o644, *, make_parents: bool = False) -> int:
+        """Open a workspace file, checked at open: the path is walked one directory at a time from the
+        workspace's own descriptor, never following a symlink (``O_NOFOLLOW`` on every part), so code
+        swapping a directory for a symlink meanwhile cannot redirect it; the opened file's real path is
+        read back from the descriptor and must be inside the workspace."""
+        self.resolve(rel)
+        parts = Path(rel).parts
+        fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            self.check_inside(os.readlink(f"/proc/self/fd/{fd}"), rel)
-        except BaseException:
+            for part in parts[:-1]:
+                if make_parents:
+                    try:
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                        if self.owner is not None:
+                            os.chown(part, *self.owner, dir_fd=fd, follow_symlinks=False)
+                    except FileExistsError:
+                        pass
+                try:
+                    child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise ActionError(f"path {rel!r}: {part!r} is not a directory of the workspace "
+                                          "(symlinks are not followed)") from None
+                    raise
+                os.close(fd)
+                fd = child
+            target = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
+        finally:
             os.close(fd)
+        try:
+            self.check_inside(os.readlink(f"/proc/self/fd/{target}"), rel)
+        except BaseException:
+            os.close(target)
             raise
-        return fd
+        return target
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.dir).as_posix()
