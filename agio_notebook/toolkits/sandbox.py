@@ -340,7 +340,8 @@ class Sandbox:
                 result.crashed = not result.timed_out
             else:
                 self.calls += 1
-            drain = time.monotonic() + (2.0 if reply is not None else 0.5)
+            # the markers were written before the reply: waiting for them only waits for our reader threads
+            drain = time.monotonic() + (15.0 if reply is not None else 0.5)
             self._out.wait(drain)
             self._err.wait(drain)
             result.stdout, result.stderr = self._out.text(), self._err.text()

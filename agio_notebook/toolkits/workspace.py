@@ -311,12 +311,12 @@ class Workspace:
                     target.pop(rel, None)
                 else:
                     target[rel] = sha
-        self.restore(target, state)
-        self._save_state({"applied": expected, "manifest": self._state["manifest"] if self._state else {}})
         reason = "a forked session" if state is None else "a retry or fork"
         why = f"workspace restored to the session's history ({reason}): {len(target)} file(s)"
-        for listener in list(self.restore_listeners):
+        for listener in list(self.restore_listeners):  # first: the interpreter must not write meanwhile
             listener(self.session_id, why)
+        self.restore(target, state)
+        self._save_state({"applied": expected, "manifest": self._state["manifest"] if self._state else {}})
         return why
 
     def restore(self, target: dict[str, str], state: dict[str, Any] | None) -> None:
