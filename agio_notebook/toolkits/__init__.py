@@ -45,6 +45,7 @@ def toolkit(names: str | list[str], **options: Any) -> list[Any]:
     return [t for n in wanted for t in makers[n]()]
 
 
-__all__ = ["ActionError", "ContextGraphRecorder", "FileLimits", "IsolationUnavailable", "SandboxLimits",
-           "Workspace", "browser", "python_sandbox", "replay_python", "toolkit", "web_fetch", "workspace_files",
-           "workspace_for", "ExecutionEngine"]
+__all__ = ["Action", "ActionError", "BrowserLimits", "ContextGraphRecorder", "ExecutionEngine", "ExecutionResult",
+           "FileLimits", "IsolationUnavailable", "SandboxLimits", "WebLimits", "Workspace", "browser",
+           "close_browsers", "python_sandbox", "replay_python", "toolkit", "web_fetch", "workspace_files",
+           "workspace_for"]
