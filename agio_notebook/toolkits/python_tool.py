@@ -96,8 +96,10 @@ def run_code(code: str, *, limits: SandboxLimits, isolation: str, root: Path | N
 def replay_python(session_id: str, repository: Any, upto: int | None = None, *, root: Path | None = None,
                   limits: SandboxLimits | None = None, isolation: str = "bubblewrap") -> list[ExecResult]:
     """Re-run, in a fresh interpreter, the ``run_python`` code recorded in the session's current steps
-    (up to step ``upto``), so variables come back after a retry or fork.  Files are not touched by the
-    replay's bookkeeping: the workspace already follows the session.  Returns each call's result."""
+    (up to step ``upto``), so variables come back after a retry or fork.  The code runs again as it is,
+    so code that wrote files writes them again (the next action's snapshot records any difference).
+    Pass the ``limits`` and ``isolation`` the toolkit uses, or its next call starts over.  Returns each
+    call's result."""
     from .workspace import workspace_for
 
     ws = workspace_for(session_id, root, repository)
