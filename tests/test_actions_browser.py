@@ -133,3 +133,46 @@ def test_one_context_per_session_closed_with_the_agent(env, server, tmp_path):
     assert host.contexts == {} and host._browser is None
     after = one_tool_step(repo, "s1", tools, "navigate_and_extract", url=server + "/")
     assert after.status == "error" and "this browser was closed" in after.content
+
+
+def test_chromium_runs_unprivileged_with_its_own_sandbox(env, server):
+    import os
+
+    repo, tools = env
+    assert one_tool_step(repo, "u", tools, "navigate_and_extract", url=server + "/").status == "ok"
+    mine = _descendants(os.getpid())
+    chromium = []
+    for pid in mine:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{pid}/status") as f:
+                uid = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"chromium"):
+            chromium.append((pid, uid, argv))
+    assert chromium, "no chromium process found"
+    assert not [a for _, _, a in chromium if b"--no-sandbox" in a]
+    if os.geteuid() == 0:
+        assert {uid for _, uid, _ in chromium} == {65534}
+
+
+def _descendants(pid: int) -> set[int]:
+    import os
+
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found

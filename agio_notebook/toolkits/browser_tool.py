@@ -1,10 +1,11 @@
 """``browser()``: a real browser for the agent — Playwright driving Debian's chromium (no download).
 
-One browser process per kernel, one browser *context* per session (its own cookies and storage),
+One browser process per toolkit, one browser *context* per session (its own cookies and storage),
 closed by :meth:`Agent.close`, by :func:`close_browsers`, or when the kernel exits.  Playwright's sync
 API is bound to the thread that started it, so every browser call runs on one dedicated thread.
 
-Addresses are guarded twice: a Playwright route check refuses a blocked URL before any request, and
+When the kernel runs as root, chromium runs as ``nobody`` with its own sandbox on (rather than as root
+with ``--no-sandbox``).  Addresses are guarded twice: a Playwright route check refuses a blocked URL before any request, and
 chromium's whole network goes through :class:`~agio_notebook.toolkits.proxy.FilteringProxy`, which also
 sees redirect hops, WebSockets and subresources.
 """
@@ -14,8 +15,11 @@ from __future__ import annotations
 import atexit
 import base64
 import os
+import shlex
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from ..tools import Tool, tool
@@ -24,8 +28,16 @@ from .actions import MANUAL_SESSION, recorded
 from .errors import ActionError, check_positive
 from .proxy import BLOCK_HEADER, FilteringProxy
 from .web import Guard, to_markdown
+from .workspace import SANDBOX_UID
 
 CHROMIUM = "/usr/bin/chromium"
+_LAUNCHER = """#!/bin/sh
+for arg in "$@"; do
+  case "$arg" in --user-data-dir=*) chown -R {uid}:{uid} "${{arg#--user-data-dir=}}" ;; esac
+done
+export HOME=/tmp
+exec setpriv --reuid={uid} --regid={uid} --clear-groups -- {executable} "$@"
+"""
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,7 @@ class BrowserHost:
         self.guard = Guard(allow)
         self.contexts: dict[str, tuple[Any, Any]] = {}  # session id -> (context, page)
         self.closed = False
+        self._launcher_dir: tempfile.TemporaryDirectory[str] | None = None
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self.closed:
@@ -69,10 +82,18 @@ class BrowserHost:
         args = ["--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--disable-quic",
                 "--proxy-bypass-list=<-loopback>", "--force-webrtc-ip-handling-policy=disable_non_proxied_udp"]
-        if os.geteuid() == 0:
-            args.append("--no-sandbox")  # chromium refuses its own sandbox as root
-        self._browser = self._pw.chromium.launch(executable_path=self.executable, args=args,
+        executable = self.executable if os.geteuid() != 0 else self._unprivileged(self.executable)
+        self._browser = self._pw.chromium.launch(executable_path=executable, args=args, chromium_sandbox=True,
                                                  proxy={"server": self._proxy.url})
+
+    def _unprivileged(self, executable: str) -> str:
+        """As root, chromium would need ``--no-sandbox``; instead it runs as ``nobody``, with its own
+        sandbox, through a launcher that first gives ``nobody`` the profile directory."""
+        self._launcher_dir = tempfile.TemporaryDirectory(prefix="agio-browser-")
+        launcher = Path(self._launcher_dir.name) / "chromium"
+        launcher.write_text(_LAUNCHER.format(uid=SANDBOX_UID, executable=shlex.quote(executable)))
+        launcher.chmod(0o700)
+        return str(launcher)
 
     def page(self, session_id: str, limits: BrowserLimits) -> Any:
         self._start()
@@ -124,6 +145,9 @@ class BrowserHost:
             if self._proxy is not None:
                 self._proxy.close()
                 self._proxy = None
+            if self._launcher_dir is not None:
+                self._launcher_dir.cleanup()
+                self._launcher_dir = None
 
         try:
             self._thread.submit(shutdown).result()
