@@ -62,7 +62,12 @@ def test_figure_and_table_in_live_view_and_transcript(kernel):
     events = final[MIME]["events"]
     done = [e for e in events if e["type"] == "action_completed"]
     assert done and done[0]["payload"]["name"] == "run_python"
-    assert {d["mime"] for d in done[0]["payload"]["output"]["displays"]} == {"image/png", "text/html"}
+    tool_step = next(e["payload"]["step"] for e in events if e["type"] == "step_completed"
+                     and e["payload"]["step"]["role"] == "tool")
+    (action,) = tool_step["extra"]["actions"]
+    assert {d["mime"] for d in action["output"]["displays"]} == {"image/png", "text/html"}
+    png = next(d["data"] for d in action["output"]["displays"] if d["mime"] == "image/png")
+    assert json.dumps(final[MIME]).count(png) == 1  # the figure is in the transcript's events once
     assert "1 figure(s), 1 table(s) shown" in final["text/plain"]
 
 

@@ -30,9 +30,12 @@ def test_a_screenshot_shows_as_a_figure_and_the_text_transcript_counts_them():
             "sequence": 1, "role": "assistant", "content": None, "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}]}}},
         {"type": "action_completed", "run_id": "r", "session_id": "s", "seq": 3, "ts": 0, "payload": {
-            "tool_call_id": "c1", "name": "screenshot", "status": "ok", "input": {}, "output": {"screenshot": PNG}}},
+            "tool_call_id": "c1", "name": "screenshot", "status": "ok", "input": {}, "output": {"screenshot": "cut…"}}},
         {"type": "tool_call_completed", "run_id": "r", "session_id": "s", "seq": 4, "ts": 0,
          "payload": {"tool_call_id": "c1", "name": "screenshot", "content": "taken", "sequence": 2}},
+        {"type": "step_completed", "run_id": "r", "session_id": "s", "seq": 5, "ts": 0, "payload": {"step": {
+            "sequence": 2, "role": "tool", "content": "taken", "tool_call_id": "c1", "name": "screenshot",
+            "extra": {"actions": [{"name": "screenshot", "status": "ok", "output": {"screenshot": PNG}}]}}}},
     ]
     view = fold(events)
     (card,) = view.steps[0].tool_cards

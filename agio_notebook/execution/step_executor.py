@@ -29,6 +29,16 @@ from .watchdog import Watchdog
 _E = StepEventType
 
 
+def _elide(value: Any, limit: int = 2000) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + f"… [{len(value)} characters; whole on the tool step]"
+    if isinstance(value, dict):
+        return {k: _elide(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_elide(v, limit) for v in value]
+    return value
+
+
 class StepExecutor:
     def __init__(self, model: Model, registry: ToolRegistry, config: ExecutionConfig, hooks: HookCaller,
                  approver: Approver | None = None, settings: dict[str, Any] | None = None):
@@ -305,11 +315,15 @@ class StepExecutor:
 
     @staticmethod
     def _action_events(rec: RunRecorder, action: dict[str, Any]) -> list[StepEvent]:
-        """An action's start and its outcome (emitted when the tool returns; times are the real ones)."""
-        start = {k: action.get(k) for k in ("action_id", "kind", "name", "tool_call_id", "step_sequence",
-                                            "result_sequence", "started_at", "input")}
+        """An action's start and its outcome (emitted when the tool returns; times are the real ones).
+
+        Long strings (figures, screenshots, big outputs) are cut in the events: the tool step carries
+        the whole record (``extra["actions"]``), so a transcript holds them once.
+        """
+        start = {k: _elide(action.get(k)) for k in ("action_id", "kind", "name", "tool_call_id", "step_sequence",
+                                                    "result_sequence", "started_at", "input")}
         done = _E.ACTION_COMPLETED if action.get("status") == "ok" else _E.ACTION_FAILED
-        return [rec.emit(_E.ACTION_STARTED, start), rec.emit(done, dict(action))]
+        return [rec.emit(_E.ACTION_STARTED, start), rec.emit(done, _elide(action))]
 
     @staticmethod
     def _close_turn(rec: RunRecorder, step: Step) -> StepEvent:

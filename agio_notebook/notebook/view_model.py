@@ -93,6 +93,9 @@ class RunView:
             view.text = step.get("content") or ""
             view.status, view.attempt = step.get("status", "ok"), step.get("attempt", 1)
             view.superseded, view.metrics, view.complete = step.get("superseded", False), step.get("metrics") or {}, True
+            if step["role"] == "tool" and step.get("tool_call_id") in self._cards:
+                card = self._cards[step["tool_call_id"]]  # figures and screenshots come whole with the step
+                card.displays = [d for a in (step.get("extra") or {}).get("actions") or () for d in action_displays(a)]
             if step["role"] == "assistant":
                 for call in step.get("tool_calls") or ():
                     if call["id"] not in self._cards:
@@ -127,7 +130,6 @@ class RunView:
         elif t in (_E.ACTION_COMPLETED, _E.ACTION_FAILED):
             card = self._cards.get(p.get("tool_call_id") or "")
             if card is not None:
-                card.displays.extend(action_displays(p))
                 card.isolation = (p.get("input") or {}).get("isolation") or card.isolation
         elif t is _E.METRICS:
             self.run_metrics = p.get("run") or self.run_metrics

@@ -121,6 +121,12 @@ export function foldEvents(t: Transcript): RunView {
       view.attempt = st.attempt ?? 1;
       view.superseded = Boolean(st.superseded);
       view.metrics = st.metrics ?? {};
+      const answered = st.role === 'tool' ? cards.get(st.tool_call_id) : undefined;
+      if (answered) {
+        // figures and screenshots come whole with the tool step (the action events carry them cut)
+        const actions = Array.isArray(st.extra?.actions) ? st.extra.actions : [];
+        answered.displays = actions.flatMap((a: Record<string, any>) => actionDisplays(a ?? {}));
+      }
       for (const call of st.tool_calls ?? []) {
         if (!cards.has(call.id)) {
           const card: ToolCard = {
@@ -155,7 +161,6 @@ export function foldEvents(t: Transcript): RunView {
     } else if (e.type === 'action_completed' || e.type === 'action_failed') {
       const card = cards.get(p.tool_call_id);
       if (card) {
-        card.displays.push(...actionDisplays(p));
         if (typeof p.input?.isolation === 'string') {
           card.isolation = p.input.isolation;
         }

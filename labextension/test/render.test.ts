@@ -121,10 +121,13 @@ describe('action displays', () => {
       ...transcript.events.slice(0, 4),
       ev(20, 'action_started', { action_id: 'a1', tool_call_id: 'c1', name: 'run_python' }),
       ev(21, 'action_completed', { action_id: 'a1', tool_call_id: 'c1', name: 'run_python', status: 'ok',
-        input: { code: '1', isolation: 'bubblewrap' }, output: {
-        displays: [{ mime: 'image/png', data: PNG }, { mime: 'text/html', data: TABLE },
-          { mime: 'image/png', data: '" onerror="x' }] } }),
-      ...transcript.events.slice(4)
+        input: { code: '1', isolation: 'bubblewrap' }, output: { displays: [{ mime: 'image/png', data: 'cut…' }] } }),
+      ...transcript.events.slice(4, 6),
+      ev(22, 'step_completed', { step: step(3, 'tool', 'ok', { tool_call_id: 'c1', name: 'add', extra: { actions: [{
+        name: 'run_python', status: 'ok', input: { code: '1', isolation: 'bubblewrap' }, output: {
+          displays: [{ mime: 'image/png', data: PNG }, { mime: 'text/html', data: TABLE },
+            { mime: 'image/png', data: '" onerror="x' }] } }] } }) }),
+      ...transcript.events.slice(7)
     ]
   };
 
