@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 
 import pytest
@@ -54,10 +55,13 @@ def test_reading_etc_shadow_and_ssh_from_python(env):
     home = os.path.expanduser("~")  # the kernel's home, e.g. /root in CI
     step = attack(env, "s", "run_python", code=f"os.listdir({home + '/.ssh'!r})")
     assert_blocked(step, "FileNotFoundError")
-    # /root holds only the interpreter's own read-only directory (bound there because the venv points to it)
-    step = attack(env, "s", "run_python", code="[p for p in os.listdir('/root') if p != '.pyenv'] if "
-                                               "os.path.isdir('/root') else []")
-    assert step.status == "ok" and "[value] []" in step.content, step.content
+    # the kernel user's home holds at most the interpreter's own read-only directories (bound at their
+    # own paths because the virtualenv points to them), nothing else
+    home = os.path.expanduser("~")
+    python_dirs = sorted({os.path.relpath(p, home).split(os.sep)[0] for p in (sys.prefix, sys.base_prefix)
+                          if p.startswith(home + os.sep)})
+    step = attack(env, "s", "run_python", code=f"sorted(os.listdir({home!r})) if os.path.isdir({home!r}) else []")
+    assert step.status == "ok" and f"[value] {python_dirs!r}" in step.content, step.content
 
 
 def test_reading_etc_shadow_and_ssh_with_file_tools(env):
