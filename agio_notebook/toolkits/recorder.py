@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..core import new_id, now
+from ..core import new_id, now, scrub
 from ..tools.context import ToolCallContext, get_call
 
 
@@ -55,7 +55,7 @@ class ContextGraphRecorder:
     def record_action_failure(self, action_node_id: str, error: str,
                               result: dict[str, Any] | None = None) -> dict[str, Any]:
         """The action failed (blocked, timed out, crashed); ``error`` is the one line the model sees."""
-        return self._close(action_node_id, "error", error=error, output=result)
+        return self._close(action_node_id, "error", error=scrub(error), output=result)
 
 
 default_recorder = ContextGraphRecorder()
