@@ -58,3 +58,22 @@ def test_bad_limits_are_one_clear_line():
     assert WebLimits(max_redirects=0).max_redirects == 0
     with pytest.raises(AgioError, match=r"^unknown isolation level 'docker' \(choose from bubblewrap, process\)$"):
         python_sandbox(isolation="docker")
+
+
+def test_execute_with_reflection_revises_a_failed_action(engine):
+    from agio_notebook.toolkits import execute_with_reflection
+
+    seen = []
+
+    async def revise(action, result):
+        seen.append(result.error.splitlines()[-1] if "NameError" not in result.error else "NameError")
+        return Action("code_execution", {"code": action.data["code"].replace("undefined_name", "21")})
+
+    result = asyncio.run(execute_with_reflection(engine, Action("code_execution", {"code": "undefined_name * 2"}),
+                                                 max_retries=2, revise=revise))
+    assert result.success and "[value] 42" in result.data
+    assert seen == ["NameError"]
+    assert [r["status"] for r in engine.context_graph.records] == ["error", "ok"]
+    gave_up = asyncio.run(execute_with_reflection(engine, Action("code_execution", {"code": "1/0"}),
+                                                  revise=lambda a, r: asyncio.sleep(0, None)))
+    assert not gave_up.success and "ZeroDivisionError" in gave_up.error

@@ -20,7 +20,8 @@ from .sandbox import SandboxLimits
 from .workspace import Workspace, workspace_for
 
 _LAZY = {"web_fetch": ".web", "WebLimits": ".web", "browser": ".browser_tool", "close_browsers": ".browser_tool", "BrowserLimits": ".browser_tool",
-         "ExecutionEngine": ".engine", "Action": ".engine", "ExecutionResult": ".engine"}
+         "ExecutionEngine": ".engine", "Action": ".engine", "ExecutionResult": ".engine",
+         "execute_with_reflection": ".engine"}
 
 
 def __getattr__(name: str) -> Any:
@@ -47,5 +48,5 @@ def toolkit(names: str | list[str], **options: Any) -> list[Any]:
 
 __all__ = ["Action", "ActionError", "BrowserLimits", "ContextGraphRecorder", "ExecutionEngine", "ExecutionResult",
            "FileLimits", "IsolationUnavailable", "SandboxLimits", "WebLimits", "Workspace", "browser",
-           "close_browsers", "python_sandbox", "replay_python", "toolkit", "web_fetch", "workspace_files",
-           "workspace_for"]
+           "close_browsers", "execute_with_reflection", "python_sandbox", "replay_python", "toolkit", "web_fetch",
+           "workspace_files", "workspace_for"]

@@ -5,7 +5,8 @@ session's sandbox; ``"file_operation"`` reads or writes workspace files; ``"web_
 URL (``action: "fetch"``) or drives the browser (``"navigate"``, ``"fill_form"``, ``"click"``,
 ``"screenshot"``); ``"tool_call"`` runs any :class:`~agio_notebook.tools.Tool` by name.  These are the
 same tools an agent gets, so the same records are made (``ContextGraphRecorder``), whether the engine is
-used by hand, from a plan, or behind an agent's tool calls.
+used by hand, from a plan, or behind an agent's tool calls.  ``execute_with_reflection`` retries a failed
+action with a revised one (the seed's external-loop reflection).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from ..tools import Tool
 from ..tools.context import ToolCallContext, tool_call_scope
@@ -115,3 +116,25 @@ class ExecutionEngine:
         self.context_graph.records.extend(ctx.actions)
         return ExecutionResult(True, data=value if isinstance(value, str) else json.loads(json.dumps(value, default=str)),
                                actions=ctx.actions)
+
+
+Reviser = Callable[[Action, ExecutionResult], Awaitable[Action | None]]
+
+
+async def execute_with_reflection(engine: ExecutionEngine, action: Action, max_retries: int = 2,
+                                  revise: Reviser | None = None) -> ExecutionResult:
+    """The seed's external-loop reflection: run ``action``; on failure ask ``revise(action, result)`` for a
+    corrected action (e.g. a model reading the error) and try again, up to ``max_retries`` times.
+    ``revise`` returning None gives up. Every attempt is recorded like any other action."""
+    if max_retries < 0:
+        raise ActionError(f"max_retries must be >= 0, got {max_retries}")
+    result = await engine.execute_action(action)
+    for _ in range(max_retries):
+        if result.success or revise is None:
+            break
+        revised = await revise(action, result)
+        if revised is None:
+            break
+        action = revised
+        result = await engine.execute_action(action)
+    return result
