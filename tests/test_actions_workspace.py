@@ -182,3 +182,19 @@ def test_parallel_calls_in_one_turn_are_all_snapshotted(env):
     forked = fork_session("par", result.steps[-1].sequence, repo)
     one_tool_step(repo, forked, tools, "list_files")
     assert files_of(repo, forked) == expected
+
+
+def test_prune_workspaces_after_the_store_deleted_a_session(env):
+    repo, tools = env
+    from agio_notebook.toolkits import prune_workspaces
+
+    run_calls(repo, "keep", tools, ("write_file", {"path": "k.txt", "content": "kept"}))
+    run_calls(repo, "gone", tools, ("write_file", {"path": "g.txt", "content": "gone soon"}))
+    gone_dir = workspace_for("gone", repository=repo).dir
+    assert gone_dir.is_dir()
+    repo.delete_session("gone")
+    assert prune_workspaces(repo) == {"workspaces": 1, "blobs": 1}
+    assert not gone_dir.exists()
+    assert files_of(repo, "keep") == {"k.txt": "kept"}
+    forked = fork_session("keep", repo.get_last_step("keep").sequence, repo)  # its blob is still there
+    assert one_tool_step(repo, forked, tools, "read_file", path="k.txt").content == "kept"

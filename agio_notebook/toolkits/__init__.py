@@ -17,7 +17,7 @@ from .files import FileLimits, workspace_files
 from .python_tool import python_sandbox, replay_python
 from .recorder import ContextGraphRecorder
 from .sandbox import SandboxLimits
-from .workspace import Workspace, workspace_for
+from .workspace import Workspace, prune_workspaces, workspace_for
 
 _LAZY = {"web_fetch": ".web", "WebLimits": ".web", "browser": ".browser_tool", "close_browsers": ".browser_tool", "BrowserLimits": ".browser_tool",
          "ExecutionEngine": ".engine", "Action": ".engine", "ExecutionResult": ".engine",
@@ -48,5 +48,5 @@ def toolkit(names: str | list[str], **options: Any) -> list[Any]:
 
 __all__ = ["Action", "ActionError", "BrowserLimits", "ContextGraphRecorder", "ExecutionEngine", "ExecutionResult",
            "FileLimits", "IsolationUnavailable", "SandboxLimits", "WebLimits", "Workspace", "browser",
-           "close_browsers", "execute_with_reflection", "python_sandbox", "replay_python", "toolkit", "web_fetch",
+           "close_browsers", "execute_with_reflection", "prune_workspaces", "python_sandbox", "replay_python", "toolkit", "web_fetch",
            "workspace_files", "workspace_for"]

@@ -382,3 +382,29 @@ def _follow_retry(session_id: str, repository: Any) -> None:
 
 
 history_listeners.append(_follow_retry)
+
+
+def prune_workspaces(repository: Any, root: Path | None = None) -> dict[str, int]:
+    """Remove the workspaces of sessions the store no longer has, and blobs no stored step refers to.
+
+    For after ``agio store delete`` / ``prune``: the store does not know about workspaces.  Returns
+    ``{"workspaces": removed, "blobs": removed}``.
+    """
+    base = (root or workspaces_root(repository)).absolute()
+    sessions = {s.session_id for s in repository.list_sessions()}
+    referenced: set[str] = set()
+    for doc in repository.iter_step_dicts():
+        changes = ((doc.get("extra") or {}).get("workspace") or {}).get("changes") or {}
+        referenced.update(sha for sha in changes.values() if sha)
+    removed = {"workspaces": 0, "blobs": 0}
+    for d in (base / "sessions").iterdir() if (base / "sessions").is_dir() else ():
+        if d.name not in sessions and d.name != "manual":
+            shutil.rmtree(d)
+            (base / "state" / f"{d.name}.json").unlink(missing_ok=True)
+            _workspaces.pop((base, d.name), None)
+            removed["workspaces"] += 1
+    for blob in (base / "blobs").glob("*/*") if (base / "blobs").is_dir() else ():
+        if blob.name not in referenced and not blob.name.startswith("."):
+            blob.unlink()
+            removed["blobs"] += 1
+    return removed
