@@ -387,8 +387,9 @@ history_listeners.append(_follow_retry)
 def prune_workspaces(repository: Any, root: Path | None = None) -> dict[str, int]:
     """Remove the workspaces of sessions the store no longer has, and blobs no stored step refers to.
 
-    For after ``agio store delete`` / ``prune``: the store does not know about workspaces.  Returns
-    ``{"workspaces": removed, "blobs": removed}``.
+    For after ``agio store delete`` / ``prune``: the store does not know about workspaces.  Run it while
+    no run is in progress (a running action's blobs are referenced only once its step is stored).
+    Returns ``{"workspaces": removed, "blobs": removed}``.
     """
     base = (root or workspaces_root(repository)).absolute()
     sessions = {s.session_id for s in repository.list_sessions()}
