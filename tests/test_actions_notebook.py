@@ -71,6 +71,15 @@ def test_figure_and_table_in_live_view_and_transcript(kernel):
     assert "1 figure(s), 1 table(s) shown" in final["text/plain"]
 
 
+def test_a_write_shows_its_diff_in_the_live_view(kernel):
+    kernel.execute("from agio_notebook.models.scripted import Reply\n"
+                   "writer = Agent(model=ScriptedModel([Reply.call('write_file', path='n.txt', content='hello'),"
+                   " Reply.say('ok')]), name='writer')")
+    res = kernel.execute("%%agio writer --tools files\nwrite a note", timeout=120)
+    live = [json.dumps(m["content"]["data"].get("state", {})) for m in res["messages"] if m["msg_type"] == "comm_msg"]
+    assert any("agio-tool-diff" in s and "+hello" in s for s in live), "the live card never showed the diff"
+
+
 def test_unknown_toolkit_is_one_clear_line(kernel):
     res = kernel.execute("%%agio coder --tools python,teleport\nhi")
     reply = reply_of(kernel, res)

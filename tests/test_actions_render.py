@@ -41,3 +41,20 @@ def test_a_screenshot_shows_as_a_figure_and_the_text_transcript_counts_them():
     (card,) = view.steps[0].tool_cards
     assert card.displays == [{"mime": "image/png", "data": PNG}]
     assert "[1 figure(s), 0 table(s) shown]" in to_text(view)
+
+
+def test_a_write_shows_its_diff_escaped():
+    from agio_notebook.notebook.render import to_html
+
+    events = [
+        {"type": "step_completed", "run_id": "r", "session_id": "s", "seq": 1, "ts": 0, "payload": {"step": {
+            "sequence": 1, "role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": "{}"}}]}}},
+        {"type": "step_completed", "run_id": "r", "session_id": "s", "seq": 2, "ts": 0, "payload": {"step": {
+            "sequence": 2, "role": "tool", "content": "ok", "tool_call_id": "c1", "name": "write_file",
+            "extra": {"actions": [{"name": "write_file", "status": "ok",
+                                   "output": {"diff": "--- a/x\n+++ b/x\n+<script>alert(1)</script>\n"}}]}}}},
+    ]
+    html = to_html(fold(events))
+    assert 'class="agio-tool-diff"' in html and "+&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>" not in html

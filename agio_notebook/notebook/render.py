@@ -100,6 +100,10 @@ def card_html(card: ToolCard) -> str:
         body += (f'<div style="color:#57606a;font-size:11px">result</div>'
                  f'<pre class="agio-tool-result" style="{_MONO};margin:2px 0;white-space:pre-wrap">'
                  f'{escape(pretty_json(card.result))}</pre>')
+    if card.diff:
+        body += (f'<div style="color:#57606a;font-size:11px">diff</div>'
+                 f'<pre class="agio-tool-diff" style="{_MONO};margin:2px 0;white-space:pre-wrap">'
+                 f'{escape(card.diff)}</pre>')
     if card.error is not None:
         body += (f'<pre class="agio-tool-error" style="{_MONO};margin:2px 0;color:#cf222e;white-space:pre-wrap">'
                  f'{escape(card.error_type or "error")}: {escape(card.error)}</pre>')

@@ -25,6 +25,7 @@ class ToolCard:
     sequence: int | None = None  # of the tool step
     displays: list[dict[str, Any]] = field(default_factory=list)  # rich action output: PNG, HTML tables
     isolation: str | None = None  # how a sandboxed action was isolated (shown on the card)
+    diff: str | None = None  # what a file action changed (unified diff)
 
 
 @dataclass
@@ -95,7 +96,10 @@ class RunView:
             view.superseded, view.metrics, view.complete = step.get("superseded", False), step.get("metrics") or {}, True
             if step["role"] == "tool" and step.get("tool_call_id") in self._cards:
                 card = self._cards[step["tool_call_id"]]  # figures and screenshots come whole with the step
-                card.displays = [d for a in (step.get("extra") or {}).get("actions") or () for d in action_displays(a)]
+                actions = (step.get("extra") or {}).get("actions") or ()
+                card.displays = [d for a in actions for d in action_displays(a)]
+                diffs = [(a.get("output") or {}).get("diff") for a in actions]
+                card.diff = "".join(d for d in diffs if isinstance(d, str)) or None
             if step["role"] == "assistant":
                 for call in step.get("tool_calls") or ():
                     if call["id"] not in self._cards:

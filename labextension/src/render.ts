@@ -35,6 +35,7 @@ export interface ToolCard {
   durationMs?: number;
   displays: Display[];
   isolation?: string;
+  diff?: string;
 }
 
 /** A rich output of an action: a PNG (base64) or an HTML table from the sandbox (untrusted). */
@@ -126,6 +127,8 @@ export function foldEvents(t: Transcript): RunView {
         // figures and screenshots come whole with the tool step (the action events carry them cut)
         const actions = Array.isArray(st.extra?.actions) ? st.extra.actions : [];
         answered.displays = actions.flatMap((a: Record<string, any>) => actionDisplays(a ?? {}));
+        const diffs = actions.map((a: Record<string, any>) => a?.output?.diff).filter((d: unknown) => typeof d === 'string');
+        answered.diff = diffs.length ? diffs.join('') : undefined;
       }
       for (const call of st.tool_calls ?? []) {
         if (!cards.has(call.id)) {
@@ -317,6 +320,10 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
   if (card.result !== undefined) {
     details.append(el(doc, 'div', ['agio-label'], 'result'));
     details.append(el(doc, 'pre', ['agio-tool-result'], prettyJson(card.result)));
+  }
+  if (card.diff) {
+    details.append(el(doc, 'div', ['agio-label'], 'diff'));
+    details.append(el(doc, 'pre', ['agio-tool-diff'], card.diff));
   }
   if (card.error !== undefined) {
     details.append(el(doc, 'pre', ['agio-tool-error'], `${card.errorType ?? 'error'}: ${card.error}`));

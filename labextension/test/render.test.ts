@@ -126,7 +126,8 @@ describe('action displays', () => {
       ev(22, 'step_completed', { step: step(3, 'tool', 'ok', { tool_call_id: 'c1', name: 'add', extra: { actions: [{
         name: 'run_python', status: 'ok', input: { code: '1', isolation: 'bubblewrap' }, output: {
           displays: [{ mime: 'image/png', data: PNG }, { mime: 'text/html', data: TABLE },
-            { mime: 'image/png', data: '" onerror="x' }] } }] } }) }),
+            { mime: 'image/png', data: '" onerror="x' }] } },
+        { name: 'write_file', status: 'ok', output: { diff: '--- a/x\n+++ b/x\n+<b>hi</b>\n' } }] } }) }),
       ...transcript.events.slice(7)
     ]
   };
@@ -143,5 +144,7 @@ describe('action displays', () => {
     expect(node.querySelector('.agio-display-html img')).toBeNull();
     expect((window as any).__pwned).toBeUndefined();
     expect(node.querySelector('.agio-tool-card summary .agio-isolation')!.textContent).toBe(' · sandbox: bubblewrap');
+    expect(node.querySelector('.agio-tool-diff')!.textContent).toBe('--- a/x\n+++ b/x\n+<b>hi</b>\n');
+    expect(node.querySelector('.agio-tool-diff b')).toBeNull();
   });
 });
