@@ -99,6 +99,15 @@ def test_symlink_escape_and_dotdot(env, tmp_path):
     assert_blocked(attack(env, "l", "run_python", code="open('link.txt').read()"), "FileNotFoundError")
 
 
+def test_a_fifo_or_device_in_the_workspace_does_not_hang_the_file_tools(env):
+    step = attack(env, "ff", "run_python", code="import os; os.mkfifo('pipe'); os.symlink('/dev/zero', 'zero')")
+    assert step.status == "ok", step.content
+    assert_blocked(attack(env, "ff", "read_file", path="pipe"), "is not a regular file")
+    assert_blocked(attack(env, "ff", "write_file", path="pipe", content="x"), "'pipe'")
+    assert_blocked(attack(env, "ff", "read_file", path="zero"), "outside the workspace")
+    assert attack(env, "ff", "search_files", pattern="x").status == "ok"  # skips what is not a regular file
+
+
 def test_socket_to_a_loopback_server_started_here(env):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

@@ -8,8 +8,10 @@ every write stores what changed (a content-addressed snapshot) and its unified d
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,20 +46,26 @@ def is_binary(data: bytes) -> bool:
     return False
 
 
-def read_bytes(ws: Workspace, rel: str, limit: int) -> bytes:
+def _open(ws: Workspace, rel: str, flags: int, **kw: Any) -> int:
+    """Open a regular file of the workspace (never blocking on a FIFO the agent's code made)."""
     try:
-        fd = ws.open(rel, os.O_RDONLY)
+        fd = ws.open(rel, flags | os.O_NONBLOCK, **kw)
     except FileNotFoundError:
         raise ActionError(f"no file {rel!r} in the workspace") from None
     except IsADirectoryError:
         raise ActionError(f"{rel!r} is a directory") from None
     except OSError as exc:
-        if exc.errno == 40:  # ELOOP: the last part is a symlink
+        if exc.errno == errno.ELOOP:  # the last part is a symlink
             raise ActionError(f"path {rel!r} is a symlink; symlinks are not followed") from None
         raise ActionError(f"cannot open {rel!r}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        if not os.path.isfile(f"/proc/self/fd/{fd}"):
-            raise ActionError(f"{rel!r} is not a regular file")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ActionError(f"{rel!r} is not a regular file")
+    return fd
+
+
+def read_bytes(ws: Workspace, rel: str, limit: int) -> bytes:
+    with os.fdopen(_open(ws, rel, os.O_RDONLY), "rb") as f:
         return f.read(limit + 1)
 
 
@@ -77,7 +85,7 @@ def write_text(ws: Workspace, rel: str, text: str, limits: FileLimits) -> None:
     data = text.encode("utf-8")
     if len(data) > limits.max_write_bytes:
         raise ActionError(f"refusing to write {len(data)} bytes (limit {limits.max_write_bytes})")
-    fd = ws.open(rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_parents=True)
+    fd = _open(ws, rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_parents=True)
     with os.fdopen(fd, "wb") as f:
         if ws.owner is not None:
             os.fchown(f.fileno(), *ws.owner)
