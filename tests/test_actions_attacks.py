@@ -243,3 +243,20 @@ def test_a_directory_swapped_for_a_symlink_is_not_followed(env, tmp_path):
     finally:
         wsmod.Workspace.resolve = real_resolve
     assert not (outside / "x.txt").exists()
+
+
+def test_snapshots_never_copy_a_file_from_outside_through_a_swapped_link(env, tmp_path):
+    """Code left running in the sandbox may swap a file for a symlink between the scan's lstat and its
+    read; the snapshot reads through a descriptor opened without following links, so nothing from
+    outside the workspace reaches the blobs (and so a fork's workspace)."""
+    from agio_notebook.toolkits import workspace_for
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET")
+    ws = workspace_for("blobs", repository=env[0])
+    ws.create()
+    (ws.dir / "f.txt").symlink_to(secret)
+    (ws.dir / "d").symlink_to(tmp_path)
+    assert ws.store_blob("f.txt") is None
+    assert ws.store_blob("d/secret.txt") is None
+    assert not any(b.read_bytes() == b"TOP SECRET" for b in ws.blobs.rglob("*") if b.is_file())

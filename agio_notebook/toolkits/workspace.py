@@ -63,14 +63,6 @@ def clone_or_copy(src: Path, dest: Path) -> None:
     shutil.copyfile(src, dest)
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 class Workspace:
     """The workspace of one session. Paths given by the model are relative to :attr:`dir`."""
 
@@ -177,15 +169,32 @@ class Workspace:
         tmp.write_text(json.dumps(state))
         os.replace(tmp, self.state_file)
 
-    def store_blob(self, path: Path) -> tuple[str, int, int]:
-        """Store a file's content once by its hash; returns (sha256, size, mtime_ns)."""
-        st = os.stat(path, follow_symlinks=False)
-        sha = file_sha256(path)
+    def store_blob(self, rel: str) -> tuple[str, int, int] | None:
+        """Store a workspace file's content once by its hash; (sha256, size, mtime_ns), or None when it is
+        no longer a regular file.  Read through a descriptor opened without following any symlink, so the
+        agent's code (which may still be running in the background) cannot swap in a link to a file
+        outside and have it copied into the snapshots."""
+        try:
+            fd = self.open(rel, os.O_RDONLY | os.O_NONBLOCK)
+        except (OSError, ActionError):
+            return None
+        with os.fdopen(fd, "rb") as src:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            self.blobs.mkdir(parents=True, exist_ok=True)
+            tmp = self.blobs / f".incoming.{os.getpid()}.{threading.get_ident()}.tmp"
+            digest = hashlib.sha256()
+            with open(tmp, "wb") as out:
+                while chunk := src.read(_HASH_CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+        sha = digest.hexdigest()
         blob = self.blobs / sha[:2] / sha
-        if not blob.exists():
-            blob.parent.mkdir(parents=True, exist_ok=True)
-            tmp = blob.with_name(f".{sha}.{os.getpid()}.tmp")
-            shutil.copyfile(path, tmp)
+        if blob.exists():
+            tmp.unlink()
+        else:
+            blob.parent.mkdir(exist_ok=True)
             os.chmod(tmp, 0o444)
             os.replace(tmp, blob)
         return sha, st.st_size, st.st_mtime_ns
@@ -223,7 +232,11 @@ class Workspace:
             known = manifest.get(rel)
             if known and known[1] == st.st_size and known[2] == st.st_mtime_ns:
                 continue
-            sha, size, mtime = self.store_blob(self.dir / rel)
+            stored = self.store_blob(rel)
+            if stored is None:
+                seen.discard(rel)
+                continue
+            sha, size, mtime = stored
             if not known or known[0] != sha:
                 changes[rel] = sha
             manifest[rel] = [sha, size, mtime]
@@ -259,9 +272,9 @@ class Workspace:
         self._state = state
         changes: dict[str, str | None] = {}
         for rel in rels:
-            path = self.dir / rel
-            if path.is_file() and not path.is_symlink():
-                sha, size, mtime = self.store_blob(path)
+            stored = self.store_blob(rel)
+            if stored is not None:
+                sha, size, mtime = stored
                 if state["manifest"].get(rel, [None])[0] != sha:
                     changes[rel] = sha
                 state["manifest"][rel] = [sha, size, mtime]
