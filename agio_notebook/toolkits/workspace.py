@@ -50,17 +50,23 @@ def sandbox_owner() -> tuple[int, int] | None:
 _FICLONE = 0x40049409  # ioctl: share the source's blocks (btrfs, XFS, bcachefs); copy-on-write
 
 
-def clone_or_copy(src: Path, dest: Path) -> None:
-    """Copy-on-write where the filesystem allows it, else an in-kernel copy."""
+def clone_or_copy(src: Path, dest_fd: int) -> None:
+    """Copy-on-write where the filesystem allows it, else an in-kernel copy, into an open file."""
     import fcntl
 
-    with open(src, "rb") as s, open(dest, "wb") as d:
+    with open(src, "rb") as s:
         try:
-            fcntl.ioctl(d.fileno(), _FICLONE, s.fileno())
+            fcntl.ioctl(dest_fd, _FICLONE, s.fileno())
             return
         except OSError:
             pass
-    shutil.copyfile(src, dest)
+        size = os.fstat(s.fileno()).st_size
+        sent = 0
+        while sent < size:
+            n = os.sendfile(dest_fd, s.fileno(), sent, size - sent)
+            if n == 0:
+                break
+            sent += n
 
 
 class Workspace:
@@ -349,11 +355,14 @@ class Workspace:
             blob = self.blobs / sha[:2] / sha
             if not blob.exists():
                 raise ActionError(f"workspace snapshot is missing the content of {rel!r} (blob {sha[:12]})")
-            dest = self.dir / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            clone_or_copy(blob, dest)
-            os.chmod(dest, 0o644)
-            st = os.stat(dest)
+            # written through the no-follow descriptor walk, like every write into the workspace
+            fd = self.open(rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_parents=True)
+            try:
+                clone_or_copy(blob, fd)
+                os.fchmod(fd, 0o644)
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
             keep[rel] = [sha, st.st_size, st.st_mtime_ns]
         self._prune_dirs(target)
         if self.owner is not None:
