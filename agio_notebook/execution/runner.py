@@ -10,22 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Sequence
+from typing import AsyncIterator, Callable, Iterator, Sequence
 
 from ..agent import Agent
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
                     RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
 from ..storage import Repository, open_repository
-from ..tools.context import history_changed
 from .approval import Approver
 from .context import pending_tool_calls, steps_to_messages
 from .hooks import AgentHook, HookCaller, default_hooks
 from .recorder import RunRecorder
 from .requests import redact_for
-from .retry import RetryPlan, plan_resume, plan_retry
+from .retry import plan_resume, plan_retry
 from .step_executor import StepExecutor
+from .supersede import RetryRecorder
 
 _E = StepEventType
 _TERMINAL = {RunStatus.COMPLETED: _E.RUN_COMPLETED, RunStatus.FAILED: _E.RUN_FAILED,
@@ -60,6 +60,24 @@ async def _claimed(repository: Repository, session_id: str, wait: float | None) 
                 raise
         await asyncio.sleep(0.05)
     _ACTIVE_SESSIONS[session_id] = "pending"
+    try:
+        yield
+    finally:
+        _ACTIVE_SESSIONS.pop(session_id, None)
+        repository.release_session(session_id)
+
+
+@contextmanager
+def claim_session(repository: Repository, session_id: str, what: str) -> Iterator[None]:
+    """Hold a session for a short synchronous change (e.g. of attempts), so no run writes meanwhile.
+
+    Busy (a run in progress here or in another process): ``SessionBusyError`` at once, naming the holder.
+    """
+    if session_id in _ACTIVE_SESSIONS:
+        raise SessionBusyError(f"session {session_id} has a run in progress ({_ACTIVE_SESSIONS[session_id]}); "
+                               "wait for it or cancel it")
+    repository.claim_session(session_id, what)
+    _ACTIVE_SESSIONS[session_id] = what
     try:
         yield
     finally:
@@ -179,17 +197,13 @@ class StepRunner:
         plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # clear errors before waiting
         async with _claimed(self.repository, plan.session_id, self.config.session_wait):
             plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # what is stored now
-            rec = self._recorder(plan.session_id, "retry", plan.old_run.query, plan.context, None,
-                                 next_sequence=plan.from_seq)
+            base = self._recorder(plan.session_id, "retry", plan.old_run.query, plan.context, None,
+                                  next_sequence=plan.from_seq)
+            # the old attempt is superseded only once the retry writes a step (a failed start changes nothing)
+            rec = RetryRecorder(base.run, self.repository, base.messages, plan.from_seq, plan=plan)
             rec.run.retry_of = plan.old_run.id
             rec.run.attempt = plan.attempt
-
-            def setup() -> list[Step]:
-                for step in plan.superseded:
-                    rec.update_step(step)
-                return []
-
-            async for event in self._lifecycle(rec, setup, after_start=lambda: self._supersede_run(plan, rec)):
+            async for event in self._lifecycle(rec, list):
                 yield event
 
     async def retry(self, run_id: str, from_seq: int | None = None, agent: Agent | None = None) -> RunResult:
@@ -234,8 +248,7 @@ class StepRunner:
                            new_session)
 
     async def _lifecycle(self, rec: RunRecorder, setup: Callable[[], list[Step]],
-                         pending: tuple[Step, list[str]] | None = None,
-                         after_start: Callable[[], None] | None = None) -> AsyncIterator[StepEvent]:
+                         pending: tuple[Step, list[str]] | None = None) -> AsyncIterator[StepEvent]:
         run, hooks = rec.run, self._hook_caller
         _ACTIVE_SESSIONS[run.session_id] = run.id
         try:
@@ -246,8 +259,6 @@ class StepRunner:
                 opening.append(rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()}))
             rec.mark_run_dirty()
             rec.checkpoint()
-            if after_start is not None:
-                after_start()
             await hooks.call("on_run_start", run)
             for event in opening:
                 yield event
@@ -286,13 +297,6 @@ class StepRunner:
             rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"
             event.payload["run"] = rec.run.to_dict()
         return event
-
-    def _supersede_run(self, plan: RetryPlan, rec: RunRecorder) -> None:
-        """Link the superseded attempt to its retry (a second, small commit after the retry started)."""
-        for old in plan.superseded_runs:
-            old.superseded_by = rec.run.id
-            self.repository.commit(run=old)
-        history_changed(plan.session_id, self.repository)  # e.g. a workspace goes back to this point
 
     async def _collect(self, stream: AsyncIterator[StepEvent]) -> RunResult:
         events: list[StepEvent] = []

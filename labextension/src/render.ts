@@ -6,6 +6,8 @@
  * view and the static HTML fallback of the Python package.
  */
 
+import { AttemptInfo, renderControls } from './controls';
+
 export const MIME_TYPE = 'application/vnd.agio.run+json';
 
 export interface AgioEvent {
@@ -22,6 +24,7 @@ export interface Transcript {
   run: Record<string, any> | null;
   session: Record<string, any> | null;
   events: AgioEvent[];
+  attempts?: AttemptInfo[];
 }
 
 export interface ToolCard {
@@ -56,6 +59,7 @@ export interface StepView {
 }
 
 export interface RunView {
+  transcript: Transcript;
   run: Record<string, any>;
   session: Record<string, any> | null;
   steps: StepView[];
@@ -89,7 +93,8 @@ export function parseTranscript(data: unknown): Transcript {
       throw new Error('the transcript has a malformed event');
     }
   }
-  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events };
+  const attempts = Array.isArray(t.attempts) ? t.attempts : undefined;
+  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events, attempts };
 }
 
 /** Fold the events into steps and tool cards (the same fold as the Python RunView). */
@@ -109,8 +114,11 @@ export function foldEvents(t: Transcript): RunView {
   for (const e of t.events) {
     const p = e.payload;
     if (e.type === 'run_started' || TERMINAL.has(e.type)) {
-      if (p.run && !t.run) {
-        run = { ...run, ...p.run };
+      if (p.run) {
+        if (!t.run) {
+          run = { ...run, ...p.run };
+        }
+        // the footer folds the events as the Python renderer does, so both show the same totals
         runMetrics = p.run.metrics ?? runMetrics;
       }
     } else if (e.type === 'step_completed' && p.step) {
@@ -177,7 +185,7 @@ export function foldEvents(t: Transcript): RunView {
     }
   }
   const steps = [...bySeq.values()].filter(s => s.role !== 'tool').sort((a, b) => a.sequence - b.sequence);
-  return { run, session: t.session, steps, runMetrics };
+  return { transcript: t, run, session: t.session, steps, runMetrics };
 }
 
 /** Figures and tables of an action record, and a browser screenshot as a figure. */
@@ -399,6 +407,10 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
     root.append(el(doc, 'div', ['agio-error'], String(run.error)));
   }
   root.append(el(doc, 'div', ['agio-metrics'], metricsLine(view.runMetrics, true)));
+  const controls = renderControls(view.transcript, run, doc);
+  if (controls) {
+    root.append(controls);
+  }
   return root;
 }
 
