@@ -198,3 +198,19 @@ def test_prune_workspaces_after_the_store_deleted_a_session(env):
     assert files_of(repo, "keep") == {"k.txt": "kept"}
     forked = fork_session("keep", repo.get_last_step("keep").sequence, repo)  # its blob is still there
     assert one_tool_step(repo, forked, tools, "read_file", path="k.txt").content == "kept"
+
+
+def test_switching_back_to_an_earlier_attempt_brings_its_workspace_back(env):
+    repo, tools = env
+    from agio_notebook.execution.attempts import use_attempt
+
+    first = run_calls(repo, "att", tools, ("write_file", {"path": "a.txt", "content": "attempt 1"}))
+    agent = Agent(model=ScriptedModel([Reply.call("write_file", path="a.txt", content="attempt 2"),
+                                       Reply.call("write_file", path="b.txt", content="only 2"), Reply.say("ok")]),
+                  tools=tools)
+    asyncio.run(StepRunner(agent, repository=repo).retry(first.run_id))
+    assert files_of(repo, "att") == {"a.txt": "attempt 2", "b.txt": "only 2"}
+    use_attempt(repo, first.run_id, 1)
+    assert files_of(repo, "att") == {"a.txt": "attempt 1"}
+    use_attempt(repo, first.run_id, 2)
+    assert files_of(repo, "att") == {"a.txt": "attempt 2", "b.txt": "only 2"}
