@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
 
-from ..core import AgentRun, AgentSession, NotFoundError, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
+from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
 from .claims import Holder
 from .damage import Damage
 from .layout import SCHEMA_VERSION
@@ -423,7 +423,7 @@ class SQLRepository:
         from .tinydb_maintenance import to_timestamp
 
         if not superseded and older_than is None:
-            raise ValueError("prune what? pass superseded=True and/or older_than=<date>")
+            raise InvalidOperationError("prune what? pass superseded=True and/or older_than=<date>")
         total = Pruned()
         if older_than is not None:
             cutoff = to_timestamp(older_than)
