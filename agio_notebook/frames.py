@@ -22,7 +22,7 @@ RUN_TIMES = ("ttft_ms", "model_ms", "tool_ms", "duration_ms")
 ROLES = ["user", "assistant", "tool", "system"]
 STEP_STATUSES = ["ok", "error", "rejected"]
 ACTION_KINDS = ["code_execution", "file_operation", "web_browsing", "tool_call"]
-RUN_STATUSES = ["running", "completed", "failed", "cancelled", "max_steps", "interrupted"]
+RUN_STATUSES = ["running", "completed", "failed", "cancelled", "max_steps", "interrupted", "budget_exceeded"]
 
 
 def _utc(values: list[Any]) -> pd.Series:
