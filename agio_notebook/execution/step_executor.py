@@ -22,7 +22,7 @@ from ..models.recording import Recording, reuse_key
 from ..models.replay import response_chunks, step_response
 from ..models.request import MessageChain, fingerprint_parts, tools_digest
 from ..models.settings import check_settings, merge_settings
-from ..tools import ToolRegistry, ToolResult
+from ..tools import ToolCallContext, ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver
 from .budget import Budget
 from .hooks import HookCaller
@@ -32,6 +32,16 @@ from .tool_executor import ToolExecutor
 from .watchdog import Watchdog
 
 _E = StepEventType
+
+
+def _elide(value: Any, limit: int = 2000) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + f"… [{len(value)} characters; whole on the tool step]"
+    if isinstance(value, dict):
+        return {k: _elide(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_elide(v, limit) for v in value]
+    return value
 
 
 class StepExecutor:
@@ -283,8 +293,17 @@ class StepExecutor:
                 yield event
         t0 = time.perf_counter()
         if to_run:
-            async for result in self.tool_executor.execute_batch(to_run):
+            batch_ids = tuple(c.id for c in calls)
+
+            def context(call: ToolCall) -> ToolCallContext:
+                return ToolCallContext(run.session_id, run.id, call.id, call.name, step.sequence,
+                                       sequences[call.id], rec.repository, batch_ids)
+
+            async for result in self.tool_executor.execute_batch(to_run, context):
                 results[result.tool_call_id] = result
+                for action in result.actions:
+                    for event in self._action_events(rec, action):
+                        yield event
                 yield self._result_event(rec, result, sequences)
                 await hooks.call("on_tool_end", run, result)
         tool_ms = (time.perf_counter() - t0) * 1000.0
@@ -297,6 +316,9 @@ class StepExecutor:
                              metrics=StepMetrics(tool_ms=result.duration_ms, duration_ms=result.duration_ms))
             if call.id in approvals:
                 tool_step.extra["approval"] = approvals[call.id]
+            tool_step.extra.update(result.step_extra)
+            if result.actions:
+                tool_step.extra["actions"] = result.actions
             if call.id in replayed:
                 tool_step.extra["replayed"] = replayed[call.id]
             rec.record_step(tool_step)
@@ -371,6 +393,18 @@ class StepExecutor:
             "tool_call_id": result.tool_call_id, "name": result.name, "error": result.error,
             "error_type": result.error_type, "duration_ms": result.duration_ms, "attempts": result.attempts,
             "sequence": sequences[result.tool_call_id]})
+
+    @staticmethod
+    def _action_events(rec: RunRecorder, action: dict[str, Any]) -> list[StepEvent]:
+        """An action's start and its outcome (emitted when the tool returns; times are the real ones).
+
+        Long strings (figures, screenshots, big outputs) are cut in the events: the tool step carries
+        the whole record (``extra["actions"]``), so a transcript holds them once.
+        """
+        start = {k: _elide(action.get(k)) for k in ("action_id", "kind", "name", "tool_call_id", "step_sequence",
+                                                    "result_sequence", "started_at", "input")}
+        done = _E.ACTION_COMPLETED if action.get("status") == "ok" else _E.ACTION_FAILED
+        return [rec.emit(_E.ACTION_STARTED, start), rec.emit(done, _elide(action))]
 
     @staticmethod
     def _close_turn(rec: RunRecorder, step: Step) -> StepEvent:

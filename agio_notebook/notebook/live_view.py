@@ -68,7 +68,7 @@ class _StepBlock:
             _write(self.segments[-1], f'<span style="white-space:pre-wrap">{escape(self.raw[-1])}</span>', counter)
         self.flushed_chars = pos
         for card in step.tool_cards:
-            state = (card.status, card.result, card.error, card.arguments)
+            state = (card.status, card.result, card.error, card.arguments, len(card.displays), card.diff)
             if self.card_state.get(card.tool_call_id) == state:
                 continue
             self.card_state[card.tool_call_id] = state
