@@ -9,13 +9,13 @@ and connection setup: the upsert is ``INSERT … ON CONFLICT … DO UPDATE`` in 
 
 from __future__ import annotations
 
-import re
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
+
 
 from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
 from .claims import Holder
@@ -451,8 +451,3 @@ class SQLRepository:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def redact_url(url: str) -> str:
-    """A database URL without its password, for messages."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
