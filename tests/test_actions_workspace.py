@@ -236,3 +236,21 @@ def test_a_forged_workspace_history_in_the_store_never_names_a_host_file(env, tm
     assert step.status == "error" and "damaged" in step.error
     assert "TOP SECRET" not in (step.content or "") + (step.error or "")
     assert not (workspace_for("victim", repository=repo).dir / "notes.txt").exists()
+
+
+def test_pruning_never_touches_workspaces_another_store_shares(tmp_path, monkeypatch, postgres_server):
+    """A store with no folder of its own for workspaces refuses to prune; PostgreSQL has a folder of its own."""
+    from agio_notebook.storage import InMemoryRepository
+    from agio_notebook.toolkits.errors import ActionError
+    from agio_notebook.toolkits.workspace import prune_workspaces, workspaces_root
+
+    monkeypatch.delenv("AGIO_WORKSPACES", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ActionError, match="no folder of its own"):
+        prune_workspaces(InMemoryRepository())
+    tiny = new_repository(str(tmp_path / ".agio"))
+    pg = new_repository(postgres_server.new_database())
+    assert workspaces_root(pg) != workspaces_root(tiny) and "postgres-" in str(workspaces_root(pg))
+    assert "agio-secret" not in str(workspaces_root(pg))
+    pg.close()
+    tiny.close()

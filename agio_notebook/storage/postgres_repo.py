@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import time
 import zlib
+from pathlib import Path
 from typing import Any
 
 from ..core import SessionBusyError, StoreError, scrub
@@ -27,6 +29,9 @@ class PostgresRepository(SQLRepository):
     def __init__(self, url: str, *, connect_timeout: float = 10.0):
         self.url = url
         self.root = redact_url(url)
+        # local files (workspaces) of this database's sessions, in a folder of its own
+        digest = hashlib.sha1(self.root.encode()).hexdigest()[:12]
+        self.files_root = Path(".agio").absolute() / f"postgres-{digest}"
         self.connect_timeout = connect_timeout
         super().__init__()
 

@@ -422,6 +422,11 @@ def prune_workspaces(repository: Any, root: Path | None = None) -> dict[str, int
     no run is in progress (a running action's blobs are referenced only once its step is stored).
     Returns ``{"workspaces": removed, "blobs": removed}``.
     """
+    if root is None and os.environ.get("AGIO_WORKSPACES") is None and getattr(repository, "files_root", None) is None:
+        # its workspaces would share ./.agio/workspaces with other stores: removing "unknown" sessions
+        # there would delete theirs
+        raise ActionError("this store has no folder of its own for workspaces; pass root= (the folder its "
+                          "workspaces are in) to prune them")
     base = (root or workspaces_root(repository)).absolute()
     sessions = {s.session_id for s in repository.list_sessions()}
     referenced: set[str] = set()
