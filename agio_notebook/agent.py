@@ -17,6 +17,7 @@ class Agent:
 
     ``model=None`` picks :func:`agio_notebook.models.default_model` (offline unless an endpoint is
     configured).  ``config`` is the agent's default :class:`ExecutionConfig`; a runner's own wins.
+    ``memory`` is an :class:`agio_notebook.memory.MemoryConfig` (None: the defaults, retrieval on).
     """
 
     model: Model | None = None
@@ -24,6 +25,7 @@ class Agent:
     system_prompt: str | None = None
     name: str = "agent"
     config: ExecutionConfig | None = None
+    memory: Any = None
     registry: ToolRegistry = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -38,4 +40,4 @@ class Agent:
     def with_model(self, model: Model) -> Agent:
         """The same agent on another model (e.g. to retry a step with a stronger one)."""
         return Agent(model=model, tools=list(self.registry), system_prompt=self.system_prompt,
-                     name=self.name, config=self.config)
+                     name=self.name, config=self.config, memory=self.memory)

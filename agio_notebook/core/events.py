@@ -29,6 +29,7 @@ class StepEventType(str, Enum):
     RUN_FAILED = "run_failed"
     RUN_CANCELLED = "run_cancelled"
     RUN_MAX_STEPS = "run_max_steps"
+    MEMORY_READ = "memory_read"
 
     @property
     def is_terminal(self) -> bool:

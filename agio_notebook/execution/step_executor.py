@@ -203,7 +203,7 @@ class StepExecutor:
             result = results[call.id]
             tool_step = Step(session_id=run.session_id, run_id=run.id, sequence=sequences[call.id],
                              role=StepRole.TOOL, content=result.content, tool_call_id=call.id, name=call.name,
-                             status=result.status, error=result.error,
+                             status=result.status, error=result.error, parent_ids=[step.id],
                              metrics=StepMetrics(tool_ms=result.duration_ms, duration_ms=result.duration_ms))
             if call.id in approvals:
                 tool_step.extra["approval"] = approvals[call.id]
