@@ -10,18 +10,30 @@ given; see ``docs/memory.md``.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..storage.base import Repository
 from . import extractor as _extractor
-from . import frames as _frames
 from .embeddings import Embeddings
-from .feedback import add_feedback as _add_feedback
+from .ratings import add_feedback as _add_feedback
 from .records import GLOBAL, Experience, Feedback, Proposal, Skill
 from .retrieval import MemoryConfig, Retrieval, format_block, retrieve
 from .store import MemoryStore, memory_for
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class _Frames:
+    """The frames module, imported on first use so importing the engine does not import pandas."""
+
+    def __getattr__(self, name: str) -> Any:
+        from . import frames
+
+        return getattr(frames, name)
+
+
+_frames = _Frames()
 
 
 def _store(repository: Repository | None) -> MemoryStore:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _warned: set[str] = set()
 
@@ -27,6 +29,7 @@ class Embeddings:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """One request for all ``texts``; rows are L2-normalised."""
+        import numpy as np
         import openai
 
         client = openai.OpenAI(api_key=os.environ.get(self.api_key_env) or "not-needed",

@@ -8,13 +8,14 @@ record found by either way of looking can make the top k.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .embeddings import Embeddings, warn_once
 from .records import Experience, Record, Skill
 from .store import MemoryStore, scopes_for
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RRF_K = 60
 MEMORY_HEADER = "## Memory"
@@ -64,6 +65,8 @@ class Retrieval:
 
 def _vector_ranking(store: MemoryStore, table: str, query_vec: np.ndarray, scopes: tuple[str, ...],
                     embeddings: Embeddings, k: int) -> list[str]:
+    import numpy as np
+
     records = [r for r in store.records(table) if r.scope in scopes]
     if not records:
         return []

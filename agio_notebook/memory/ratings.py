@@ -1,4 +1,4 @@
-"""Feedback on runs and steps: checked against the store, then appended to memory's journal."""
+"""Feedback (ratings and comments) on runs and steps: checked against the store, then appended to memory."""
 
 from __future__ import annotations
 
