@@ -28,6 +28,7 @@ from ..execution.runner import active_run_ids
 from ..models import OpenAIModel, default_model
 from ..storage import iter_events, open_repository
 from ..storage.base import Repository
+from .feedback import feedback_and_proposal
 from .live_view import LiveView, close_tree
 from .transcript import build_bundle, bundle_for_run
 from .worker import capture_parent, restore_parent, submit
@@ -107,6 +108,19 @@ class RunHandle:
 
     def fork(self, at: int) -> str:
         return self._controller.fork(self.session_id, at)
+
+    def feedback(self, rating: Any, comment: str = "", *, step: int | str | None = None,
+                 propose: bool = True) -> Any:
+        """+1 or -1 (and a comment) on this run or one of its steps; returns the proposed experience
+        (review it with ``agio_notebook.memory.accept/reject``), or the feedback with ``propose=False``."""
+        item, proposal = self._controller.feedback(self._require_id(), rating, comment, step=step, propose=propose)
+        return proposal if proposal is not None else item
+
+    def trace(self) -> Any:
+        """This run's trace graph (shows as a drawing; ``.nodes`` and ``.edges`` are DataFrames)."""
+        from ..memory.trace import trace
+
+        return trace(self._require_id(), repository=self._controller.repository)
 
     def _require_id(self) -> str:
         if self.run_id is None:
@@ -210,6 +224,16 @@ class Controller:
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq),
                            run.session_id, background, agent, capture)
+
+    def feedback(self, run_id: str, rating: Any, comment: str = "", *, step: int | str | None = None,
+                 propose: bool = True) -> tuple[Any, Any]:
+        """Store feedback; with ``propose``, the agent's extractor proposes an experience from it."""
+        return feedback_and_proposal(self.repository, run_id, rating, comment, step=step, propose=propose,
+                                     agent=self._agent_of(run_id))
+
+    def _agent_of(self, run_id: str) -> Agent:
+        known = self.handles.get(run_id)
+        return known.agent if known is not None and known.agent is not None else self.default_agent()
 
     def replay(self, run_id: str) -> dict[str, Any]:
         if self.repository.get_run(run_id) is None:
