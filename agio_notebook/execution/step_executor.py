@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator
 from ..core import ExecutionConfig, ModelError, RunStatus, Step, StepEvent, StepEventType, StepMetrics, StepRole, ToolCall
 from ..models.base import Finish, Model, TextDelta, ToolCallDelta, Usage
 from ..tools import ToolRegistry, ToolResult
-from .approval import ApprovalDecision, ApprovalRequest, Approver
+from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .hooks import HookCaller
 from .recorder import RunRecorder
 from .tool_executor import ToolExecutor
@@ -206,7 +206,10 @@ class StepExecutor:
                              status=result.status, error=result.error, parent_ids=[step.id],
                              metrics=StepMetrics(tool_ms=result.duration_ms, duration_ms=result.duration_ms))
             if call.id in approvals:
-                tool_step.extra["approval"] = approvals[call.id]
+                tool_step.extra["approval"] = approval = approvals[call.id]
+                if approval["edited"] and approval["approved"]:  # the model learns its call was changed
+                    tool_step.content = f"{tool_step.content}\n\n" + edited_note(
+                        approval["proposed_arguments"], approval["arguments"])
             rec.record_step(tool_step)
             new_events.append((rec.emit(_E.STEP_COMPLETED, {"step": tool_step.to_dict()}), tool_step))
         if step.run_id == run.id:  # the turn's step of this run: its tool time is now known
@@ -236,7 +239,8 @@ class StepExecutor:
             decision = await self.approver(ApprovalRequest(call.id, call.name, arguments))
         final_args = decision.arguments if decision.arguments is not None else arguments
         approvals[call.id] = {"approved": decision.approved, "reason": decision.reason,
-                              "edited": decision.arguments is not None}
+                              "edited": decision.arguments is not None,
+                              "proposed_arguments": call.arguments, "arguments": json.dumps(final_args)}
         yield rec.emit(_E.APPROVAL_RESOLVED, {"tool_call_id": call.id, "name": call.name,
                                               "approved": decision.approved,
                                               "arguments": json.dumps(final_args), "reason": decision.reason})

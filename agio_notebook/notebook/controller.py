@@ -23,6 +23,7 @@ from .. import frames
 from ..agent import Agent
 from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus, StepEvent, StepEventType, new_id
 from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
+from ..execution.approval import check_arguments
 from ..execution.retry import plan_retry
 from ..execution.runner import active_run_ids
 from ..models import OpenAIModel, default_model
@@ -368,6 +369,10 @@ async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> A
             edited = json.loads(args.value)
         except ValueError as exc:
             note.value = f"<span style='color:#cf222e'>arguments are not valid JSON: {escape(str(exc))}</span>"
+            return
+        problem = check_arguments(handle.agent.registry.get(request.name) if handle.agent else None, edited)
+        if problem is not None:  # the card stays open: fix the arguments, or reject
+            note.value = f"<span style='color:#cf222e'>{escape(problem)}</span>"
             return
         if not decided.done():
             decided.set_result(ApprovalDecision(True, edited if edited != request.arguments else None))
