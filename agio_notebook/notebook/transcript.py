@@ -46,7 +46,20 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
     payload = _mask_secrets({"version": BUNDLE_VERSION, "run": run_dict, "session": session_dict,
                              "events": dicts})
     view = fold(payload["events"], payload["session"])
+    payload["trace_svg"] = trace_svg(view.run_id, payload["events"])  # drawn by the JupyterLab extension
     return {MIME_TYPE: payload, "text/html": to_html(view), "text/plain": to_text(view)}
+
+
+def trace_svg(run_id: str | None, events: list[dict[str, Any]]) -> str | None:
+    """The run's trace graph as SVG, or None without steps or without Graphviz."""
+    from ..memory.trace import trace_from_events
+
+    if run_id is None or not any(e["type"] == StepEventType.STEP_COMPLETED.value for e in events):
+        return None
+    try:
+        return trace_from_events(run_id, events).svg()
+    except (RuntimeError, OSError):
+        return None
 
 
 def bundle_for_run(repository: Repository, run_id: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ class StepView:
     metrics: dict[str, Any] = field(default_factory=dict)
     tool_cards: list[ToolCard] = field(default_factory=list)
     complete: bool = False
+    memory: dict[str, Any] | None = None  # a memory_read step: what was retrieved into the prompt
 
 
 @dataclass
@@ -91,6 +92,8 @@ class RunView:
             view.text = step.get("content") or ""
             view.status, view.attempt = step.get("status", "ok"), step.get("attempt", 1)
             view.superseded, view.metrics, view.complete = step.get("superseded", False), step.get("metrics") or {}, True
+            if (step.get("extra") or {}).get("kind") == "memory_read":
+                view.role, view.text = "memory", ""  # shown as a card from its memory_read event
             if step["role"] == "assistant":
                 for call in step.get("tool_calls") or ():
                     if call["id"] not in self._cards:
@@ -122,6 +125,8 @@ class RunView:
             else:
                 card.status = "rejected" if p.get("error_type") == "rejected" else "error"
                 card.error, card.error_type = p.get("error"), p.get("error_type")
+        elif t is _E.MEMORY_READ:
+            self._step(p["sequence"], "memory").memory = p
         elif t is _E.METRICS:
             self.run_metrics = p.get("run") or self.run_metrics
             view = self._by_seq.get(p["sequence"])
