@@ -6,6 +6,8 @@
  * view and the static HTML fallback of the Python package.
  */
 
+import { renderMemoryCard, renderTrace } from './memory';
+
 export const MIME_TYPE = 'application/vnd.agio.run+json';
 
 export interface AgioEvent {
@@ -22,6 +24,7 @@ export interface Transcript {
   run: Record<string, any> | null;
   session: Record<string, any> | null;
   events: AgioEvent[];
+  trace_svg?: string | null;
 }
 
 export interface ToolCard {
@@ -44,6 +47,7 @@ export interface StepView {
   superseded: boolean;
   metrics: Record<string, any>;
   cards: ToolCard[];
+  memory?: Record<string, any>;
 }
 
 export interface RunView {
@@ -51,6 +55,7 @@ export interface RunView {
   session: Record<string, any> | null;
   steps: StepView[];
   runMetrics: Record<string, any>;
+  traceSvg?: string | null;
 }
 
 const TERMINAL = new Set(['run_completed', 'run_failed', 'run_cancelled', 'run_max_steps']);
@@ -80,7 +85,8 @@ export function parseTranscript(data: unknown): Transcript {
       throw new Error('the transcript has a malformed event');
     }
   }
-  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events };
+  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events,
+    trace_svg: typeof t.trace_svg === 'string' ? t.trace_svg : null };
 }
 
 /** Fold the events into steps and tool cards (the same fold as the Python RunView). */
@@ -113,6 +119,10 @@ export function foldEvents(t: Transcript): RunView {
       view.attempt = st.attempt ?? 1;
       view.superseded = Boolean(st.superseded);
       view.metrics = st.metrics ?? {};
+      if (st.extra?.kind === 'memory_read') {
+        view.role = 'memory';
+        view.text = '';
+      }
       for (const call of st.tool_calls ?? []) {
         if (!cards.has(call.id)) {
           const card: ToolCard = {
@@ -125,6 +135,8 @@ export function foldEvents(t: Transcript): RunView {
           view.cards.push(card);
         }
       }
+    } else if (e.type === 'memory_read' && typeof p.sequence === 'number') {
+      stepFor(p.sequence, 'memory').memory = p;
     } else if (e.type === 'approval_resolved') {
       const card = cards.get(p.tool_call_id);
       if (card && typeof p.arguments === 'string') {
@@ -152,7 +164,7 @@ export function foldEvents(t: Transcript): RunView {
     }
   }
   const steps = [...bySeq.values()].filter(s => s.role !== 'tool').sort((a, b) => a.sequence - b.sequence);
-  return { run, session: t.session, steps, runMetrics };
+  return { run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg };
 }
 
 export function prettyJson(raw: string | undefined): string {
@@ -247,7 +259,8 @@ function renderStep(doc: Document, step: StepView): HTMLElement {
   const node = el(doc, 'div', classes);
   node.dataset.sequence = String(step.sequence);
   const label = el(doc, 'div', ['agio-step-label']);
-  let head = `#${step.sequence} ${step.role === 'user' ? 'You' : 'Assistant'}`;
+  const who = step.role === 'user' ? 'You' : step.role === 'memory' ? 'Memory' : 'Assistant';
+  let head = `#${step.sequence} ${who}`;
   if (step.attempt > 1) {
     head += ` · attempt ${step.attempt}`;
   }
@@ -265,6 +278,9 @@ function renderStep(doc: Document, step: StepView): HTMLElement {
   node.append(label);
   if (step.text) {
     node.append(el(doc, 'div', ['agio-text'], step.text));
+  }
+  if (step.memory) {
+    node.append(renderMemoryCard(doc, step.memory));
   }
   for (const card of step.cards) {
     node.append(renderCard(doc, card));
@@ -299,6 +315,10 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
   }
   for (const step of view.steps) {
     root.append(renderStep(doc, step));
+  }
+  const trace = renderTrace(doc, view.traceSvg);
+  if (trace) {
+    root.append(trace);
   }
   if (run.error && run.status !== 'completed') {
     root.append(el(doc, 'div', ['agio-error'], String(run.error)));
