@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
 
 _warned: set[str] = set()
+_clients: dict[tuple["Embeddings", str], Any] = {}
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,11 @@ class Embeddings:
         import numpy as np
         import openai
 
-        client = openai.OpenAI(api_key=os.environ.get(self.api_key_env) or "not-needed",
-                               base_url=self.base_url, timeout=self.timeout, max_retries=0)
+        key = os.environ.get(self.api_key_env) or "not-needed"
+        client = _clients.get((self, key))
+        if client is None:  # one client (and TLS context) per endpoint and key, not one per call
+            client = _clients[(self, key)] = openai.OpenAI(api_key=key, base_url=self.base_url,
+                                                           timeout=self.timeout, max_retries=0)
         data = client.embeddings.create(model=self.model, input=texts).data
         vectors = np.array([d.embedding for d in sorted(data, key=lambda d: d.index)], dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -3,7 +3,7 @@
 Layout, beside the session journals (``docs/memory.md``)::
 
     <store>/memory.jsonl         journal (TinyDB-readable): skills, experiences, feedback, proposals, vectors
-    <store>/memory-index.sqlite  derived FTS5 index, re-synced from the journal when missing or stale
+    <store>/memory-index/        derived BM25 index (Tantivy), re-synced from the journal when missing or stale
 
 Writes are appends to the journal (one write, one fsync), so adding a record costs the same however
 many are stored; the index follows each change incrementally, including changes other kernels
@@ -37,7 +37,7 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._journal = Journal(self.root / "memory.jsonl", _KEYS, lock_timeout)
         self._journal.refresh()
-        self.index = LexicalIndex(self.root / "memory-index.sqlite")
+        self.index = LexicalIndex(self.root / "memory-index")
         self.sync_index()
         self._journal.on_change = self._on_change  # from now on the index follows every change
 
