@@ -1,10 +1,11 @@
-"""`agio` / `python -m agio_notebook`: an offline demo run and replays of stored runs."""
+"""`agio` / `python -m agio_notebook`: an offline demo run, replays of stored runs, store maintenance."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
+import warnings
 
 from .core import AgioError
 from .terminal import EventPrinter
@@ -38,22 +39,136 @@ def _replay(args: argparse.Namespace) -> int:
     if run is None:
         raise AgioError(f"no run {args.run_id!r} in the store at {repo.root}")
     printer = EventPrinter(sys.stdout)
+    ended = False
     for event in iter_events(repo, args.run_id):
         printer(event)
+        ended = ended or event.type.is_terminal
+    if not ended:  # e.g. interrupted: its process died before a terminal event
+        print(f"■ {run.status.value}" + (f": {run.error}" if run.error else ""))
+    return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from .storage import open_repository
+
+    runs = open_repository(args.store).list_runs(args.session)
+    print(f"{'run':<10} {'session':<10} {'kind':<7} {'status':<12} {'steps':>5}  query")
+    for run in runs:
+        query = (run.query or "").replace("\n", " ")
+        print(f"{run.id[:8]:<10} {run.session_id[:8]:<10} {run.kind:<7} {run.status.value:<12} "
+              f"{run.metrics.steps:>5}  {query[:60]}")
+    return 0
+
+
+def _store(args: argparse.Namespace) -> int:
+    from .storage import open_repository
+    from .storage.export import export_jsonl, export_parquet
+
+    action = args.action
+    if action == "migrate":
+        return _migrate(args)
+    repo = open_repository(args.store)
+    if action == "stats":
+        print(repo.stats(args.top).to_text())
+    elif action == "verify":
+        problems = repo.verify()
+        for problem in problems:
+            print(f"damaged: {problem}")
+        print(f"{len(problems)} problem(s) found in the store at {repo.root}"
+              + ("; `agio store repair` salvages what is readable" if problems else ""))
+        return 1 if problems else 0
+    elif action == "repair":
+        done = repo.repair()
+        for fixed in done:
+            print(f"repaired {fixed.path.name}: {fixed.records} records kept; the damaged original is {fixed.kept_as}")
+        print(f"{len(done)} file(s) repaired")
+    elif action == "delete":
+        if (args.session is None) == (args.run is None):
+            raise AgioError("agio store delete needs exactly one of --session or --run")
+        gone = repo.delete_session(args.session) if args.session else repo.delete_run(args.run)
+        print(gone.to_text())
+    elif action == "prune":
+        if not args.superseded and args.older_than is None:
+            raise AgioError("agio store prune needs --superseded and/or --older-than DATE")
+        try:
+            gone = repo.prune(superseded=args.superseded, older_than=args.older_than)
+        except ValueError as exc:
+            raise AgioError(str(exc)) from None
+        print(gone.to_text())
+    elif action == "compact":
+        skipped = repo.compact()
+        for path in skipped:
+            print(f"skipped damaged file {path} (run `agio store repair` first)")
+        print("compacted" + (f"; {len(skipped)} damaged file(s) left as they are" if skipped else ""))
+    elif action == "export":
+        if args.path is None:
+            raise AgioError("agio store export needs a PATH")
+        fmt = args.format or ("jsonl" if args.path.endswith(".jsonl") else "parquet")
+        if fmt == "jsonl":
+            print(f"exported {export_jsonl(repo, args.path, args.session)} records to {args.path}")
+        else:
+            counts = export_parquet(repo, args.path, args.session)
+            print(f"exported {', '.join(f'{n} {t}' for t, n in counts.items())} to {args.path}/")
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from .storage import new_repository
+    from .storage.migrate import migrate
+
+    if args.path is None or args.dest is None:
+        raise AgioError("agio store migrate needs SRC and DST (each a directory path, sqlite:///FILE or postgresql://…)")
+    source, target = new_repository(args.path), new_repository(args.dest)
+    try:
+        report = migrate(source, target, merge=args.merge)
+    finally:
+        source.close()
+        target.close()
+    print(f"copied {report.sessions} sessions, {report.runs} runs, {report.steps} steps and {report.events} events "
+          f"to {target.root}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agio", description="agio-notebook from the terminal")
-    parser.add_argument("--store", default=None, help="store directory (default: $AGIO_STORE or ./.agio)")
+    parser.add_argument("--store", default=None, help="store directory or URL (sqlite:///FILE, postgresql://…; "
+                                                      "default: $AGIO_STORE or ./.agio)")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the offline demo agent and print its event stream")
     demo.add_argument("query", nargs="?", default="What's the weather in Paris and Tokyo, and what is 14 + 21?")
     replay = sub.add_parser("replay", help="replay a stored run's events")
     replay.add_argument("run_id")
+    runs = sub.add_parser("runs", help="list stored runs with their status")
+    runs.add_argument("--session", default=None, help="only this session")
+    store = sub.add_parser("store", help="store maintenance: stats, verify, repair, delete, prune, compact, export, "
+                                         "migrate")
+    store.add_argument("action", choices=["stats", "verify", "repair", "delete", "prune", "compact", "export",
+                                          "migrate"])
+    store.add_argument("path", nargs="?", default=None,
+                       help="export: a .jsonl file or a Parquet directory; migrate: the source store")
+    store.add_argument("dest", nargs="?", default=None, help="migrate: the target store (path or URL)")
+    store.add_argument("--merge", action="store_true", help="migrate: copy into a store that is not empty")
+    store.add_argument("--session", default=None, help="delete/export: this session")
+    store.add_argument("--run", default=None, help="delete: this run")
+    store.add_argument("--superseded", action="store_true", help="prune: superseded attempts")
+    store.add_argument("--older-than", default=None, metavar="DATE",
+                       help="prune: sessions with no activity since DATE (YYYY-MM-DD)")
+    store.add_argument("--format", choices=["jsonl", "parquet"], default=None, help="export format")
+    store.add_argument("--top", type=int, default=5, help="stats: how many of the largest sessions")
     args = parser.parse_args(argv)
-    try:
-        return _demo(args) if args.command == "demo" else _replay(args)
-    except AgioError as exc:
-        print(f"agio: {exc}", file=sys.stderr)
-        return 1
+    handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store}[args.command]
+    from .storage import StoreDamageWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StoreDamageWarning)
+        try:
+            code = handler(args)
+        except AgioError as exc:
+            print(f"agio: {exc}", file=sys.stderr)
+            code = 1
+    seen: set[str] = set()
+    for w in caught:  # damage found while reading: one line each, on stderr
+        if issubclass(w.category, StoreDamageWarning) and str(w.message) not in seen:
+            seen.add(str(w.message))
+            print(f"agio: warning: {w.message}", file=sys.stderr)
+    return code

@@ -20,11 +20,18 @@ def _metrics(m: dict[str, Any]) -> str:
     parts = []
     if m.get("total_tokens") is not None:
         parts.append(f"{m['total_tokens']} tok")
+    elif m.get("model_ms") is not None:
+        parts.append("tokens unknown")
     if m.get("ttft_ms") is not None:
         parts.append(f"ttft {m['ttft_ms']:.1f} ms")
     if m.get("duration_ms") is not None:
         parts.append(f"{m['duration_ms']:.1f} ms")
     return ", ".join(parts)
+
+
+def _tokens(run_metrics: dict[str, Any]) -> str:
+    total = run_metrics.get("total_tokens")
+    return "tokens unknown" if total is None else f"{total} tokens"
 
 
 class EventPrinter:
@@ -83,11 +90,11 @@ class EventPrinter:
         elif t is _E.METRICS:
             run = p["run"]
             self._line(f"    · turn #{p['sequence']}: {_metrics(p['step'])}; run so far "
-                       f"{run['model_calls']} model calls, {run['tool_calls']} tool calls, {run['total_tokens']} tok")
+                       f"{run['model_calls']} model calls, {run['tool_calls']} tool calls, {_tokens(run)}")
         elif t.is_terminal:
             run = p["run"]
             m = run["metrics"]
             tail = f": {run['error']}" if run.get("error") and t is not _E.RUN_COMPLETED else ""
             self._line(f"■ {run['status']}{tail} — {m['steps']} steps, {m['model_calls']} model calls, "
-                       f"{m['tool_calls']} tool calls ({m['tool_errors']} errors), {m['total_tokens']} tokens, "
+                       f"{m['tool_calls']} tool calls ({m['tool_errors']} errors), {_tokens(m)}, "
                        f"{m['duration_ms']:.1f} ms")

@@ -26,7 +26,7 @@ from agio_notebook import Agent, FunctionModel, StepRunner
 from agio_notebook.memory import MemoryConfig
 from agio_notebook.memory.records import Experience, to_doc
 from agio_notebook.memory.retrieval import retrieve
-from agio_notebook.memory.store import _KEYS, MemoryStore, _stores
+from agio_notebook.memory.store import _KEYS, MemoryStore
 from agio_notebook.storage import TinyDBRepository
 from agio_notebook.storage.journal import Journal
 
@@ -139,7 +139,6 @@ def bench_run_start(n: int, runs: int, words: list[str], weights: list[float]) -
         without = timed(MemoryConfig(enabled=False))
         with_memory = timed(MemoryConfig())
         repo.close()
-        _stores.pop(str(root.absolute()), None)
         return without, with_memory
     finally:
         shutil.rmtree(root, ignore_errors=True)

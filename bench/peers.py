@@ -91,14 +91,23 @@ def agio_variants() -> list[Variant]:
         async def on_step_end(self, run: Any, step: Any) -> None:
             self.steps += 1
 
-    def make(medium: str) -> Setup:
+    def make(medium: str, backend: str = "tinydb") -> Setup:
         async def setup(k: int):
             cleanup: Cleanup = None
             if medium == "memory":
                 repo = InMemoryRepository()
             else:
                 path, rm = tmp_dir(medium)
-                repo = TinyDBRepository(path)
+                if backend == "sqlite":
+                    from agio_notebook.storage import SQLiteRepository
+
+                    repo = SQLiteRepository(os.path.join(path, "agio.db"))
+                elif backend == "postgres":
+                    from agio_notebook.storage import PostgresRepository
+
+                    repo = PostgresRepository(postgres().new_database())
+                else:
+                    repo = TinyDBRepository(path)
 
                 async def cleanup() -> None:
                     repo.close()
@@ -128,7 +137,28 @@ def agio_variants() -> list[Variant]:
 
     return [Variant("agio-notebook", "durable TinyDB store + events + hook", make("disk"), "disk"),
             Variant("agio-notebook", "durable TinyDB store + events + hook", make("tmpfs"), "tmpfs"),
+            Variant("agio-notebook", "SQLite store (WAL) + events + hook", make("disk", "sqlite"), "disk"),
+            Variant("agio-notebook", "SQLite store (WAL) + events + hook", make("tmpfs", "sqlite"), "tmpfs"),
+            Variant("agio-notebook", "PostgreSQL store (loopback) + events + hook", make("disk", "postgres"), "disk"),
             Variant("agio-notebook", "in-memory repository + events + hook", make("memory"))]
+
+
+_postgres: list[Any] = []
+
+
+def postgres() -> Any:
+    """A PostgreSQL server for the PostgreSQL rows, started once (Debian's postgresql, as in the tests)."""
+    if not _postgres:
+        import atexit
+        import sys
+
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+        from store_backends import running_postgres
+
+        context = running_postgres()
+        _postgres.append(context.__enter__())
+        atexit.register(context.__exit__, None, None, None)
+    return _postgres[0]
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -538,6 +568,11 @@ def print_targets(ks: list[int], results: dict[tuple[str, int], list[float]]) ->
     for label in (AGIO_DISK, AGIO_TMPFS, AGIO_MEM):
         ratio = median(results, label, k_hi) / median(results, label, k_lo)
         check(f"flat: {label.split(': ')[1]} K={k_hi} / K={k_lo}", ratio, "<= 1.3", 1.3, ratio <= 1.3)
+    for medium, tiny in (("disk", AGIO_DISK), ("tmpfs", AGIO_TMPFS)):
+        sqlite = f"agio-notebook: SQLite store (WAL) + events + hook [{medium}]"
+        if (sqlite, k_hi) in results:
+            ratio = median(results, sqlite, k_hi) / median(results, tiny, k_hi)
+            check(f"{medium} K={k_hi}: agio on SQLite / agio on TinyDB", ratio, "<= 1.5", 1.5, ratio <= 1.5)
     ratio = median(results, AGIO_MEM, k_hi) / median(results, "floor: plain asyncio loop", k_hi)
     check(f"K={k_hi}: agio in-memory / plain asyncio loop", ratio, "<= 20", 20, ratio <= 20)
     print("\ntargets")

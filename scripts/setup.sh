@@ -29,6 +29,14 @@ if ! command -v dot >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq graphviz >/dev/null
 fi
 
+if [ "$want_browser" = 1 ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "== installing postgresql (Debian package) for the PostgreSQL store tests"
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql >/dev/null
+fi
+
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
@@ -36,9 +44,25 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/pip install -q --upgrade pip
 fi
 
-echo "== installing agio-notebook (editable) with test extras"
+echo "== installing agio-notebook (editable) with test extras and Parquet export"
 # (pip's notes about missing local package mirrors are noise here)
-.venv/bin/pip install -q -e '.[test]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+.venv/bin/pip install -q -e '.[test,parquet]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+
+# LiteLLM's proxy (a real OpenAI-compatible server for the provider tests) in a venv of its own: its
+# pins (openai<3 among them) must not downgrade the project's environment.
+if [ ! -x .venv-litellm/bin/litellm ]; then
+  echo "== installing the LiteLLM proxy into .venv-litellm (provider tests)"
+  "$python" -m venv .venv-litellm
+  .venv-litellm/bin/pip install -q -r tests/requirements-litellm.txt 2> >(grep -v "^WARNING: Location 'file:" >&2)
+fi
+
+# A real OTLP receiver for the OpenTelemetry tests: Arize Phoenix, in a venv of its own so its pins never
+# touch the project's environment.
+if [ ! -x .venv-otlp/bin/phoenix ]; then
+  echo "== installing an OTLP receiver (arize-phoenix) for the telemetry tests"
+  "$python" -m venv .venv-otlp
+  .venv-otlp/bin/pip install -q 'arize-phoenix>=12' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+fi
 
 if [ -x scripts/build_labextension.sh ]; then
   echo "== building the JupyterLab extension"

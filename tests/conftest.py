@@ -11,6 +11,7 @@ import pytest
 from nbclient import NotebookClient
 
 from kernel_support import FAKE_KEY, KERNEL_NAME, install_kernelspec
+from store_backends import BACKENDS, running_postgres, store_url as _store_url
 
 ROOT = Path(__file__).resolve().parent.parent
 collect_ignore_glob = ["fixtures/*"]  # notebooks executed by tests, not tests themselves
@@ -48,3 +49,17 @@ def saved_notebook(kernelspec_dir, tmp_path_factory) -> Path:
     out.mkdir(exist_ok=True)
     shutil.copy(path, out / "saved_runs.ipynb")
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL server for the whole run; each test gets a database of its own."""
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request, tmp_path):
+    """A new, empty store URL (or path), once per backend: TinyDB, SQLite, PostgreSQL."""
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    return _store_url(request.param, tmp_path, server)

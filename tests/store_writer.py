@@ -8,9 +8,10 @@ from agio_notebook.storage import TinyDBRepository
 
 def main() -> None:
     root, session, count, tag = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    base = int(sys.argv[5]) if len(sys.argv) > 5 else 0  # writers sharing a session use their own sequences
     repo = TinyDBRepository(root)
     for i in range(count):
-        step = Step(session_id=session, run_id=tag, sequence=i + 1, role=StepRole.USER, content=f"{tag}-{i}" * 20)
+        step = Step(session_id=session, run_id=tag, sequence=base + i + 1, role=StepRole.USER, content=f"{tag}-{i}" * 20)
         repo.commit(steps=[step])
         print(step.id, flush=True)
         if i % 25 == 24:

@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 
 from agio_notebook import Agent, StepRunner, tool
-from agio_notebook.storage import TinyDBRepository
+from agio_notebook.storage import new_repository
 
 from engine_support import ChunkModel, calls, text
 
 
-def test_steps_are_durable_before_tools_and_before_next_model_call(tmp_path):
-    path = tmp_path / "store"
+def test_steps_are_durable_before_tools_and_before_next_model_call(store_url):
+    path = store_url  # on every backend
     observed: dict[str, list[str]] = {}
 
     @tool
     def look(label: str) -> str:
         """Record what a second reader of the store sees while this tool runs."""
-        other = TinyDBRepository(path)
+        other = new_repository(path)
         observed[label] = [s.role.value for s in other.get_steps("s")]
         other.close()
         return "seen"
@@ -25,13 +25,13 @@ def test_steps_are_durable_before_tools_and_before_next_model_call(tmp_path):
     class Peeking(ChunkModel):
         async def stream(self, messages, tools, *, stream=True):
             if len(self.seen) == 1:
-                other = TinyDBRepository(path)
+                other = new_repository(path)
                 observed["second model call"] = [s.role.value for s in other.get_steps("s")]
                 other.close()
             async for chunk in super().stream(messages, tools, stream=stream):
                 yield chunk
 
-    repo = TinyDBRepository(path)
+    repo = new_repository(path)
     runner = StepRunner(Agent(model=Peeking([calls(("look", {"label": "tool"})), text("done")]), tools=[look]),
                         repository=repo)
     result = asyncio.run(runner.run("s", "go"))
@@ -39,7 +39,36 @@ def test_steps_are_durable_before_tools_and_before_next_model_call(tmp_path):
     assert result.final_text == "done"
     assert observed["tool"] == ["user", "assistant"]
     assert observed["second model call"] == ["user", "assistant", "tool"]
-    reopened = TinyDBRepository(path)
+    reopened = new_repository(path)
     assert [s.role.value for s in reopened.get_steps("s")] == ["user", "assistant", "tool", "assistant"]
     assert reopened.get_run(result.run_id).status.value == "completed"
     assert [e.type for e in reopened.get_events(result.run_id, 0, 1000)][-1].value == "run_completed"
+
+
+def test_every_step_completed_is_on_disk_when_delivered(tmp_path):
+    """User, assistant-with-calls, tool and final answer: a second reader sees each one at its event."""
+    from agio_notebook.core import StepEventType
+
+    path = tmp_path / "store"
+
+    @tool
+    def noop() -> str:
+        """Do nothing."""
+        return "ok"
+
+    repo = TinyDBRepository(path)
+    runner = StepRunner(Agent(model=ChunkModel([calls(("noop", {})), text("the end")]), tools=[noop]),
+                        repository=repo)
+    seen: list[tuple[str, bool]] = []
+
+    async def consume():
+        async for event in runner.run_stream("s", "go"):
+            if event.type is StepEventType.STEP_COMPLETED:
+                step = event.payload["step"]
+                other = TinyDBRepository(path)
+                stored = {s.id: s.to_dict() for s in other.get_steps("s")}
+                other.close()
+                seen.append((step["role"], stored.get(step["id"]) == step))
+
+    asyncio.run(consume())
+    assert seen == [("user", True), ("assistant", True), ("tool", True), ("assistant", True)]

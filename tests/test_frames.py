@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from agio_notebook import Agent, StepRunner, fork_session, frames, tool
-from agio_notebook.storage import TinyDBRepository
+from agio_notebook.storage import TinyDBRepository, new_repository
+from store_backends import BACKENDS, store_url as make_store_url
 
 from engine_support import ChunkModel, calls, text
 
@@ -19,9 +20,11 @@ def divide(a: float, b: float) -> float:
     return a / b
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    repo = TinyDBRepository(tmp_path_factory.mktemp("frames") / "store")
+@pytest.fixture(scope="module", params=BACKENDS)
+def store(request, tmp_path_factory):
+    """The same history on each backend: TinyDB files, SQLite, PostgreSQL."""
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    repo = new_repository(make_store_url(request.param, tmp_path_factory.mktemp("frames"), server))
     runner = StepRunner(Agent(model=ChunkModel([calls(("divide", {"a": 1, "b": 0}), ("divide", {"a": 6, "b": 3})),
                                                  text("one failed, 6/3 is 2")]), tools=[divide]), repository=repo)
     first = asyncio.run(runner.run("s1", "divide things"))

@@ -8,7 +8,7 @@ import pytest
 
 from agio_notebook import Agent, StepRunner, fork_session, tool
 from agio_notebook.core import InvalidOperationError, NotFoundError, RunStatus, StepEventType as E
-from agio_notebook.storage import TinyDBRepository
+from agio_notebook.storage import new_repository
 
 from engine_support import ChunkModel, add, calls, cancel_when, nap, text, tool_started
 
@@ -16,8 +16,9 @@ from engine_support import ChunkModel, add, calls, cancel_when, nap, text, tool_
 
 
 @pytest.fixture
-def repo(tmp_path):
-    r = TinyDBRepository(tmp_path / "store")
+def repo(store_url):
+    """Every test here runs on each backend: TinyDB files, SQLite, PostgreSQL."""
+    r = new_repository(store_url)
     yield r
     r.close()
 

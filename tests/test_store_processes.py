@@ -25,7 +25,8 @@ def test_sigkill_at_random_moments_never_loses_a_reported_step_or_tears_a_file(t
     rng = random.Random(7)
     reported: set[str] = set()
     for round_ in range(30):
-        proc = subprocess.Popen([*WRITER, str(root), "victim", "100000", f"r{round_}"], stdout=subprocess.PIPE,
+        proc = subprocess.Popen([*WRITER, str(root), "victim", "100000", f"r{round_}", str(round_ * 100000)],
+                                stdout=subprocess.PIPE,
                                 text=True)
         # let it start (imports) and then write for a random while
         first = proc.stdout.readline()
@@ -53,8 +54,8 @@ def test_two_processes_on_the_same_and_different_sessions_lose_nothing(tmp_path)
     root = tmp_path / "store"
     TinyDBRepository(root)
     n = 150
-    procs = [subprocess.Popen([*WRITER, str(root), session, str(n), tag], stdout=subprocess.PIPE, text=True)
-             for session, tag in [("shared", "a"), ("shared", "b"), ("own-a", "c"), ("own-b", "d")]]
+    procs = [subprocess.Popen([*WRITER, str(root), session, str(n), tag, str(base)], stdout=subprocess.PIPE, text=True)
+             for session, tag, base in [("shared", "a", 0), ("shared", "b", n), ("own-a", "c", 0), ("own-b", "d", 0)]]
     outs = [p.communicate(timeout=120)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs)
     repo = TinyDBRepository(root)

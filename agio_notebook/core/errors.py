@@ -17,6 +17,10 @@ class StoreError(AgioError):
     """The store cannot be read or written (corrupt file, lock timeout, bad schema version)."""
 
 
+class SessionBusyError(InvalidOperationError):
+    """Another run (in this process or another one) holds the session; the message names the holder."""
+
+
 class ModelError(AgioError):
     """The model provider failed. ``retryable`` says whether trying again may help."""
 

@@ -15,6 +15,7 @@ class RunStatus(str, Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     MAX_STEPS = "max_steps"
+    INTERRUPTED = "interrupted"  # its process died mid-run (kill -9, kernel restart); found by the store
 
     @property
     def is_terminal(self) -> bool:
@@ -29,9 +30,9 @@ class RunMetrics:
     model_calls: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
+    prompt_tokens: int | None = None  # None: no model call of the run reported usage (unknown, not 0)
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
     ttft_ms: float | None = None  # of the run's first model call
     model_ms: float = 0.0
     tool_ms: float = 0.0

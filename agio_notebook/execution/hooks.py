@@ -34,6 +34,24 @@ class AgentHook:
     async def on_error(self, run: AgentRun, error: BaseException) -> None: ...
 
 
+_DEFAULT_HOOKS: list[AgentHook] = []
+
+
+def add_default_hook(hook: AgentHook) -> None:
+    """Call ``hook`` in every runner created from now on (e.g. telemetry turned on once per kernel)."""
+    if hook not in _DEFAULT_HOOKS:
+        _DEFAULT_HOOKS.append(hook)
+
+
+def remove_default_hook(hook: AgentHook) -> None:
+    if hook in _DEFAULT_HOOKS:
+        _DEFAULT_HOOKS.remove(hook)
+
+
+def default_hooks() -> list[AgentHook]:
+    return list(_DEFAULT_HOOKS)
+
+
 class HookCaller:
     """Calls one method on every hook that overrides it, isolating their failures."""
 

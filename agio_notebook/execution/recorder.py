@@ -74,9 +74,12 @@ class RunRecorder:
         m.steps += 1
         if step.role is StepRole.ASSISTANT:
             m.model_calls += 1
-            m.prompt_tokens += s.prompt_tokens or 0
-            m.completion_tokens += s.completion_tokens or 0
-            m.total_tokens += s.total_tokens or 0
+            if s.prompt_tokens is not None:  # unknown usage stays unknown (None), never 0
+                m.prompt_tokens = (m.prompt_tokens or 0) + s.prompt_tokens
+            if s.completion_tokens is not None:
+                m.completion_tokens = (m.completion_tokens or 0) + s.completion_tokens
+            if s.total_tokens is not None:
+                m.total_tokens = (m.total_tokens or 0) + s.total_tokens
             m.model_ms += s.model_ms or 0.0
             if m.ttft_ms is None:
                 m.ttft_ms = s.ttft_ms

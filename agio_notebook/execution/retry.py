@@ -7,7 +7,7 @@ same sequence with the next attempt number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..core import AgentRun, InvalidOperationError, NotFoundError, RunStatus, Step, StepRole
 from ..storage.base import Repository
@@ -81,11 +81,10 @@ def plan_retry(repository: Repository, run_id: str, from_seq: int | None, active
                                     "batch; retry from the assistant step that called the tool")
     check_continuation_point(steps, from_seq - 1, "retry")
     context = [s for s in steps if s.sequence < from_seq]
-    superseded = [s for s in steps if s.sequence >= from_seq]
+    # copies: planning never changes what a repository holds (an in-memory one keeps live objects)
+    superseded = [replace(s, superseded=True) for s in steps if s.sequence >= from_seq]
     all_at = repository.get_steps(run.session_id, from_seq, from_seq, include_superseded=True)
     attempt = max([s.attempt for s in all_at] + [run.attempt]) + 1
-    for step in superseded:
-        step.superseded = True
     later_runs = {s.run_id for s in superseded if s.run_id}
     superseded_runs = [r for r in (repository.get_run(rid) for rid in later_runs | {run_id}) if r is not None
                        and r.status is not RunStatus.RUNNING]

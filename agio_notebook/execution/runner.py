@@ -9,19 +9,21 @@ are not).
 from __future__ import annotations
 
 import asyncio
-from contextlib import contextmanager
+import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Iterator, Sequence
+from typing import AsyncIterator, Callable, Sequence
 
 from ..agent import Agent
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
-                    RunStatus, Step, StepEvent, StepEventType, StepRole)
+                    RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
 from ..storage import Repository, open_repository
 from .approval import Approver
 from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
-from .hooks import AgentHook, HookCaller
+from .hooks import AgentHook, HookCaller, default_hooks
 from .memory_read import memory_event_payload, memory_read_sequence, read_memory
 from .recorder import RunRecorder
+from .requests import redact_for
 from .retry import RetryPlan, plan_resume, plan_retry
 from .step_executor import StepExecutor
 
@@ -38,17 +40,31 @@ def active_run_ids() -> set[str]:
     return set(_ACTIVE_SESSIONS.values())
 
 
-@contextmanager
-def _claimed(session_id: str) -> Iterator[None]:
-    """Hold the session for one run; a second run in it meanwhile gets a clear error."""
-    if session_id in _ACTIVE_SESSIONS:
-        raise InvalidOperationError(f"session {session_id} already has a run in progress "
-                                    f"({_ACTIVE_SESSIONS[session_id]}); wait for it or cancel it")
+@asynccontextmanager
+async def _claimed(repository: Repository, session_id: str, wait: float | None) -> AsyncIterator[None]:
+    """Hold the session for one run, in this process and through the store across processes.
+
+    A second run meanwhile gets a clear error naming the holder, or waits up to ``wait`` seconds
+    (``None``: as long as it takes) for the session to be released.
+    """
+    deadline = None if wait is None else time.monotonic() + wait
+    while True:
+        try:
+            if session_id in _ACTIVE_SESSIONS:
+                raise SessionBusyError(f"session {session_id} already has a run in progress "
+                                       f"({_ACTIVE_SESSIONS[session_id]}); wait for it or cancel it")
+            repository.claim_session(session_id, "a run")
+            break
+        except SessionBusyError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(0.05)
     _ACTIVE_SESSIONS[session_id] = "pending"
     try:
         yield
     finally:
         _ACTIVE_SESSIONS.pop(session_id, None)
+        repository.release_session(session_id)
 
 
 @dataclass
@@ -94,12 +110,13 @@ class StepRunner:
     def __init__(self, agent: Agent, hooks: Sequence[AgentHook] = (), config: ExecutionConfig | None = None,
                  repository: Repository | None = None, approver: Approver | None = None):
         self.agent = agent
-        self.hooks = list(hooks)
+        self.hooks = [*default_hooks(), *(h for h in hooks if h not in default_hooks())]
         self.config = config or agent.config or ExecutionConfig()
         self.repository = repository if repository is not None else open_repository()
         self.approver = approver
         self._hook_caller = HookCaller(self.hooks)
-        self._executor = StepExecutor(agent.model, agent.registry, self.config, self._hook_caller, approver)
+        self._executor = StepExecutor(agent.model, agent.registry, self.config, self._hook_caller, approver,
+                                      settings=agent.model_settings)
 
     # -- public entry points -----------------------------------------------------
     async def run_stream(self, session: AgentSession | str | None, query: str) -> AsyncIterator[StepEvent]:
@@ -107,14 +124,12 @@ class StepRunner:
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
         repo = self.repository
-        if isinstance(session, AgentSession):
-            session_id = session.session_id
-            new_session = session if repo.get_session(session_id) is None else None
-        else:
-            stored = repo.get_session(session) if session else None
-            new_session = None if stored is not None else AgentSession(**({"session_id": session} if session else {}))
-            session_id = session if stored is not None else new_session.session_id  # type: ignore[union-attr]
-        with _claimed(session_id):
+        session_id = session.session_id if isinstance(session, AgentSession) else session or AgentSession().session_id
+        async with _claimed(repo, session_id, self.config.session_wait):
+            if isinstance(session, AgentSession):
+                new_session = session if repo.get_session(session_id) is None else None
+            else:
+                new_session = None if repo.get_session(session_id) is not None else AgentSession(session_id=session_id)
             steps = repo.get_steps(session_id) if new_session is None else []
             rec = self._recorder(session_id, "run", query, steps, new_session)
 
@@ -165,8 +180,9 @@ class StepRunner:
             return
         if fresh_memory and from_seq is None:
             from_seq = memory_read_sequence(self.repository, run_id)
-        plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())
-        with _claimed(plan.session_id):
+        plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # clear errors before waiting
+        async with _claimed(self.repository, plan.session_id, self.config.session_wait):
+            plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # what is stored now
             rec = self._recorder(plan.session_id, "retry", plan.old_run.query, plan.context, None,
                                  next_sequence=plan.from_seq)
             rec.run.retry_of = plan.old_run.id
@@ -192,8 +208,9 @@ class StepRunner:
 
         Ends in a user step: ask the model.  Ends with unanswered tool calls: run them first.
         """
-        plan = plan_resume(self.repository, session_id)
-        with _claimed(session_id):
+        plan_resume(self.repository, session_id)  # clear errors before waiting
+        async with _claimed(self.repository, session_id, self.config.session_wait):
+            plan = plan_resume(self.repository, session_id)  # what is stored now
             rec = self._recorder(session_id, "resume", plan.query, plan.context, None)
             async for event in self._lifecycle(rec, list, pending=plan.pending):
                 yield event
@@ -259,6 +276,7 @@ class StepRunner:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure ends the run as failed, steps kept
             message = str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {exc}"
+            message = redact_for(self.agent.model, message)  # providers echo keys; never store or show them
             final = self._finish(rec, RunStatus.FAILED, message)
             await hooks.call("on_error", run, exc)
             await hooks.call("on_run_end", run)

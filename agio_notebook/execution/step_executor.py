@@ -4,7 +4,8 @@ Each turn streams one model reply into an assistant step, makes it durable,
 runs its tool calls (in parallel when allowed), makes their results durable,
 and goes back to the model — until the model answers without tool calls or
 ``max_steps`` model calls have been made.  Persisting happens at exactly two
-checkpoints per turn (before the tools run, before the next model call).
+checkpoints per turn (before the tools run, before the next model call), and every
+``step_completed`` is yielded only once its step is on disk (the final answer included).
 """
 
 from __future__ import annotations
@@ -16,25 +17,30 @@ from typing import Any, AsyncIterator
 
 from ..core import ExecutionConfig, ModelError, RunStatus, Step, StepEvent, StepEventType, StepMetrics, StepRole, ToolCall
 from ..models.base import Finish, Model, TextDelta, ToolCallDelta, Usage
+from ..models.request import MessageChain, fingerprint_parts, tools_digest
+from ..models.settings import check_settings, merge_settings
 from ..tools import ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .hooks import HookCaller
 from .recorder import RunRecorder
 from .tool_executor import ToolExecutor
+from .watchdog import Watchdog
 
 _E = StepEventType
 
 
 class StepExecutor:
     def __init__(self, model: Model, registry: ToolRegistry, config: ExecutionConfig, hooks: HookCaller,
-                 approver: Approver | None = None):
+                 approver: Approver | None = None, settings: dict[str, Any] | None = None):
         self.model = model
+        self.settings = merge_settings(check_settings(settings), check_settings(config.model_settings))
         self.registry = registry
         self.config = config
         self.hooks = hooks
         self.approver = approver
         self.tool_executor = ToolExecutor(registry, config)
         self._schemas = registry.schemas()
+        self._tools_sha = tools_digest(self._schemas)
 
     async def execute(self, rec: RunRecorder, pending: tuple[Step, list[str]] | None = None
                       ) -> AsyncIterator[StepEvent]:
@@ -43,12 +49,13 @@ class StepExecutor:
             async for event in self._run_tools(rec, pending[0], set(pending[1])):
                 yield event
         max_steps = self.config.max_steps
+        chain = MessageChain()  # running digest of the context, extended by each turn's new messages
         while True:
             if rec.run.metrics.model_calls >= max_steps:
                 rec.finish(RunStatus.MAX_STEPS, f"max_steps ({max_steps}) reached before a final answer")
                 return
             step: Step | None = None
-            async for event in self._model_turn(rec):
+            async for event in self._model_turn(rec, chain):
                 if event is None:
                     step = rec.steps[-1]
                     continue
@@ -62,13 +69,15 @@ class StepExecutor:
                 yield event
 
     # -- one model call --------------------------------------------------------
-    async def _model_turn(self, rec: RunRecorder) -> AsyncIterator[StepEvent | None]:
+    async def _model_turn(self, rec: RunRecorder, chain: MessageChain | None = None
+                          ) -> AsyncIterator[StepEvent | None]:
         config = self.config
+        chain = chain if chain is not None else MessageChain()
         attempts = 1 + (config.max_retries if config.enable_retry else 0)
         for attempt in range(attempts):
             got_any = [False]
             try:
-                async for event in self._stream_reply(rec, got_any):
+                async for event in self._stream_reply(rec, got_any, chain):
                     yield event
                 return
             except ModelError as exc:
@@ -76,49 +85,55 @@ class StepExecutor:
                     raise
             await asyncio.sleep(min(0.25 * 2 ** attempt, 4.0))
 
-    async def _stream_reply(self, rec: RunRecorder, got_any: list[bool]) -> AsyncIterator[StepEvent | None]:
+    def _request(self, messages: list[dict[str, Any]], chain: MessageChain, stream: bool) -> dict[str, Any]:
+        """What is stored with the step: the call's request, its messages by reference (see execution.requests)."""
+        sha = chain.update(messages)
+        first = messages[0] if messages else None
+        system = first.get("content") if first is not None and first.get("role") == "system" else None
+        return {"model": self.model.name, "settings": self.settings, "tools": self._schemas, "stream": stream,
+                "messages": {"system": system, "count": len(messages), "sha256": sha},
+                "fingerprint": fingerprint_parts(sha, self._tools_sha, self.settings)}
+
+    async def _stream_reply(self, rec: RunRecorder, got_any: list[bool], chain: MessageChain
+                            ) -> AsyncIterator[StepEvent | None]:
         config = self.config
         stream = config.stream
         sequence = rec.upcoming_sequence  # taken for good once the step completes
         texts: list[str] = []
-        calls: dict[int, list[Any]] = {}
+        calls: list[list[Any]] = []  # [id, name, argument pieces, position], in the order the calls started
+        by_index: dict[int, list[Any]] = {}
         usage: Usage | None = None
         t0 = time.perf_counter()
         ttft: float | None = None
-        timeout = config.timeout_per_step
-        # One timer per model call (not one per chunk): it cancels the task only while we are waiting
-        # on the model, so time spent by the consumer between chunks is never mistaken for it.
-        task = asyncio.current_task()
-        waiting = timed_out = False
-
-        def on_timeout() -> None:
-            nonlocal timed_out
-            timed_out = True
-            if waiting and task is not None:
-                task.cancel()
-
-        timer = (asyncio.get_running_loop().call_later(timeout, on_timeout) if timeout is not None else None)
-        agen = self.model.stream(rec.messages, self._schemas, stream=stream).__aiter__()
+        request = self._request(rec.messages, chain, stream)
+        watch = Watchdog(config.first_token_timeout, config.idle_timeout, config.timeout_per_step,
+                         self.model.name)
+        kwargs: dict[str, Any] = {"stream": stream}
+        if self.settings:
+            kwargs["settings"] = self.settings
+        agen = self.model.stream(rec.messages, self._schemas, **kwargs).__aiter__()
+        failure: ModelError | None = None
         try:
             while True:
-                if timed_out:
-                    raise ModelError(f"model call exceeded timeout_per_step={timeout:g}s", retryable=not got_any[0])
-                waiting = True
+                watch.begin_wait()
                 try:
                     chunk = await agen.__anext__()
                 except StopAsyncIteration:
                     break
                 except asyncio.CancelledError:
-                    if timed_out and task is not None and task.uncancel() == 0:
-                        raise ModelError(f"model call exceeded timeout_per_step={timeout:g}s",
-                                         retryable=not got_any[0]) from None
+                    watch.raise_if_expired()
                     raise
+                except ModelError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a model's own bug still ends as one clear line
+                    raise ModelError(f"model {self.model.name!r} failed: {type(exc).__name__}: {exc}") from None
                 finally:
-                    waiting = False
+                    watch.waiting = False
                 kind = type(chunk)
                 if kind is TextDelta:
                     if ttft is None:
                         ttft = time.perf_counter()
+                        watch.started()
                     got_any[0] = True
                     texts.append(chunk.text)
                     if stream:
@@ -126,10 +141,13 @@ class StepExecutor:
                 elif kind is ToolCallDelta:
                     if ttft is None:
                         ttft = time.perf_counter()
+                        watch.started()
                     got_any[0] = True
-                    slot = calls.get(chunk.index)
-                    if slot is None:
-                        slot = calls[chunk.index] = [chunk.id, chunk.name, []]
+                    slot = by_index.get(chunk.index)
+                    # a new id on a used index starts a new call (Ollama streams parallel calls all at index 0)
+                    if slot is None or (chunk.id and slot[0] and chunk.id != slot[0]):
+                        slot = by_index[chunk.index] = [chunk.id, chunk.name, [], len(calls)]
+                        calls.append(slot)
                     else:
                         slot[0] = slot[0] or chunk.id
                         slot[1] = slot[1] or chunk.name
@@ -137,35 +155,45 @@ class StepExecutor:
                         slot[2].append(chunk.arguments)
                     if stream:
                         yield rec.emit(_E.STEP_DELTA, {"sequence": sequence, "tool_call": {
-                            "index": chunk.index, "id": chunk.id, "name": chunk.name,
-                            "arguments": chunk.arguments}})
+                            "index": slot[3],
+                            "id": chunk.id, "name": chunk.name, "arguments": chunk.arguments}})
                 elif kind is Usage:
                     usage = chunk
                 elif kind is not Finish:
                     raise ModelError(f"model {self.model.name!r} yielded an unknown chunk {chunk!r}")
+        except ModelError as exc:
+            if not texts:
+                raise
+            failure = exc  # the text streamed so far is kept on a failed step
         finally:
-            if timer is not None:
-                timer.cancel()
+            watch.close()
             await agen.aclose()
         t1 = time.perf_counter()
         model_ms = (t1 - t0) * 1000.0
-        tool_calls = [ToolCall(id=slot[0] or f"call_{sequence}_{index}", name=slot[1] or "",
-                               arguments="".join(slot[2]) or "{}")
-                      for index, slot in sorted(calls.items())]
+        tool_calls = [] if failure is not None else [
+            ToolCall(id=slot[0] or f"call_{sequence}_{i}", name=slot[1] or "", arguments="".join(slot[2]) or "{}")
+            for i, slot in enumerate(calls)]
         metrics = StepMetrics(ttft_ms=(ttft - t0) * 1000.0 if ttft is not None else model_ms,
                               model_ms=model_ms, duration_ms=model_ms)
-        if usage is not None:
+        if usage is not None:  # no usage from the server: tokens stay unknown (None), never 0
             metrics.prompt_tokens = usage.prompt_tokens
             metrics.completion_tokens = usage.completion_tokens
             metrics.total_tokens = usage.total_tokens if usage.total_tokens is not None else (
-                (usage.prompt_tokens or 0) + (usage.completion_tokens or 0))
+                None if usage.prompt_tokens is None and usage.completion_tokens is None
+                else (usage.prompt_tokens or 0) + (usage.completion_tokens or 0))
         step = Step(session_id=rec.run.session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
                     role=StepRole.ASSISTANT, content="".join(texts) if texts or not tool_calls else None,
                     tool_calls=tool_calls, metrics=metrics)
+        step.extra["request"] = request
+        if failure is not None:
+            step.status = "error"
+            step.error = failure.args[0] if failure.args else str(failure)
         rec.record_step(step)
         event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
-        if tool_calls:
-            rec.checkpoint()  # the assistant step is durable before any tool runs
+        rec.checkpoint()  # durable before announced: before any tool runs, a final answer, a failed call too
+        if failure is not None:
+            yield event
+            raise failure
         yield None  # tells execute() the step is recorded
         yield event
         await self.hooks.call("on_step_end", rec.run, step)

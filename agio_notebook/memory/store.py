@@ -1,9 +1,10 @@
 """MemoryStore: skills, experiences, feedback, proposals and vectors in the store directory.
 
-Layout, beside the session journals (``docs/memory.md``)::
-
-    <store>/memory.jsonl         journal (TinyDB-readable): skills, experiences, feedback, proposals, vectors
-    <store>/memory-index/        derived BM25 index (Tantivy), re-synced from the journal when missing or stale
+The records live in the store's named journal "memory" (tables skills, experiences, feedback,
+proposals, vectors): ``<store>/memory.jsonl`` in the TinyDB store, rows of ``agio_journal`` in a
+SQL store. The BM25 index is derived and lives beside it (``<store>/memory-index/``; for SQLite
+``<file>.memory-index/``; elsewhere a scratch directory, rebuilt when the process starts).
+See ``docs/memory.md``.
 
 Writes are appends to the journal (one write, one fsync), so adding a record costs the same however
 many are stored; the index follows each change incrementally, including changes other kernels
@@ -31,13 +32,20 @@ _KINDS = {"skills": "skill", "experiences": "experience"}
 
 
 class MemoryStore:
-    def __init__(self, root: Path | str, *, lock_timeout: float = 10.0):
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+    """``MemoryStore(directory)`` keeps its own journal file there; :func:`memory_for` gives a
+    repository's memory (its named journal "memory", the index beside the store)."""
+
+    def __init__(self, root: Path | str | None = None, *, journal: Any = None, index_dir: Path | str | None = None,
+                 lock_timeout: float = 10.0):
+        if journal is None:
+            if root is None:
+                raise ValueError("MemoryStore needs a directory or a journal")
+            Path(root).mkdir(parents=True, exist_ok=True)
+            journal = Journal(Path(root) / "memory.jsonl", _KEYS, lock_timeout)
         self._lock = threading.RLock()
-        self._journal = Journal(self.root / "memory.jsonl", _KEYS, lock_timeout)
+        self._journal = journal
         self._journal.refresh()
-        self.index = LexicalIndex(self.root / "memory-index")
+        self.index = LexicalIndex(Path(index_dir) if index_dir is not None else Path(root) / "memory-index")
         self.sync_index()
         self._journal.on_change = self._on_change  # from now on the index follows every change
 
@@ -170,38 +178,46 @@ def scopes_for(scope: str | None) -> tuple[str, ...]:
     return (GLOBAL,) if scope in (None, GLOBAL) else (scope, GLOBAL)
 
 
-_stores: dict[str, MemoryStore] = {}
-_scratch: "weakref.WeakKeyDictionary[Any, MemoryStore]" = weakref.WeakKeyDictionary()
+_stores: "weakref.WeakKeyDictionary[Any, MemoryStore]" = weakref.WeakKeyDictionary()
+
+
+def _index_dir(repository: Repository) -> Path:
+    """Where the derived index of a repository's memory lives: beside its files when it has any."""
+    root = getattr(repository, "root", None)
+    path = getattr(repository, "path", None)
+    if root is not None and Path(root).is_dir():
+        return Path(root) / "memory-index"
+    if isinstance(path, Path) and path.parent.is_dir():  # an SQLite file
+        return path.with_name(path.name + ".memory-index")
+    return Path(tempfile.mkdtemp(prefix="agio-memory-index-"))
 
 
 def memory_for(repository: Repository | None = None) -> MemoryStore:
-    """The memory of a repository: beside its files, or in a scratch directory for in-memory stores."""
+    """The memory of a repository (the default store when None)."""
     if repository is None:
         from ..storage import open_repository
 
         repository = open_repository()
-    root = getattr(repository, "root", None)
-    if root is None:
-        store = _scratch.get(repository)
-        if store is None:
-            store = _scratch[repository] = MemoryStore(tempfile.mkdtemp(prefix="agio-memory-"))
-        return store
-    key = str(Path(root).absolute())
-    store = _stores.get(key)
+    store = _stores.get(repository)
     if store is None:
-        store = _stores[key] = MemoryStore(key)
+        if hasattr(repository, "journal"):
+            store = MemoryStore(journal=repository.journal("memory", _KEYS), index_dir=_index_dir(repository))
+        else:  # a store without named journals (in-memory): a scratch directory for this process
+            store = MemoryStore(tempfile.mkdtemp(prefix="agio-memory-"))
+        _stores[repository] = store
     return store
-
-
-__all__ = ["Experience", "Feedback", "MemoryStore", "Proposal", "Skill", "memory_for", "scopes_for"]
 
 
 def existing_memory(repository: Repository) -> MemoryStore | None:
     """The repository's memory if anything was ever stored in it (a run without memory opens nothing)."""
+    store = _stores.get(repository)
+    if store is not None:
+        return store
     root = getattr(repository, "root", None)
-    if root is None:
-        return _scratch.get(repository)
-    key = str(Path(root).absolute())
-    if key in _stores or (Path(key) / "memory.jsonl").exists():
-        return memory_for(repository)
-    return None
+    if root is not None and Path(root).is_dir():
+        found = (Path(root) / "memory.jsonl").exists()
+    elif hasattr(repository, "journal_names"):
+        found = "memory" in repository.journal_names("memory")
+    else:
+        found = False
+    return memory_for(repository) if found else None

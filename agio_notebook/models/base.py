@@ -53,6 +53,8 @@ class Model(Protocol):
 
         ``tools`` are OpenAI function-tool schemas.  With ``stream=False`` the
         provider may produce the whole reply at once (still yielded as chunks).
-        Raise :class:`agio_notebook.core.ModelError` on provider failure.
+        Raise :class:`agio_notebook.core.ModelError` on provider failure.  When an agent or run has
+        model settings (``temperature``, ``max_tokens``, ``tool_choice``, ``extra_body``...), the engine
+        passes them as ``settings=`` too; a model that takes no settings may leave the keyword out.
         """
         ...

@@ -2,27 +2,33 @@
 
 OpenAI, Azure (pass an ``AsyncAzureOpenAI`` as ``client``), vLLM, Ollama, llama.cpp server. The
 client's own retries (with backoff, honouring Retry-After) handle 429 and 5xx; what is left after them
-becomes one clear ``ModelError`` line, which never contains the key.
+becomes one clear ``ModelError`` line, which never contains the key (servers echo it: every line is
+scrubbed). A stream that closes without a finish reason is an error, not an empty answer.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, AsyncIterator
 
-from ..core import ModelError
+from ..core import ModelError, scrub
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
+from .settings import check_settings, merge_settings
 
 
 class OpenAIModel:
+    """``settings`` and ``temperature``/``extra_body`` are the model's own defaults; settings given per agent
+    or per run (``stream(..., settings=...)``) override them key by key."""
+
     def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key: str | None = None,
-                 organization: str | None = None, max_retries: int = 2, timeout: float | None = 120.0,
+                 organization: str | None = None, max_retries: int = 2, timeout: float | None = 600.0,
                  temperature: float | None = None, extra_body: dict[str, Any] | None = None,
-                 include_usage: bool = True, client: Any = None):
+                 settings: dict[str, Any] | None = None, include_usage: bool = True, client: Any = None):
         self.model = model or os.environ.get("AGIO_MODEL") or "gpt-4o-mini"
         self.name = self.model
-        self.temperature = temperature
-        self.extra_body = extra_body
+        self.settings = merge_settings({"temperature": temperature, "extra_body": extra_body},
+                                       check_settings(settings))
         self.include_usage = include_usage
         if client is None:
             from openai import AsyncOpenAI
@@ -34,50 +40,64 @@ class OpenAIModel:
 
     @property
     def base_url(self) -> str:
-        return str(self._client.base_url).rstrip("/")
+        return scrub(str(self._client.base_url).rstrip("/")) or ""
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAIModel(model={self.model!r}, base_url={self.base_url!r})"
 
-    def _error(self, exc: Exception) -> ModelError:
-        import openai
+    def redact(self, text: str) -> str:
+        """``text`` without this model's key (or anything shaped like a credential)."""
+        return scrub(text, (getattr(self._client, "api_key", None),)) or text
 
-        status = getattr(exc, "status_code", None)
-        if isinstance(exc, openai.APIStatusError):
-            detail = getattr(exc, "message", None) or str(exc)
-            transient = status == 429 or (status or 0) >= 500
-            tries = f" (after {self._client.max_retries} retries)" if transient and self._client.max_retries else ""
-            # retryable=False: the client already retried with backoff; the engine must not multiply it
-            return ModelError(f"OpenAI-compatible endpoint {self.base_url} returned {status}{tries}: "
-                              f"{_one_line(detail)}", retryable=False, status_code=status)
-        if isinstance(exc, openai.APITimeoutError):
-            return ModelError(f"OpenAI-compatible endpoint {self.base_url} timed out")
-        if isinstance(exc, openai.APIConnectionError):
-            return ModelError(f"cannot reach OpenAI-compatible endpoint {self.base_url}: {_one_line(str(exc))}")
-        return ModelError(f"OpenAI-compatible endpoint {self.base_url}: {type(exc).__name__}: "
-                          f"{_one_line(str(exc))}")
-
-    async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-                     stream: bool = True) -> AsyncIterator[ModelChunk]:
-        import openai
-
-        params: dict[str, Any] = {"model": self.model, "messages": messages}
+    def body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], settings: dict[str, Any] | None = None,
+             stream: bool = True) -> dict[str, Any]:
+        """The chat-completions parameters sent for a request (``extra_body`` still separate, as the client
+        takes it). Wire rules: an assistant message with tool calls and no text gets ``"content": ""``,
+        which every server accepts (llama-cpp-python rejects ``null`` there)."""
+        params: dict[str, Any] = {"model": self.model, "messages": [_wire_message(m) for m in messages]}
         if tools:
             params["tools"] = tools
-        if self.temperature is not None:
-            params["temperature"] = self.temperature
-        if self.extra_body:
-            params["extra_body"] = self.extra_body
+        params.update(merge_settings(self.settings, settings))
+        if stream:
+            params["stream"] = True
+            if self.include_usage:
+                params["stream_options"] = {"include_usage": True}
+        return params
+
+    def _error(self, exc: Exception, *, streamed: int = 0) -> ModelError:
+        import openai
+
+        where = f"OpenAI-compatible endpoint {self.base_url}"
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            transient = status == 429 or status >= 500
+            tries = f" (after {self._client.max_retries} retries)" if transient and self._client.max_retries else ""
+            # retryable=False: the client already retried with backoff; the engine must not multiply it
+            return ModelError(self.redact(f"{where} returned HTTP {status}{tries}: {_detail(exc)}"),
+                              retryable=False, status_code=status)
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError(f"{where} timed out")
+        if streamed:
+            return ModelError(self.redact(f"connection to {where} lost mid-stream after {streamed} chunk(s): "
+                                          f"{_one_line(_cause(exc))}"))
+        if isinstance(exc, openai.APIConnectionError):
+            return ModelError(self.redact(f"cannot reach {where}: {_one_line(_cause(exc))}"))
+        return ModelError(self.redact(f"{where}: {type(exc).__name__}: {_one_line(str(exc))}"))
+
+    async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                     stream: bool = True, settings: dict[str, Any] | None = None) -> AsyncIterator[ModelChunk]:
+        params = self.body(messages, tools, settings, stream)
+        streamed = 0
         try:
             if not stream:
                 response = await self._client.chat.completions.create(**params)
                 for chunk in _whole_response(response):
                     yield chunk
                 return
-            if self.include_usage:
-                params["stream_options"] = {"include_usage": True}
-            response = await self._client.chat.completions.create(stream=True, **params)
+            response = await self._client.chat.completions.create(**params)
+            finished = False
             async for chunk in response:
+                streamed += 1
                 if chunk.usage is not None:
                     u = chunk.usage
                     yield Usage(u.prompt_tokens, u.completion_tokens, u.total_tokens)
@@ -91,9 +111,42 @@ class OpenAIModel:
                             yield ToolCallDelta(tc.index, tc.id, fn.name if fn else None,
                                                 (fn.arguments or "") if fn else "")
                     if choice.finish_reason:
+                        finished = True
                         yield Finish(choice.finish_reason)
-        except openai.OpenAIError as exc:
-            raise self._error(exc) from None
+        except ModelError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - openai's errors and the transport's, mid-stream
+            raise self._error(exc, streamed=streamed) from None
+        if not finished:  # e.g. a prompt over the context: 200, then the stream closes with nothing
+            raise ModelError(f"OpenAI-compatible endpoint {self.base_url}: stream ended before the model "
+                             f"finished (no finish reason after {streamed} chunk(s))")
+
+
+def _wire_message(message: dict[str, Any]) -> dict[str, Any]:
+    if message.get("content") is None and message.get("tool_calls"):
+        return {**message, "content": ""}
+    return message
+
+
+def _detail(exc: Any) -> str:
+    """The server's own message, without the client's "Error code: 429 - " prefix (the status is said once)."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        if isinstance(message, str) and message.strip():
+            return _one_line(message)
+    text = getattr(exc, "message", None) or str(exc)
+    return _one_line(re.sub(r"^Error code: \d+ - ", "", text))
+
+
+def _cause(exc: BaseException) -> str:
+    """The transport's reason (e.g. "Connection refused"), not only the client's generic wrapper."""
+    inner = exc.__cause__ or exc.__context__
+    text = str(exc)
+    if inner is not None and str(inner) and str(inner) not in text:
+        text = f"{text} ({inner})" if text else str(inner)
+    return text or type(exc).__name__
 
 
 def _whole_response(response: Any) -> list[ModelChunk]:

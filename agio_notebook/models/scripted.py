@@ -151,7 +151,7 @@ class ScriptedModel:
         return messages[:n]
 
     async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-                     stream: bool = True) -> AsyncIterator[ModelChunk]:
+                     stream: bool = True, settings: dict[str, Any] | None = None) -> AsyncIterator[ModelChunk]:
         if self._next >= len(self.replies):
             if not self.loop or not self.replies:
                 raise ModelError(f"ScriptedModel ran out of replies after {self._next} calls")
@@ -182,7 +182,7 @@ class FunctionModel:
         return f"FunctionModel({self.name})"
 
     async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-                     stream: bool = True) -> AsyncIterator[ModelChunk]:
+                     stream: bool = True, settings: dict[str, Any] | None = None) -> AsyncIterator[ModelChunk]:
         prompt = self._counter.count(messages)
         if inspect.isasyncgenfunction(self.fn):
             completion, saw_usage = 0, False

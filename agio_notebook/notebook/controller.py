@@ -27,6 +27,7 @@ from ..execution.approval import check_arguments
 from ..execution.retry import plan_retry
 from ..execution.runner import active_run_ids
 from ..models import OpenAIModel, default_model
+from ..models.settings import merge_settings
 from ..storage import iter_events, open_repository
 from ..storage.base import Repository
 from .feedback import feedback_and_proposal
@@ -200,7 +201,8 @@ class Controller:
 
     # -- runs ------------------------------------------------------------------------------
     def run_query(self, query: str, *, agent: Agent | None = None, session: str | None = None,
-                  new_session: bool = False, max_steps: int | None = None, background: bool = False) -> RunHandle:
+                  new_session: bool = False, max_steps: int | None = None, background: bool = False,
+                  settings: dict[str, Any] | None = None) -> RunHandle:
         if not query.strip():
             raise InvalidOperationError("the cell is empty: write the query in the cell body")
         agent = agent or self.default_agent()
@@ -211,8 +213,8 @@ class Controller:
         else:
             session_id = self.session_id or new_id()
         self.session_id = session_id
-        return self._start(lambda approver: self._runner(agent, max_steps, approver).run_stream(session_id, query),
-                           session_id, background, agent)
+        return self._start(lambda approver: self._runner(agent, max_steps, approver, settings).run_stream(
+            session_id, query), session_id, background, agent)
 
     def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
               background: bool = False, capture: widgets.Output | None = None) -> RunHandle:
@@ -241,10 +243,14 @@ class Controller:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
         return bundle_for_run(self.repository, run_id)
 
-    def _runner(self, agent: Agent, max_steps: int | None, approver: Any = None) -> StepRunner:
+    def _runner(self, agent: Agent, max_steps: int | None, approver: Any = None,
+                settings: dict[str, Any] | None = None) -> StepRunner:
         config = agent.config or ExecutionConfig()
         if max_steps is not None:
             config = ExecutionConfig(**{**config.to_dict(), "max_steps": max_steps})
+        if settings:  # the cell's settings, over the agent's and its config's
+            config = ExecutionConfig(**{**config.to_dict(),
+                                        "model_settings": merge_settings(config.model_settings, settings)})
         return StepRunner(agent, config=config, repository=self.repository, approver=approver)
 
     # -- the live part -----------------------------------------------------------------------

@@ -11,7 +11,9 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from ..agent import Agent
 from ..core import AgioError
+from ..models.settings import parse_settings
 from .commands import COMMANDS, Command, arg, build_parser, help_text
+from .commands import mcp as mcp_commands
 from .controller import Controller, RunHandle
 
 CELL = Command(
@@ -25,7 +27,10 @@ CELL = Command(
         arg("--new-session", action="store_true", group="session"),
         arg("--model", default=None),
         arg("--max-steps", type=int, default=None),
+        arg("--settings", default=None, metavar="JSON",
+            help='model settings for this cell, over the agent\'s: \'{"temperature": 0, "max_tokens": 200}\''),
         arg("--background", action="store_true"),
+        arg("--mcp", default=None, metavar="NAME[,NAME]", help="add the tools of MCP servers named with %%agio mcp add"),
     )),
     lambda controller, args: None,
 )
@@ -91,11 +96,14 @@ class AgioMagics(Magics):
                 raise UsageError(f"%%agio: {args.agent!r} is a {type(agent).__name__}, not an agio Agent")
         if args.model is not None:
             agent = self.controller.agent_with_model(agent or self.controller.default_agent(), args.model)
+        if args.mcp:
+            agent = (agent or self.controller.default_agent()).with_tools(mcp_commands.tools_for(args.mcp))
+        settings = parse_settings(args.settings, "--settings") if args.settings is not None else None
         query = interpolate(cell, self.shell.user_ns).strip()
         if args.session is not None and self.controller.repository.get_session(args.session) is None:
             raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one")
         return self.controller.run_query(query, agent=agent, session=args.session, new_session=args.new_session,
-                                         max_steps=args.max_steps, background=args.background)
+                                         max_steps=args.max_steps, background=args.background, settings=settings)
 
     # -- %agio subcommand ---------------------------------------------------------------------------
     def _line(self, name: str, argv: list[str]) -> Any:

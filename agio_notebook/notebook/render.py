@@ -13,7 +13,7 @@ from .view_model import RunView, StepView, ToolCard
 
 STATUS_COLORS = {"completed": "#1a7f37", "running": "#0969da", "failed": "#cf222e", "cancelled": "#9a6700",
                  "max_steps": "#9a6700", "pending": "#57606a", "ok": "#1a7f37", "error": "#cf222e",
-                 "rejected": "#9a6700", "awaiting_approval": "#8250df"}
+                 "rejected": "#9a6700", "awaiting_approval": "#8250df", "interrupted": "#9a6700"}
 
 _BOX = "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.45"
 _MONO = "font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:12px"
@@ -41,6 +41,8 @@ def metrics_line(m: dict, *, run: bool = False) -> str:
         if m.get("prompt_tokens") is not None and m.get("completion_tokens") is not None:
             tokens += f" ({m['prompt_tokens']} in / {m['completion_tokens']} out)"
         parts.append(tokens)
+    elif m.get("model_calls") or m.get("model_ms") is not None:  # the server sent no usage: unknown, not 0
+        parts.append("tokens unknown")
     if m.get("ttft_ms") is not None:
         parts.append(f"TTFT {m['ttft_ms']:.0f} ms")
     if m.get("model_ms"):

@@ -46,6 +46,9 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
     payload = _mask_secrets({"version": BUNDLE_VERSION, "run": run_dict, "session": session_dict,
                              "events": dicts})
     view = fold(payload["events"], payload["session"])
+    if run_dict is not None and not view.done and run_dict.get("status") not in (None, "running"):
+        # a run with no terminal event (interrupted: its process died) shows its stored status
+        view.status, view.error = run_dict["status"], run_dict.get("error")
     payload["trace_svg"] = trace_svg(view.run_id, payload["events"])  # drawn by the JupyterLab extension
     return {MIME_TYPE: payload, "text/html": to_html(view), "text/plain": to_text(view)}
 

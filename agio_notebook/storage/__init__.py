@@ -1,30 +1,82 @@
-"""Storage: the Repository protocol, an in-memory repository and the TinyDB store."""
+"""Storage: the Repository protocol, an in-memory repository, the TinyDB store (the default), and
+SQLite and PostgreSQL stores chosen by URL."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
+from ..core import StoreError
 from .base import Repository, iter_events
+from .damage import Damage, StoreDamageWarning
+from .reports import Pruned, Repaired, SessionSize, StoreStats
 from .journal import JournalStorage
 from .layout import store_root
 from .memory import InMemoryRepository
 from .tinydb_repo import TinyDBRepository
 
-_open: dict[Path, TinyDBRepository] = {}
+_open: dict[object, Repository] = {}
 
 
-def open_repository(path: str | os.PathLike[str] | None = None) -> TinyDBRepository:
-    """The process-wide repository for a store path (default: ``AGIO_STORE`` or ``./.agio``).
+def _from_url(url: str) -> Repository:
+    scheme = url.split("://", 1)[0].lower()
+    if scheme == "sqlite":
+        from .sqlite_repo import SQLiteRepository
 
-    One instance per path, so the engine, frames and magics share caches and file handles.
+        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise StoreError(f"a SQLite store URL names a file: sqlite:///relative.db or sqlite:////absolute.db, "
+                             f"got {url!r}")
+        return SQLiteRepository(path)
+    if scheme in ("postgresql", "postgres"):
+        from .postgres_repo import PostgresRepository
+
+        return PostgresRepository(url)
+    raise StoreError(f"unknown store URL scheme {scheme!r}: use a directory path (TinyDB), sqlite:///FILE or "
+                     "postgresql://…")
+
+
+def new_repository(target: str | os.PathLike[str] | None = None) -> Repository:
+    """A new repository instance for a store path or URL (``open_repository`` shares one per store)."""
+    if target is None:
+        target = os.environ.get("AGIO_STORE") or None
+    if isinstance(target, str) and "://" in target:
+        return _from_url(target)
+    return TinyDBRepository(store_root(target))
+
+
+def open_repository(target: str | os.PathLike[str] | None = None) -> Repository:
+    """The process-wide repository for a store (default: ``AGIO_STORE`` or ``./.agio``).
+
+    A path is a TinyDB store directory; ``sqlite:///file.db`` and ``postgresql://…`` choose the SQL
+    backends.  One instance per store, so the engine, frames and magics share caches and connections.
     """
-    key = store_root(path).absolute()
+    if target is None:
+        target = os.environ.get("AGIO_STORE") or None
+    if isinstance(target, str) and "://" in target:
+        repo = _open.get(target)
+        if repo is None:
+            repo = _open[target] = _from_url(target)
+        return repo
+    key = store_root(target).absolute()
     repo = _open.get(key)
     if repo is None:
         repo = _open[key] = TinyDBRepository(key)
     return repo
 
 
-__all__ = ["InMemoryRepository", "JournalStorage", "Repository", "TinyDBRepository", "iter_events",
-           "open_repository", "store_root"]
+def __getattr__(name: str) -> object:
+    # the SQL backends load on first use (psycopg is an optional extra)
+    if name == "SQLiteRepository":
+        from .sqlite_repo import SQLiteRepository
+
+        return SQLiteRepository
+    if name == "PostgresRepository":
+        from .postgres_repo import PostgresRepository
+
+        return PostgresRepository
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Damage", "InMemoryRepository", "JournalStorage", "PostgresRepository", "Pruned", "Repaired", "Repository",
+           "SQLiteRepository", "SessionSize", "StoreDamageWarning", "StoreStats", "TinyDBRepository", "iter_events",
+           "new_repository", "open_repository", "store_root"]

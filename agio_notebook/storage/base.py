@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
 
 from ..core import AgentRun, AgentSession, Step, StepEvent
+from .damage import Damage
+from .reports import Pruned, Repaired, StoreStats
 
 
 @runtime_checkable
@@ -56,6 +58,56 @@ class Repository(Protocol):
     # -- bulk reads for frames (raw dicts, no object wrapping) ------------------
     def iter_step_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]: ...
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]: ...
+
+    # -- named journals: records other systems keep beside the sessions -----------------------------
+    def journal(self, name: str, keys: dict[str, Any]) -> Any:
+        """The journal ``name`` ("memory", "executions/BATCH"): ``tables`` (table -> key -> doc, current
+        after ``refresh()``), ``append(records, deletes)`` (durable when it returns), ``on_change``, ``close()``.
+        A file of the TinyDB store, or rows of a SQL store."""
+        ...
+
+    def journal_names(self, prefix: str = "") -> list[str]: ...
+
+    # -- claims: one run per session at a time, across processes ---------------------------------
+    def claim_session(self, session_id: str, what: str = "a run") -> None:
+        """Hold the session for one run; raise ``SessionBusyError`` naming the holder (pid, host).
+
+        A claim whose holder died is taken over, and the runs it left ``running`` become
+        ``interrupted``. The engine allocates sequences only while it holds the claim, and ``commit``
+        refuses a step whose sequence another current step of the session already holds.
+        """
+        ...
+
+    def release_session(self, session_id: str) -> None: ...
+
+    def recover_interrupted(self, session_id: str | None = None) -> list[str]:
+        """Mark ``interrupted`` the runs left ``running`` by a process that is gone; their ids.
+
+        Backends call it when the store is opened and before they return a run that looks running.
+        """
+        ...
+
+    # -- maintenance ------------------------------------------------------------------------------
+    def stats(self, top: int = 5) -> StoreStats: ...
+
+    def verify(self) -> list[Damage]:
+        """Every problem found (empty: healthy). Reads never fail on damage; they warn."""
+        ...
+
+    def repair(self) -> list[Repaired]:
+        """Salvage every readable record of each damaged file into a fresh one; keep the original."""
+        ...
+
+    def delete_session(self, session_id: str) -> Pruned: ...
+    def delete_run(self, run_id: str) -> Pruned: ...
+
+    def prune(self, *, superseded: bool = False, older_than: Any = None) -> Pruned:
+        """Remove superseded attempts and/or sessions whose last activity is before ``older_than``."""
+        ...
+
+    def compact(self, min_lines: int = 1) -> list[Any]:
+        """Reclaim space; returns what was skipped (damaged files)."""
+        ...
 
     def close(self) -> None: ...
 

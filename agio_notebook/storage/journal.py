@@ -20,7 +20,6 @@ is corruption and raises :class:`StoreError` naming the file and line.
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -28,6 +27,7 @@ import orjson
 from tinydb.storages import Storage
 
 from ..core import StoreError
+from .damage import Damage, report, salvage_snapshot
 from .locking import FileLock
 
 Doc = dict[str, Any]
@@ -67,10 +67,13 @@ class Journal:
         self.tables: dict[str, dict[str, Doc]] = {}  # table -> key -> doc (insertion order = doc id order)
         self.base_ids: dict[str, dict[str, int]] = {}  # doc ids fixed by the snapshot line
         self.lines = 0  # change lines after the snapshot
+        self.damage: list[Damage] = []  # what could not be read (reported as it was found)
+        self.tail_damage: Damage | None = None  # an incomplete last record (a writer removes it)
+        self.cut_snapshot = False  # the snapshot line is cut off: readable, but never written to
         self._offset = 0
         self._inode: int | None = None
         self._fd: int | None = None
-        self._warned_tail = False
+        self._tail: int | None = None  # size of an incomplete last record already reported
         self.on_change: Callable[[str, str, Doc | None], None] | None = None
 
     # -- reading -------------------------------------------------------------
@@ -78,12 +81,29 @@ class Journal:
         self.tables = {}
         self.base_ids = {}
         self.lines = 0
+        self.damage = []
+        self.tail_damage = None
+        self.cut_snapshot = False
+        self._tail = None
         self._offset = 0
+        if self.on_change is not None:
+            self.on_change("", "", None)  # everything is forgotten
+
+    def _damaged(self, what: str, line: int | None = None) -> Damage:
+        damage = Damage(self.path, what, line)
+        self.damage.append(damage)
+        report(damage, stacklevel=4)
+        return damage
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.damage) or self.tail_damage is not None
 
     def refresh(self, *, repair: bool = False) -> bool:
         """Apply what other writers appended since we last looked (a stat when nothing changed).
 
-        With ``repair`` (only under the lock) a torn trailing line is truncated away.
+        Damage is reported (:class:`StoreDamageWarning`) and skipped. With ``repair`` (only under
+        the lock) an incomplete last record is truncated away; a cut snapshot line never is.
         """
         try:
             st = os.stat(self.path)
@@ -93,40 +113,66 @@ class Journal:
                 self._reset()
                 self._inode = None
             return False
-        if st.st_ino != self._inode or st.st_size < self._offset:
-            self._close_fd()
-            self._reset()
-            self._inode = st.st_ino
-        if st.st_size == self._offset:
+        if st.st_ino == self._inode and (st.st_size == self._offset or (st.st_size == self._tail and not repair)):
             return True
-        with open(self.path, "rb") as f:
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return self.refresh(repair=repair)
+        with f:
+            st = os.fstat(f.fileno())  # the file we read, even if a compaction replaced it since the stat
+            if st.st_ino != self._inode or st.st_size < self._offset:
+                self._close_fd()
+                self._reset()
+                self._inode = st.st_ino
+            if st.st_size == self._offset or (st.st_size == self._tail and not repair):
+                return True
             f.seek(self._offset)
             data = f.read()
         end = data.rfind(b"\n") + 1
+        if end < len(data) and not repair and self.lock.depth == 0:
+            # maybe a write in flight: look again under the lock before calling it damage
+            with self.lock:
+                return self.refresh()
         if end == 0 and self._offset == 0 and data.startswith(b'{"agio_journal"'):
-            raise StoreError(f"store file {self.path} is truncated: its snapshot line is incomplete "
-                             f"({len(data)} bytes, no end of line)")
-        self._apply(data[:end], first_line_no=None)
+            self._salvage_snapshot(data)
+            return True
+        self._apply(data[:end])
         self._offset += end
-        if end < len(data) and not repair and not self._warned_tail:
-            self._warned_tail = True
-            warnings.warn(f"store file {self.path} ends with an incomplete record ({len(data) - end} bytes, "
-                          "a write interrupted by a crash or a truncated file); it is ignored", stacklevel=2)
+        if end < len(data) and self._tail != self._offset + len(data) - end:
+            self._tail = self._offset + len(data) - end
+            self.tail_damage = self._damaged(f"ends with an incomplete record ({len(data) - end} bytes, a write cut short by a "
+                          f"crash or a truncated file){'; it is removed' if repair else '; it is skipped'}")
         if end < len(data) and repair:
-            # a torn write from a crashed writer (writers only write under the lock we hold): it was
-            # never reported committed, so it goes
+            # a write cut short (writers only write under the lock we hold): it was never reported
+            # committed, and its bytes cannot be read, so it goes
             with open(self.path, "r+b") as f:
                 f.truncate(self._offset)
                 os.fsync(f.fileno())
+            self._tail = None
+            if self.tail_damage in self.damage:
+                self.damage.remove(self.tail_damage)
+            self.tail_damage = None
         return True
 
-    def _apply(self, data: bytes, first_line_no: int | None) -> None:
+    def _salvage_snapshot(self, data: bytes) -> None:
+        """A compacted file cut inside its snapshot line: keep every document before the cut."""
+        salvaged = salvage_snapshot(data)
+        self._load_snapshot({"agio_journal": JOURNAL_VERSION, "snapshot": salvaged})
+        self.cut_snapshot = True
+        self._offset = self._tail = len(data)
+        count = sum(len(docs) for docs in salvaged.values())
+        self._damaged(f"its snapshot line is cut off after {len(data)} bytes (no end of line); {count} "
+                      "records before the cut were read, the rest is lost", 1)
+
+    def _apply(self, data: bytes) -> None:
         if not data:
             return
         tables = self.tables
         keys = self.keys
         lines = data.split(b"\n")
         lines.pop()  # after the final newline
+        first = self._offset == 0
         for n, raw in enumerate(lines):
             raw = raw.strip(b"\0")
             if not raw.strip():
@@ -134,9 +180,16 @@ class Journal:
             try:
                 rec = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
-                raise StoreError(f"store file {self.path} is corrupt near byte {self._offset} "
-                                 f"(line {n + 1} of the unread part): {exc}") from None
-            if "snapshot" in rec and self._offset == 0 and not tables and n == 0:
+                if first and n == 0 and raw.startswith(b'{"agio_journal"') and not tables:
+                    salvaged = salvage_snapshot(raw)
+                    self._load_snapshot({"agio_journal": JOURNAL_VERSION, "snapshot": salvaged})
+                    self._damaged(f"its snapshot line is corrupt ({exc}); the "
+                                  f"{sum(len(d) for d in salvaged.values())} records before the damage were read", 1)
+                    continue
+                self._damaged(f"unreadable record at byte {self._offset + sum(len(x) + 1 for x in lines[:n])}, "
+                              f"skipped ({exc}): {raw[:80]!r}", None)
+                continue
+            if first and n == 0 and isinstance(rec, dict) and "snapshot" in rec and not tables:
                 self._load_snapshot(rec)
                 continue
             try:
@@ -149,8 +202,9 @@ class Journal:
                     doc = rec["d"]
                     key = keys[table](doc) if table in keys else str(doc.get("id"))
                     tables.setdefault(table, {})[key] = doc
-            except (KeyError, TypeError) as exc:
-                raise StoreError(f"store file {self.path} has a malformed record: {raw[:120]!r}") from exc
+            except (KeyError, TypeError, AttributeError):
+                self._damaged(f"malformed record, skipped: {raw[:80]!r}")
+                continue
             self.lines += 1
             if self.on_change is not None:
                 self.on_change(table, key, doc)
@@ -195,6 +249,7 @@ class Journal:
         data = b"".join(parts)
         with self.lock:
             existed = self.refresh(repair=True)
+            self.check_writable()
             fd = self._open_fd()
             if not existed:
                 fsync_dir(self.path.parent)
@@ -202,6 +257,11 @@ class Journal:
             os.fsync(fd)
             self._offset += len(data)
             self._apply_records(records, deletes)
+
+    def check_writable(self) -> None:
+        if self.cut_snapshot:
+            raise StoreError(f"store file {self.path} is damaged (its snapshot line is cut off) and is not "
+                             "written to; nothing was lost: run `agio store repair` to salvage it")
 
     def _apply_records(self, records: list[tuple[str, Doc]], deletes: list[tuple[str, str]]) -> None:
         """What we just wrote, applied without parsing it back."""
@@ -217,17 +277,24 @@ class Journal:
                 self.on_change(table, key, None)
         self.lines += len(records) + len(deletes)
 
-    def compact(self) -> None:
-        """Rewrite the file as one snapshot line (atomically); doc ids are kept."""
+    def compact(self) -> bool:
+        """Rewrite the file as one snapshot line (atomically); doc ids are kept.
+
+        A damaged file is left as it is (``False``): compacting it would drop the evidence;
+        ``repair`` salvages it and keeps the original.
+        """
         with self.lock:
             self.refresh(repair=True)
+            if self.damaged or self.cut_snapshot:
+                return False
             if not self.lines:
-                return
+                return True
             atomic_write(self.path, self.snapshot_bytes())
             self._close_fd()
             self._reset()
             self._inode = None
             self.refresh()
+            return True
 
     def tinydb_data(self) -> dict[str, dict[str, Doc]]:
         """The state in TinyDB's layout: ``{table: {doc_id: doc}}``."""

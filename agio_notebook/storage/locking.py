@@ -55,6 +55,11 @@ class FileLock:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
 
+    @property
+    def depth(self) -> int:
+        """How deeply the owning thread holds the lock (0: not held by this object)."""
+        return self._depth
+
     def __exit__(self, *exc: object) -> None:
         self._depth -= 1
         if self._depth == 0 and self._fd is not None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from ..core import AgentRun, AgentSession, Step, StepEvent
+from ..core import AgentRun, AgentSession, NotFoundError, SessionBusyError, Step, StepEvent
+from .damage import Damage
+from .reports import Pruned, Repaired, SessionSize, StoreStats
 
 
 class InMemoryRepository:
@@ -15,6 +17,7 @@ class InMemoryRepository:
         self._steps: dict[str, dict[str, Step]] = {}  # session -> step id -> step
         self._runs: dict[str, AgentRun] = {}
         self._events: dict[str, list[StepEvent]] = {}  # run -> events
+        self._claimed: set[str] = set()
 
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
                steps: Iterable[Step] = (), events: Iterable[StepEvent] = ()) -> None:
@@ -76,6 +79,88 @@ class InMemoryRepository:
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         for run in self.list_runs(session_id):
             yield run.to_dict()
+
+    # -- claims: one process, so a set; nothing can be left running by a dead process ----------
+    def claim_session(self, session_id: str, what: str = "a run") -> None:
+        if session_id in self._claimed:
+            raise SessionBusyError(f"session {session_id} is in use by another run of this process")
+        self._claimed.add(session_id)
+
+    def release_session(self, session_id: str) -> None:
+        self._claimed.discard(session_id)
+
+    def recover_interrupted(self, session_id: str | None = None) -> list[str]:
+        return []
+
+    # -- maintenance ---------------------------------------------------------------------------
+    def stats(self, top: int = 5) -> StoreStats:
+        sizes = [SessionSize(sid, len(self._steps.get(sid, {})), len(self.list_runs(sid)), 0) for sid in self._sessions]
+        statuses: dict[str, int] = {}
+        for run in self._runs.values():
+            statuses[run.status.value] = statuses.get(run.status.value, 0) + 1
+        return StoreStats(len(self._sessions), len(self._runs), sum(len(s) for s in self._steps.values()),
+                          sum(len(e) for e in self._events.values()), 0, statuses,
+                          sorted(sizes, key=lambda s: -s.steps)[:top])
+
+    def verify(self) -> list[Damage]:
+        return []
+
+    def repair(self) -> list[Repaired]:
+        return []
+
+    def compact(self, min_lines: int = 1) -> list:
+        return []
+
+    def delete_session(self, session_id: str) -> Pruned:
+        if session_id not in self._sessions:
+            raise NotFoundError(f"no session {session_id!r}")
+        if session_id in self._claimed:
+            raise SessionBusyError(f"session {session_id} is in use by a run of this process")
+        runs = [r.id for r in self.list_runs(session_id)]
+        gone = Pruned(1, len(runs), len(self._steps.pop(session_id, {})),
+                      sum(len(self._events.pop(r, [])) for r in runs))
+        for r in runs:
+            del self._runs[r]
+        del self._sessions[session_id]
+        return gone
+
+    def delete_run(self, run_id: str) -> Pruned:
+        run = self._runs.get(run_id)
+        if run is None:
+            raise NotFoundError(f"no run {run_id!r}")
+        if run.session_id in self._claimed:
+            raise SessionBusyError(f"session {run.session_id} is in use by a run of this process")
+        steps = self._steps.get(run.session_id, {})
+        doomed = [k for k, s in steps.items() if s.run_id == run_id]
+        for k in doomed:
+            del steps[k]
+        del self._runs[run_id]
+        return Pruned(0, 1, len(doomed), len(self._events.pop(run_id, [])))
+
+    def prune(self, *, superseded: bool = False, older_than: Any = None) -> Pruned:
+        from .tinydb_maintenance import to_timestamp
+
+        if not superseded and older_than is None:
+            raise ValueError("prune what? pass superseded=True and/or older_than=<date>")
+        total = Pruned()
+        if older_than is not None:
+            cutoff = to_timestamp(older_than)
+            for sid, session in list(self._sessions.items()):
+                last = max([session.created_at, *((r.ended_at or r.started_at) for r in self.list_runs(sid))])
+                if last < cutoff and sid not in self._claimed:
+                    total += self.delete_session(sid)
+        if superseded:
+            for sid, steps in self._steps.items():
+                if sid in self._claimed:
+                    continue
+                doomed = [k for k, s in steps.items() if s.superseded]
+                for k in doomed:
+                    del steps[k]
+                total += Pruned(0, 0, len(doomed), 0)
+            for run in [r for r in self._runs.values() if r.superseded_by and r.session_id not in self._claimed]:
+                del self._runs[run.id]
+                total += Pruned(0, 1, 0, len(self._events.pop(run.id, [])))
+        return total
 
     def close(self) -> None:
         pass

@@ -16,15 +16,19 @@ from typing import Any, Iterable, Iterator
 
 import orjson
 
-from ..core import AgentRun, AgentSession, Step, StepEvent, StoreError
+from ..core import AgentRun, AgentSession, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
+from .claims import ClaimFiles, Holder
+from .damage import Damage, report, salvage_snapshot
 from .journal import Journal, atomic_write
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
+from .locking import FileLock
+from .tinydb_maintenance import TinyDBMaintenance
 
 _MAX_OPEN_FILES = 128
 _COMPACT_AFTER_LINES = 64
 
 
-class TinyDBRepository:
+class TinyDBRepository(TinyDBMaintenance):
     def __init__(self, path: str | os.PathLike[str] | None = None, *, lock_timeout: float = 10.0):
         self.root = store_root(path)
         self.lock_timeout = lock_timeout
@@ -39,7 +43,10 @@ class TinyDBRepository:
         self._journals: dict[str, Journal] = {}
         self._lock = threading.RLock()
         self._repaired = False
+        self._claims = ClaimFiles()
+        self._seq_index: dict[str, dict[int, str]] = {}  # session -> sequence -> current step id
         _live.add(self)
+        self.recover_interrupted()  # runs left `running` by a process that died are found on open
 
     # -- meta ------------------------------------------------------------------
     def _check_meta(self) -> None:
@@ -61,11 +68,15 @@ class TinyDBRepository:
     def session_file(self, session_id: str) -> Path:
         return self._sessions_dir / session_file_name(session_id)
 
+    def claim_file(self, session_id: str) -> Path:
+        return self._sessions_dir / (session_file_name(session_id)[:-len(".jsonl")] + ".claim")
+
     def _journal(self, session_id: str, *, refresh: bool = True) -> Journal:
         journal = self._journals.get(session_id)
         if journal is None:
             journal = self._journals[session_id] = Journal(self.session_file(session_id), SESSION_KEYS,
                                                            self.lock_timeout)
+            journal.on_change = self._sequence_tracker(session_id)
         if refresh:
             journal.refresh()
         return journal
@@ -75,6 +86,132 @@ class TinyDBRepository:
         if len(open_) >= _MAX_OPEN_FILES:
             for j in open_:
                 j.close()
+
+    def _sequence_tracker(self, session_id: str):
+        """Keeps ``sequence -> current step id`` of a session as its journal is replayed or written."""
+        by_seq = self._seq_index.setdefault(session_id, {})
+        by_id: dict[str, int] = {}
+
+        def on_change(table: str, key: str, doc: dict[str, Any] | None) -> None:
+            if table == "":
+                by_seq.clear()
+                by_id.clear()
+            if table != "steps":
+                return
+            old = by_id.pop(key, None)
+            if old is not None and by_seq.get(old) == key:
+                del by_seq[old]
+            if doc is not None and not doc.get("superseded"):
+                by_seq[doc["sequence"]] = key
+                by_id[key] = doc["sequence"]
+
+        return on_change
+
+    def _check_sequences(self, session_id: str, steps: list[dict[str, Any]]) -> None:
+        """Under the session's lock: a new current step may not take a sequence another current step holds."""
+        current = self._seq_index.get(session_id, {})
+        after: dict[int, str | None] = {}  # the sequences this batch touches, as they are after it
+        for doc in steps:
+            seq, step_id = doc["sequence"], doc["id"]
+            holder = after[seq] if seq in after else current.get(seq)
+            if doc.get("superseded"):
+                if holder == step_id:
+                    after[seq] = None
+                continue
+            if holder is not None and holder != step_id:
+                raise StoreError(f"session {session_id}: sequence {seq} is already taken by step {holder} "
+                                 "(another run wrote to this session); nothing was written")
+            after[seq] = step_id
+
+    # -- named journals (records other systems keep beside the sessions) --------------------------
+    def journal(self, name: str, keys: dict[str, Any]) -> Journal:
+        """The journal file ``<root>/<name>.jsonl`` (e.g. "memory", "executions/BATCH"), read and current."""
+        path = self.root / f"{name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        journal = Journal(path, keys, self.lock_timeout)
+        journal.refresh()
+        return journal
+
+    def journal_names(self, prefix: str = "") -> list[str]:
+        folder, _, start = prefix.rpartition("/")
+        base = self.root / folder if folder else self.root
+        if not base.is_dir():
+            return []
+        names = [f"{folder}/{p.stem}" if folder else p.stem for p in base.glob("*.jsonl") if p.stem.startswith(start)]
+        return sorted(n for n in names if n != "index")
+
+    # -- session claims ------------------------------------------------------------
+    def claim_session(self, session_id: str, what: str = "a run") -> None:
+        """Hold ``session_id`` for one run, across processes; :class:`SessionBusyError` names the holder.
+
+        A claim left by a dead process is taken over, and that process's runs become ``interrupted``.
+        """
+        with self._lock:
+            if self._claims.holds(session_id):
+                raise SessionBusyError(f"session {session_id} is in use by another run of this process")
+            previous = self._claims.claim(session_id, self.claim_file(session_id), what)
+            try:
+                self._interrupt_runs(session_id, previous)
+            except BaseException:
+                self._claims.release(session_id)
+                raise
+
+    def release_session(self, session_id: str) -> None:
+        with self._lock:
+            self._claims.release(session_id)
+
+    def session_holder(self, session_id: str) -> Holder | None:
+        """Who holds the session now (None: nobody)."""
+        return ClaimFiles.holder(self.claim_file(session_id))
+
+    def recover_interrupted(self, session_id: str | None = None) -> list[str]:
+        """Mark ``interrupted`` every run left ``running`` in a session nobody holds; returns their ids."""
+        found: list[str] = []
+        with self._lock:
+            self._index.refresh()
+            sessions = {d["session_id"] for d in self._index.tables.get("runs", {}).values()
+                        if d.get("status") == RunStatus.RUNNING.value
+                        and (session_id is None or d["session_id"] == session_id)}
+            for sid in sorted(sessions):
+                if self._claims.holds(sid) or self.session_holder(sid) is not None:
+                    continue
+                try:
+                    previous = self._claims.claim(sid, self.claim_file(sid), "recovery of interrupted runs")
+                except SessionBusyError:
+                    continue  # a run just started there
+                try:
+                    found += self._interrupt_runs(sid, previous)
+                except StoreError as exc:
+                    report(Damage(self.session_file(sid), f"its interrupted runs could not be marked: {exc}"))
+                finally:
+                    self._claims.release(sid)
+        return found
+
+    def _interrupt_runs(self, session_id: str, previous: Holder | None) -> list[str]:
+        """Called holding the session's claim: any run still ``running`` there has no live process."""
+        if not self.session_file(session_id).exists():
+            return []
+        journal = self._journal(session_id)
+        running = [AgentRun.from_dict(d) for d in journal.tables.get("runs", {}).values()
+                   if d.get("status") == RunStatus.RUNNING.value]
+        who = f" ({previous.describe()})" if previous is not None else ""
+        for run in running:
+            run.status = RunStatus.INTERRUPTED
+            run.error = f"interrupted: the process running it stopped before the run finished{who}"
+            last = [d.get("created_at") or 0.0 for d in journal.tables.get("steps", {}).values()
+                    if d.get("run_id") == run.id]
+            run.ended_at = max(last) if last else now()
+            self.commit(run=run)
+        # the index is a cache: a process killed between the session file and the index left it behind
+        self._index.refresh()
+        stored = journal.tables.get("runs", {})
+        settled = [r.id for r in running]
+        for run_id, doc in list(self._index.tables.get("runs", {}).items()):
+            if doc["session_id"] == session_id and doc.get("status") == RunStatus.RUNNING.value \
+                    and run_id in stored and stored[run_id].get("status") != RunStatus.RUNNING.value:
+                self._update_index(None, AgentRun.from_dict(stored[run_id]))
+                settled.append(run_id)
+        return settled
 
     # -- writes ----------------------------------------------------------------
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
@@ -99,7 +236,8 @@ class TinyDBRepository:
             journal = self._journal(session_id, refresh=False)
             self._limit_open_files(journal)
             with journal.lock:  # read, decide and append as one step against other writers
-                journal.refresh(repair=True)  # a torn tail from a crashed writer is cut, not reported
+                journal.refresh(repair=True)  # a torn tail from a crashed writer is cut (and reported)
+                self._check_sequences(session_id, [d for t, d in records if t == "steps"])
                 known = "session" in journal.tables and session_id in journal.tables["session"]
                 if not known and session is None:  # first write to a session created implicitly
                     implicit = AgentSession(session_id=session_id)
@@ -194,6 +332,8 @@ class TinyDBRepository:
         with self._lock:
             self._index.refresh()
             doc = self._index.tables.get("runs", {}).get(run_id)
+            if doc is not None and self._settle([doc]):
+                doc = self._index.tables.get("runs", {}).get(run_id)
             if doc is not None:
                 # the session file holds the latest version (the index only tracks status changes)
                 journal = self._journal(doc["session_id"])
@@ -231,13 +371,24 @@ class TinyDBRepository:
         with self._lock:
             self._index.refresh()
             self._repair_index()
-            docs = [d for d in self._index.tables.get("runs", {}).values()
-                    if session_id is None or d["session_id"] == session_id]
+            docs = self._run_docs(session_id)
+            if self._settle(docs):
+                docs = self._run_docs(session_id)
         yield from docs
 
+    def _run_docs(self, session_id: str | None) -> list[dict[str, Any]]:
+        return [d for d in self._index.tables.get("runs", {}).values()
+                if session_id is None or d["session_id"] == session_id]
+
+    def _settle(self, docs: Iterable[dict[str, Any]]) -> bool:
+        """Runs shown as ``running`` whose process is gone become ``interrupted`` before anyone reads them."""
+        orphans = {d["session_id"] for d in docs if d.get("status") == RunStatus.RUNNING.value
+                   and not self._claims.holds(d["session_id"]) and self.session_holder(d["session_id"]) is None}
+        return any([self.recover_interrupted(sid) for sid in sorted(orphans)])
+
     # -- maintenance -----------------------------------------------------------------
-    def compact(self, min_lines: int = 1) -> None:
-        """Rewrite journals with at least ``min_lines`` change lines as single snapshots (atomic)."""
+    def _compact_open(self, min_lines: int) -> None:
+        """Compact the journals this instance has open (on close: never a walk over the whole store)."""
         with self._lock:
             for journal in [*self._journals.values(), self._index]:
                 if journal.lines >= min_lines:
@@ -245,8 +396,9 @@ class TinyDBRepository:
 
     def close(self) -> None:
         with self._lock:
+            self._claims.release_all()
             try:
-                self.compact(_COMPACT_AFTER_LINES)
+                self._compact_open(_COMPACT_AFTER_LINES)
             except StoreError:
                 pass  # another process holds a lock: compaction waits for a later close
             for journal in self._journals.values():
@@ -255,35 +407,54 @@ class TinyDBRepository:
             self._journals.clear()
 
 
-def read_table_fast(path: Path, table: str) -> list[dict[str, Any]]:
-    """Current docs of one table, parsing only that table's lines (frames read 100k steps this way)."""
+def read_table_fast(path: Path, table: str, lock_timeout: float = 10.0) -> list[dict[str, Any]]:
+    """Current docs of one table, parsing only that table's lines (frames read 100k steps this way).
+
+    Damage is reported as loudly as on the full path: other tables' lines are not parsed, but a line
+    that is not a whole record, a record of this table that does not parse, an incomplete last
+    record and a cut snapshot line each raise a :class:`StoreDamageWarning` naming the file.
+    """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
+    if data and not data.endswith(b"\n"):
+        with FileLock(path, lock_timeout):  # maybe a write in flight: look again under the lock
+            data = path.read_bytes()
     docs: dict[str, dict[str, Any]] = {}
     prefix = b'{"t":"%s"' % table.encode()
     key_fn = SESSION_KEYS[table]
     lines = data.split(b"\n")
-    lines.pop()  # an unterminated tail is a torn write: ignore it
+    tail = lines.pop()
+    if tail.startswith(b'{"agio_journal"') and not lines:
+        lines.append(tail)  # a compacted file cut inside its snapshot line: salvaged below
+        tail = b""
     for n, raw in enumerate(lines):
         if n == 0 and raw.startswith(b'{"agio_journal"'):
             try:
-                snap = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise StoreError(f"store file {path} is corrupt (snapshot line): {exc}") from None
-            for doc in (snap.get("snapshot") or {}).get(table, {}).values():
+                snapshot = orjson.loads(raw)["snapshot"]
+            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+                snapshot = salvage_snapshot(raw)
+                report(Damage(path, f"its snapshot line is cut off or corrupt ({exc}); "
+                                    f"{sum(len(d) for d in snapshot.values())} records before the damage were read",
+                              1))
+            for doc in (snapshot or {}).get(table, {}).values():
                 docs[key_fn(doc)] = doc
         elif raw.startswith(prefix):
             try:
                 rec = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise StoreError(f"store file {path} is corrupt at line {n + 1}: {exc}") from None
-            if rec.get("x"):
-                docs.pop(rec["k"], None)
-            else:
-                doc = rec["d"]
-                docs[key_fn(doc)] = doc
+                if rec.get("x"):
+                    docs.pop(rec["k"], None)
+                else:
+                    doc = rec["d"]
+                    docs[key_fn(doc)] = doc
+            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+                report(Damage(path, f"unreadable {table} record, skipped ({exc})", n + 1))
+        elif not (raw.startswith(b'{"t":"') and raw.endswith(b"}")) and raw.strip(b"\0 \t\r"):
+            report(Damage(path, f"unreadable record, skipped: {raw[:80]!r}", n + 1))
+    if tail.strip(b"\0 \t\r"):
+        report(Damage(path, f"ends with an incomplete record ({len(tail)} bytes, a write cut short by a crash "
+                            "or a truncated file); it is skipped"))
     return list(docs.values())
 
 

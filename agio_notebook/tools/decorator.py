@@ -1,70 +1,38 @@
 """``@tool``: a function's signature and docstring become its JSON schema and argument validator.
 
 pydantic does the type work (str, int, float, bool, lists, dicts, Optional, Literal, Enum, defaults);
-this module adds per-parameter descriptions from Google, NumPy or reST docstrings and inlines
+griffe reads per-parameter descriptions from Google, NumPy or reST docstrings; this module inlines
 ``$ref``s so any OpenAI-compatible server accepts the schema.
 """
 
 from __future__ import annotations
 
 import inspect
-import re
 import typing
 from typing import Any, Callable, overload
 
 import pydantic
+from griffe import Docstring, DocstringSectionKind
 
 from .base import Tool
 
-_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params|Returns?|Raises|Yields|Examples?|Notes?)\s*:?\s*$")
+_QUIET = {"warnings": False}
+_STYLE_OPTIONS: dict[str, dict[str, bool]] = {"google": _QUIET, "numpy": _QUIET, "sphinx": _QUIET}
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """(summary, {param: description}) from a Google, NumPy or reST docstring."""
+    """(summary, {param: description}) from a Google, NumPy or reST docstring, parsed by griffe."""
     if not doc:
         return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    summary: list[str] = []
+    sections = Docstring(inspect.cleandoc(doc)).parse("auto", method="max_sections", per_style_options=_STYLE_OPTIONS)
+    summary = ""
     params: dict[str, str] = {}
-    i = 0
-    while i < len(lines) and not _SECTION.match(lines[i]) and not lines[i].lstrip().startswith(":"):
-        if i + 1 < len(lines) and set(lines[i + 1].strip()) == {"-"} and lines[i].strip():
-            break  # a NumPy section title
-        summary.append(lines[i])
-        i += 1
-    section = None
-    current: str | None = None
-    for line in lines[i:]:
-        stripped = line.strip()
-        rest = re.match(r"^:param\s+(?:[\w\[\], |.]+\s+)?(\w+)\s*:\s*(.*)$", stripped)
-        if rest:
-            current = rest.group(1)
-            params[current] = rest.group(2).strip()
-            section = "rest"
-            continue
-        if stripped.startswith(":"):
-            current = None
-            continue
-        m = _SECTION.match(line)
-        if m or (stripped and set(stripped) == {"-"}):
-            if m:
-                section = "params" if m.group(1) in ("Args", "Arguments", "Parameters", "Params") else "other"
-            current = None
-            continue
-        if section == "params":
-            google = re.match(r"^\s*(\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$", line)
-            numpy = re.match(r"^(\w+)\s*(?::\s*.*)?$", line) if not line.startswith((" ", "\t")) else None
-            if google and (line.startswith((" ", "\t")) or not numpy):
-                current = google.group(1)
-                params[current] = google.group(3).strip()
-            elif numpy:
-                current = numpy.group(1)
-                params[current] = ""
-            elif current and stripped:
-                params[current] = (params[current] + " " + stripped).strip()
-        elif section == "rest" and current and stripped:
-            params[current] = (params[current] + " " + stripped).strip()
-    return " ".join(s.strip() for s in summary if s.strip()).strip(), params
+    for section in sections:
+        if section.kind is DocstringSectionKind.text and not summary:
+            summary = " ".join(section.value.split())
+        elif section.kind is DocstringSectionKind.parameters:
+            params.update({p.name: " ".join(p.description.split()) for p in section.value})
+    return summary, params
 
 
 def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:

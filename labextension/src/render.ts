@@ -192,6 +192,8 @@ export function metricsLine(m: Record<string, any>, run = false): string {
       tokens += ` (${m.prompt_tokens} in / ${m.completion_tokens} out)`;
     }
     parts.push(tokens);
+  } else if (m.model_calls || m.model_ms != null) {
+    parts.push('tokens unknown'); // the server sent no usage: unknown, not 0
   }
   if (m.ttft_ms != null) {
     parts.push(`TTFT ${Math.round(m.ttft_ms)} ms`);

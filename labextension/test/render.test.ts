@@ -51,6 +51,17 @@ describe('parseTranscript', () => {
   });
 });
 
+describe('metricsLine', () => {
+  it('shows tokens a server did not report as unknown, never as 0', () => {
+    expect(metricsLine({ model_ms: 12, total_tokens: null })).toContain('tokens unknown');
+    const run = metricsLine({ steps: 2, model_calls: 1, tool_calls: 0, total_tokens: null }, true);
+    expect(run).toContain('tokens unknown');
+    expect(run).not.toContain('0 tokens');
+    expect(metricsLine({ model_ms: 12, total_tokens: 9, prompt_tokens: 7, completion_tokens: 2 }))
+      .toContain('9 tokens (7 in / 2 out)');
+  });
+});
+
 describe('foldEvents', () => {
   it('builds steps in order with tool cards', () => {
     const view = foldEvents(parseTranscript(transcript));

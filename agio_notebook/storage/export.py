@@ -1,0 +1,132 @@
+"""Export a store (or one session) for sharing: JSON Lines, or Parquet through pyarrow.
+
+Both go through the Repository protocol, so every backend exports the same way, and both load back
+(:func:`load_export`) into an in-memory repository that builds the same frames as the original.
+
+- JSON Lines: one ``{"table": ..., "doc": {...}}`` per line, tables ``sessions``, ``runs``,
+  ``steps``, ``events``, documents exactly as stored.
+- Parquet: a directory with ``sessions.parquet``, ``runs.parquet``, ``steps.parquet`` and
+  ``events.parquet``; one column per top-level field, nested fields (metrics, tool calls, payloads)
+  as JSON text, named in the file's metadata (``agio_json_columns``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+
+from ..core import AgentRun, AgentSession, Step, StepEvent
+from .base import Repository, iter_events
+from .journal import atomic_write
+from .memory import InMemoryRepository
+
+TABLES = ("sessions", "runs", "steps", "events")
+
+
+def iter_records(repository: Repository, session_id: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(table, doc)`` for everything stored (or one session's), sessions first."""
+    sessions = repository.list_sessions()
+    if session_id is not None:
+        sessions = [s for s in sessions if s.session_id == session_id]
+    for session in sessions:
+        yield "sessions", session.to_dict()
+    runs = list(repository.iter_run_dicts(session_id))
+    for run in runs:
+        yield "runs", run
+    for step in repository.iter_step_dicts(session_id):
+        yield "steps", step
+    for run in runs:
+        for event in iter_events(repository, run["id"]):
+            yield "events", event.to_dict()
+
+
+def export_jsonl(repository: Repository, path: str | os.PathLike[str], session_id: str | None = None) -> int:
+    """Write the store as JSON Lines (atomically); returns how many records."""
+    lines = [orjson.dumps({"table": table, "doc": doc}) for table, doc in iter_records(repository, session_id)]
+    atomic_write(Path(path), b"\n".join(lines) + (b"\n" if lines else b""))
+    return len(lines)
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        from ..core import AgioError
+
+        raise AgioError("Parquet export needs pyarrow: pip install 'agio-notebook[parquet]'") from None
+    return pyarrow
+
+
+def export_parquet(repository: Repository, directory: str | os.PathLike[str],
+                   session_id: str | None = None) -> dict[str, int]:
+    """Write one Parquet file per table into ``directory``; returns rows per table."""
+    pa = _pyarrow()
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
+    for table, doc in iter_records(repository, session_id):
+        rows[table].append(doc)
+    counts = {}
+    for table, docs in rows.items():
+        columns: dict[str, list[Any]] = {}
+        for doc in docs:
+            for key in doc:
+                columns.setdefault(key, [])
+        for key in columns:
+            columns[key] = [doc.get(key) for doc in docs]
+        nested = sorted(k for k, values in columns.items() if any(isinstance(v, (dict, list)) for v in values))
+        for key in nested:
+            columns[key] = [None if v is None else json.dumps(v) for v in columns[key]]
+        arrays = {}
+        for key, values in columns.items():
+            try:
+                arrays[key] = pa.array(values)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: kept exactly, as JSON text
+                arrays[key] = pa.array([None if v is None else json.dumps(v) for v in values])
+                nested.append(key)
+        schema_meta = {b"agio_json_columns": json.dumps(sorted(nested)).encode(), b"agio_table": table.encode()}
+        tbl = pa.table(arrays).replace_schema_metadata(schema_meta) if arrays else \
+            pa.table({}).replace_schema_metadata(schema_meta)
+        tmp = out / f".{table}.parquet.tmp"
+        pa.parquet.write_table(tbl, tmp)
+        os.replace(tmp, out / f"{table}.parquet")
+        counts[table] = len(docs)
+    return counts
+
+
+def _parquet_records(directory: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    pa = _pyarrow()
+    for table in TABLES:
+        path = directory / f"{table}.parquet"
+        if not path.exists():
+            continue
+        tbl = pa.parquet.read_table(path)
+        meta = tbl.schema.metadata or {}
+        nested = set(json.loads(meta.get(b"agio_json_columns", b"[]")))
+        for row in tbl.to_pylist():
+            yield table, {k: (json.loads(v) if k in nested and v is not None else v) for k, v in row.items()}
+
+
+def load_export(path: str | os.PathLike[str]) -> InMemoryRepository:
+    """An export (a ``.jsonl`` file or a Parquet directory) as a repository: frames, replay, retry."""
+    path = Path(path)
+    if path.is_dir():
+        records: Iterator[tuple[str, dict[str, Any]]] = _parquet_records(path)
+    else:
+        records = ((r["table"], r["doc"]) for r in map(orjson.loads, path.read_bytes().splitlines()) if r)
+    repo = InMemoryRepository()
+    for table, doc in records:
+        if table == "sessions":
+            repo.commit(session=AgentSession.from_dict(doc))
+        elif table == "runs":
+            repo.commit(run=AgentRun.from_dict(doc))
+        elif table == "steps":
+            repo.commit(steps=[Step.from_dict(doc)])
+        elif table == "events":
+            repo.commit(events=[StepEvent.from_dict(doc)])
+    return repo

@@ -1,0 +1,472 @@
+"""The Repository protocol on SQL databases: SQLite (WAL) and PostgreSQL (psycopg 3).
+
+Documents are stored whole as JSON text, beside the few columns that queries filter and sort on, so a
+step or run reads back exactly as it was written (the same dicts the TinyDB store keeps).  A commit is
+one transaction; when it returns, the batch is durable (SQLite: WAL with ``synchronous=FULL``;
+PostgreSQL: a committed transaction).  Both dialects share every statement except their placeholders
+and connection setup: the upsert is ``INSERT … ON CONFLICT … DO UPDATE`` in both.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import orjson
+
+from ..core import AgentRun, AgentSession, NotFoundError, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
+from .claims import Holder
+from .damage import Damage
+from .layout import SCHEMA_VERSION
+from .reports import Pruned, Repaired, SessionSize, StoreStats
+from .sql_journal import TABLES as JOURNAL_TABLES
+from .sql_journal import KeyFn, SQLJournal
+
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS agio_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS agio_sessions (session_id TEXT PRIMARY KEY, created_at DOUBLE PRECISION, "
+    "doc TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS agio_runs (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
+    "started_at DOUBLE PRECISION, status TEXT NOT NULL, doc TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS agio_runs_status ON agio_runs (status)",
+    "CREATE INDEX IF NOT EXISTS agio_runs_session ON agio_runs (session_id, started_at)",
+    "CREATE TABLE IF NOT EXISTS agio_steps (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, sequence INTEGER "
+    "NOT NULL, attempt INTEGER NOT NULL, superseded INTEGER NOT NULL, doc TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS agio_steps_session ON agio_steps (session_id, sequence, attempt)",
+    # two runs may never hold one sequence of a session: the store refuses the second write
+    "CREATE UNIQUE INDEX IF NOT EXISTS agio_steps_current ON agio_steps (session_id, sequence) WHERE superseded = 0",
+    "CREATE TABLE IF NOT EXISTS agio_claims (session_id TEXT PRIMARY KEY, pid INTEGER, host TEXT, what TEXT, "
+    "since DOUBLE PRECISION)",
+    "CREATE TABLE IF NOT EXISTS agio_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, session_id TEXT NOT NULL, "
+    "doc TEXT NOT NULL, PRIMARY KEY (run_id, seq))",
+)
+
+
+def _dumps(doc: dict[str, Any]) -> str:
+    return orjson.dumps(doc).decode()
+
+
+def _loads(text: str) -> dict[str, Any]:
+    return orjson.loads(text)
+
+
+class SQLRepository:
+    """Shared by :class:`SQLiteRepository` and :class:`PostgresRepository`; subclasses connect."""
+
+    placeholder = "?"
+    root: str  # where the store is, for messages (a path, or a URL without its password)
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._held: set[str] = set()
+        self._conn = self._connect()
+        with self._lock:
+            self._setup()
+        self.recover_interrupted()  # runs left `running` by a process that died are found on open
+
+    # -- dialect --------------------------------------------------------------------------
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _sql(self, statement: str) -> str:
+        return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
+
+    def _execute(self, cur: Any, statement: str, params: Sequence[Any] = ()) -> Any:
+        cur.execute(self._sql(statement), params)
+        return cur
+
+    def _executemany(self, cur: Any, statement: str, rows: list[Sequence[Any]]) -> None:
+        if rows:
+            cur.executemany(self._sql(statement), rows)
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                rows = self._execute(cur, statement, params).fetchall()
+            finally:
+                cur.close()
+            self._end_read()
+            return rows
+
+    def _end_read(self) -> None:
+        """Close the read transaction a query opened (PostgreSQL), so the next read sees new commits."""
+
+    def _setup(self) -> None:
+        cur = self._conn.cursor()
+        try:
+            for statement in (*_TABLES, *JOURNAL_TABLES):
+                cur.execute(statement)
+            self._execute(cur, "INSERT INTO agio_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                          ("schema_version", str(SCHEMA_VERSION)))
+            version = self._execute(cur, "SELECT value FROM agio_meta WHERE key = ?", ("schema_version",)).fetchone()
+            self._conn.commit()
+        except Exception as exc:
+            self._conn.rollback()
+            raise StoreError(f"cannot set up the store at {self.root}: {_one_line(exc)}") from None
+        finally:
+            cur.close()
+        stored = int(version[0]) if version and str(version[0]).isdigit() else None
+        if stored is None or stored > SCHEMA_VERSION:
+            raise StoreError(f"store {self.root} has schema version {version[0] if version else None!r}; this "
+                             f"agio-notebook reads version {SCHEMA_VERSION} (upgrade agio-notebook to open it)")
+        self.schema_version = stored
+
+    # -- the write path ---------------------------------------------------------------------
+    def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
+               steps: Iterable[Step] = (), events: Iterable[StepEvent] = ()) -> None:
+        step_rows = [(s.id, s.session_id, s.sequence, s.attempt, int(s.superseded), _dumps(s.to_dict()))
+                     for s in steps]
+        event_rows = [(e.run_id, e.seq, e.session_id, _dumps(e.to_dict())) for e in events]
+        session_id = (session.session_id if session else run.session_id if run else
+                      step_rows[0][1] if step_rows else event_rows[0][2] if event_rows else None)
+        if session_id is None:
+            return
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                if session is not None:
+                    self._execute(cur, "INSERT INTO agio_sessions (session_id, created_at, doc) VALUES (?, ?, ?) "
+                                       "ON CONFLICT (session_id) DO UPDATE SET created_at = excluded.created_at, "
+                                       "doc = excluded.doc",
+                                  (session.session_id, session.created_at, _dumps(session.to_dict())))
+                else:  # the first write to a session created implicitly
+                    implicit = AgentSession(session_id=session_id)
+                    self._execute(cur, "INSERT INTO agio_sessions (session_id, created_at, doc) VALUES (?, ?, ?) "
+                                       "ON CONFLICT (session_id) DO NOTHING",
+                                  (session_id, implicit.created_at, _dumps(implicit.to_dict())))
+                if run is not None:
+                    self._execute(cur, "INSERT INTO agio_runs (id, session_id, started_at, status, doc) "
+                                       "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                                       "status = excluded.status, doc = excluded.doc",
+                                  (run.id, run.session_id, run.started_at, run.status.value, _dumps(run.to_dict())))
+                self._executemany(cur, "INSERT INTO agio_steps (id, session_id, sequence, attempt, superseded, doc) "
+                                       "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                                       "sequence = excluded.sequence, attempt = excluded.attempt, "
+                                       "superseded = excluded.superseded, doc = excluded.doc", step_rows)
+                self._executemany(cur, "INSERT INTO agio_events (run_id, seq, session_id, doc) VALUES (?, ?, ?, ?) "
+                                       "ON CONFLICT (run_id, seq) DO UPDATE SET doc = excluded.doc", event_rows)
+                self._conn.commit()
+            except Exception as exc:
+                self._conn.rollback()
+                if self._is_unique_violation(exc) and "agio_steps" in str(exc):
+                    raise StoreError(f"session {session_id}: a sequence in this batch is already taken by a current "
+                                     "step (another run wrote to this session); nothing was written") from None
+                raise StoreError(f"cannot write to the store at {self.root}: {_one_line(exc)}") from None
+            finally:
+                cur.close()
+
+    def _is_unique_violation(self, exc: Exception) -> bool:
+        raise NotImplementedError
+
+    def delete_steps(self, session_id: str, start_seq: int) -> int:
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                self._execute(cur, "DELETE FROM agio_steps WHERE session_id = ? AND sequence >= ?",
+                              (session_id, start_seq))
+                count = cur.rowcount
+                self._conn.commit()
+            except Exception as exc:
+                self._conn.rollback()
+                raise StoreError(f"cannot write to the store at {self.root}: {_one_line(exc)}") from None
+            finally:
+                cur.close()
+            return count
+
+    # -- reads ------------------------------------------------------------------------------
+    def get_session(self, session_id: str) -> AgentSession | None:
+        rows = self._query("SELECT doc FROM agio_sessions WHERE session_id = ?", (session_id,))
+        return AgentSession.from_dict(_loads(rows[0][0])) if rows else None
+
+    def list_sessions(self) -> list[AgentSession]:
+        rows = self._query("SELECT doc FROM agio_sessions ORDER BY created_at")
+        return [AgentSession.from_dict(_loads(r[0])) for r in rows]
+
+    def get_steps(self, session_id: str, start_seq: int | None = None, end_seq: int | None = None,
+                  *, include_superseded: bool = False) -> list[Step]:
+        where, params = ["session_id = ?"], [session_id]
+        if not include_superseded:
+            where.append("superseded = 0")
+        if start_seq is not None:
+            where.append("sequence >= ?")
+            params.append(start_seq)
+        if end_seq is not None:
+            where.append("sequence <= ?")
+            params.append(end_seq)
+        rows = self._query(f"SELECT doc FROM agio_steps WHERE {' AND '.join(where)} ORDER BY sequence, attempt",
+                           params)
+        return [Step.from_dict(_loads(r[0])) for r in rows]
+
+    def get_last_step(self, session_id: str) -> Step | None:
+        rows = self._query("SELECT doc FROM agio_steps WHERE session_id = ? AND superseded = 0 "
+                           "ORDER BY sequence DESC, attempt DESC LIMIT 1", (session_id,))
+        return Step.from_dict(_loads(rows[0][0])) if rows else None
+
+    def get_run(self, run_id: str) -> AgentRun | None:
+        rows = self._query("SELECT doc FROM agio_runs WHERE id = ?", (run_id,))
+        if not rows:
+            return None
+        run = AgentRun.from_dict(_loads(rows[0][0]))
+        if run.status is RunStatus.RUNNING and self.recover_interrupted(run.session_id):
+            return self.get_run(run_id)
+        return run
+
+    def list_runs(self, session_id: str | None = None) -> list[AgentRun]:
+        return [AgentRun.from_dict(d) for d in self.iter_run_dicts(session_id)]
+
+    def get_events(self, run_id: str, cursor: int = 0, limit: int = 100) -> list[StepEvent]:
+        rows = self._query("SELECT doc FROM agio_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                           (run_id, cursor, limit))
+        return [StepEvent.from_dict(_loads(r[0])) for r in rows]
+
+    def iter_step_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
+        if session_id is None:
+            rows = self._query("SELECT doc FROM agio_steps")
+        else:
+            rows = self._query("SELECT doc FROM agio_steps WHERE session_id = ?", (session_id,))
+        for row in rows:
+            yield _loads(row[0])
+
+    def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
+        self.recover_interrupted(session_id)
+        if session_id is None:
+            rows = self._query("SELECT doc FROM agio_runs ORDER BY started_at")
+        else:
+            rows = self._query("SELECT doc FROM agio_runs WHERE session_id = ? ORDER BY started_at", (session_id,))
+        for row in rows:
+            yield _loads(row[0])
+
+    # -- named journals (records other systems keep beside the sessions) --------------------------
+    def journal(self, name: str, keys: dict[str, KeyFn]) -> SQLJournal:
+        """The journal ``name`` (e.g. "memory", "executions/BATCH"), read and current."""
+        journal = SQLJournal(self, name, keys)
+        journal.refresh()
+        return journal
+
+    def journal_names(self, prefix: str = "") -> list[str]:
+        rows = self._query("SELECT DISTINCT name FROM agio_journal WHERE name LIKE ? ESCAPE '\\' ORDER BY name",
+                           (prefix.replace("%", r"\%").replace("_", r"\_") + "%",))
+        return [r[0] for r in rows]
+
+    def _journal_lock(self, cur: Any, name: str) -> None:
+        """Serialise appends to one journal so versions follow commit order (SQLite: the write lock does)."""
+
+    def _append_journal(self, name: str, rows: list[tuple[str, str, str | None]]) -> None:
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                self._journal_lock(cur, name)
+                top = self._execute(cur, "SELECT COALESCE(MAX(version), 0) FROM agio_journal WHERE name = ?",
+                                    (name,)).fetchone()[0]
+                self._executemany(cur, "INSERT INTO agio_journal (name, tbl, key, doc, version) VALUES (?, ?, ?, ?, ?) "
+                                       "ON CONFLICT (name, tbl, key) DO UPDATE SET doc = excluded.doc, "
+                                       "version = excluded.version",
+                                  [(name, table, key, doc, int(top) + i + 1) for i, (table, key, doc) in enumerate(rows)])
+                self._conn.commit()
+            except Exception as exc:
+                self._conn.rollback()
+                raise StoreError(f"cannot write to the store at {self.root}: {_one_line(exc)}") from None
+            finally:
+                cur.close()
+
+    # -- claims: one run per session at a time, across processes --------------------------------
+    def _lock_claim(self, session_id: str, what: str) -> Holder | None:
+        """Take the session's lock or raise SessionBusyError naming the holder; the dead holder it replaces."""
+        raise NotImplementedError
+
+    def _unlock_claim(self, session_id: str) -> None:
+        raise NotImplementedError
+
+    def session_holder(self, session_id: str) -> Holder | None:
+        """Who holds the session now (None: nobody)."""
+        raise NotImplementedError
+
+    def claim_session(self, session_id: str, what: str = "a run") -> None:
+        """Hold ``session_id`` for one run, across processes; a claim left by a dead process is taken over
+        and that process's runs become ``interrupted``."""
+        with self._lock:
+            if session_id in self._held:
+                raise SessionBusyError(f"session {session_id} is in use by another run of this process")
+            previous = self._lock_claim(session_id, what)
+            self._held.add(session_id)
+            try:
+                self._interrupt_runs(session_id, previous)
+            except BaseException:
+                self.release_session(session_id)
+                raise
+
+    def release_session(self, session_id: str) -> None:
+        with self._lock:
+            if session_id in self._held:
+                self._held.discard(session_id)
+                self._unlock_claim(session_id)
+
+    def recover_interrupted(self, session_id: str | None = None) -> list[str]:
+        """Mark ``interrupted`` every run left ``running`` in a session nobody holds; returns their ids."""
+        if session_id is None:
+            rows = self._query("SELECT DISTINCT session_id FROM agio_runs WHERE status = ?", (RunStatus.RUNNING.value,))
+        else:
+            rows = self._query("SELECT DISTINCT session_id FROM agio_runs WHERE status = ? AND session_id = ?",
+                               (RunStatus.RUNNING.value, session_id))
+        found: list[str] = []
+        for (sid,) in rows:
+            with self._lock:
+                if sid in self._held:
+                    continue
+                try:
+                    previous = self._lock_claim(sid, "recovery of interrupted runs")
+                except SessionBusyError:
+                    continue  # a live run holds it
+                self._held.add(sid)
+                try:
+                    found += self._interrupt_runs(sid, previous)
+                finally:
+                    self.release_session(sid)
+        return found
+
+    def _interrupt_runs(self, session_id: str, previous: Holder | None) -> list[str]:
+        """Called holding the session's claim: any run still ``running`` there has no live process."""
+        rows = self._query("SELECT doc FROM agio_runs WHERE session_id = ? AND status = ?",
+                           (session_id, RunStatus.RUNNING.value))
+        who = f" ({previous.describe()})" if previous is not None else ""
+        ids = []
+        for (doc,) in rows:
+            run = AgentRun.from_dict(_loads(doc))
+            run.status = RunStatus.INTERRUPTED
+            run.error = f"interrupted: the process running it stopped before the run finished{who}"
+            steps = [Step.from_dict(d) for d in self.iter_step_dicts(session_id) if d.get("run_id") == run.id]
+            run.ended_at = max((st.created_at for st in steps), default=now())
+            self.commit(run=run)
+            ids.append(run.id)
+        return ids
+
+    # -- maintenance ----------------------------------------------------------------------------
+    def stats(self, top: int = 5) -> StoreStats:
+        sessions = self._query("SELECT COUNT(*) FROM agio_sessions")[0][0]
+        events = self._query("SELECT COUNT(*) FROM agio_events")[0][0]
+        statuses = dict(self._query("SELECT status, COUNT(*) FROM agio_runs GROUP BY status"))
+        sizes: dict[str, list[int]] = {}
+        for sid, count, size in self._query("SELECT session_id, COUNT(*), SUM(LENGTH(doc)) FROM agio_steps "
+                                            "GROUP BY session_id"):
+            sizes[sid] = [int(count), 0, int(size or 0)]
+        for sid, count, size in self._query("SELECT session_id, COUNT(*), SUM(LENGTH(doc)) FROM agio_runs "
+                                            "GROUP BY session_id"):
+            entry = sizes.setdefault(sid, [0, 0, 0])
+            entry[1], entry[2] = int(count), entry[2] + int(size or 0)
+        for sid, size in self._query("SELECT session_id, SUM(LENGTH(doc)) FROM agio_events GROUP BY session_id"):
+            sizes.setdefault(sid, [0, 0, 0])[2] += int(size or 0)
+        largest = sorted((SessionSize(sid, *v) for sid, v in sizes.items()), key=lambda x: -x.bytes)[:top]
+        return StoreStats(int(sessions), sum(statuses.values()), sum(v[0] for v in sizes.values()), int(events),
+                          sum(v[2] for v in sizes.values()), {k: int(v) for k, v in statuses.items()}, largest)
+
+    def verify(self) -> list[Damage]:
+        """Documents that do not parse (the database itself keeps its pages consistent)."""
+        damage = []
+        for table, key in (("agio_sessions", "session_id"), ("agio_runs", "id"), ("agio_steps", "id")):
+            for ident, doc in self._query(f"SELECT {key}, doc FROM {table}"):
+                try:
+                    _loads(doc)
+                except orjson.JSONDecodeError as exc:
+                    damage.append(Damage(Path(self.root), f"{table} {ident}: {exc}"))
+        return damage
+
+    def repair(self) -> list[Repaired]:
+        """Nothing to salvage file by file: the database keeps its own pages; see ``verify``."""
+        return []
+
+    def _write(self, statements: list[tuple[str, Sequence[Any]]]) -> list[int]:
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                counts = []
+                for statement, params in statements:
+                    self._execute(cur, statement, params)
+                    counts.append(max(cur.rowcount, 0))
+                self._conn.commit()
+                return counts
+            except Exception as exc:
+                self._conn.rollback()
+                raise StoreError(f"cannot write to the store at {self.root}: {_one_line(exc)}") from None
+            finally:
+                cur.close()
+
+    def _refuse_if_claimed(self, session_id: str) -> None:
+        holder = self.session_holder(session_id) if session_id not in self._held else Holder(what="this process")
+        if holder is not None:
+            raise SessionBusyError(f"session {session_id} is in use by {holder.describe()}; it cannot be deleted now")
+
+    def delete_session(self, session_id: str) -> Pruned:
+        if self.get_session(session_id) is None:
+            raise NotFoundError(f"no session {session_id!r} in the store at {self.root}")
+        self._refuse_if_claimed(session_id)
+        counts = self._write([("DELETE FROM agio_events WHERE session_id = ?", (session_id,)),
+                              ("DELETE FROM agio_steps WHERE session_id = ?", (session_id,)),
+                              ("DELETE FROM agio_runs WHERE session_id = ?", (session_id,)),
+                              ("DELETE FROM agio_sessions WHERE session_id = ?", (session_id,))])
+        return Pruned(counts[3], counts[2], counts[1], counts[0])
+
+    def delete_run(self, run_id: str) -> Pruned:
+        run = self.get_run(run_id)
+        if run is None:
+            raise NotFoundError(f"no run {run_id!r} in the store at {self.root}")
+        self._refuse_if_claimed(run.session_id)
+        steps = [d["id"] for d in self.iter_step_dicts(run.session_id) if d.get("run_id") == run_id]
+        counts = self._write([("DELETE FROM agio_events WHERE run_id = ?", (run_id,)),
+                              *(("DELETE FROM agio_steps WHERE id = ?", (sid,)) for sid in steps),
+                              ("DELETE FROM agio_runs WHERE id = ?", (run_id,))])
+        return Pruned(0, counts[-1], sum(counts[1:-1]), counts[0])
+
+    def prune(self, *, superseded: bool = False, older_than: Any = None) -> Pruned:
+        from .tinydb_maintenance import to_timestamp
+
+        if not superseded and older_than is None:
+            raise ValueError("prune what? pass superseded=True and/or older_than=<date>")
+        total = Pruned()
+        if older_than is not None:
+            cutoff = to_timestamp(older_than)
+            for session in self.list_sessions():
+                runs = self.list_runs(session.session_id)
+                last = max([session.created_at, *((r.ended_at or r.started_at) for r in runs)])
+                if last < cutoff and session.session_id not in self._held and \
+                        self.session_holder(session.session_id) is None:
+                    total += self.delete_session(session.session_id)
+        if superseded:
+            busy = self._held | {r.session_id for r in self.list_runs() if r.status is RunStatus.RUNNING}
+            old_runs = [r for r in self.list_runs() if r.superseded_by and r.session_id not in busy]
+            doomed_steps = [d["id"] for d in self.iter_step_dicts() if d.get("superseded")
+                            and d["session_id"] not in busy]
+            counts = self._write([*(("DELETE FROM agio_steps WHERE id = ?", (sid,)) for sid in doomed_steps),
+                                  *(("DELETE FROM agio_events WHERE run_id = ?", (r.id,)) for r in old_runs),
+                                  *(("DELETE FROM agio_runs WHERE id = ?", (r.id,)) for r in old_runs)])
+            n = len(doomed_steps)
+            total += Pruned(0, len(old_runs), sum(counts[:n]), sum(counts[n:n + len(old_runs)]))
+        return total
+
+    def compact(self, min_lines: int = 1) -> list[Any]:
+        """Give freed space back (VACUUM); nothing is ever skipped."""
+        self._vacuum()
+        return []
+
+    def _vacuum(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        with self._lock:
+            for session_id in list(self._held):
+                self.release_session(session_id)
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - closing anyway
+                pass
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def redact_url(url: str) -> str:
+    """A database URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)

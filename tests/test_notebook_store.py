@@ -1,0 +1,82 @@
+"""`%agio store ...` and an interrupted run, in a real ipykernel."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernel_support import of_type, offline_kernel
+
+ENGINE = [sys.executable, str(Path(__file__).with_name("engine_writer.py"))]
+
+SETUP = r'''
+%load_ext agio_notebook
+def _agio_repo():
+    return get_ipython().magics_manager.registry["AgioMagics"].controller.repository
+'''
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    k = offline_kernel(tmp_path_factory, "store-kernel", SETUP)
+    yield k
+    k.close()
+
+
+def out(res) -> str:
+    return "".join(m["content"]["text"] for m in of_type(res["messages"], "stream"))
+
+
+def plain(res) -> str:
+    return "".join(m["content"]["data"].get("text/plain", "")
+                   for m in of_type(res["messages"], "execute_result", "display_data"))
+
+
+def error_of(res) -> dict:
+    """A UsageError: the reply names it, and stderr shows exactly its one line."""
+    reply = res["reply"]["content"]
+    assert reply["status"] == "error", reply
+    stderr = [m["content"]["text"] for m in of_type(res["messages"], "stream") if m["content"]["name"] == "stderr"]
+    assert stderr == [f"UsageError: {reply['evalue']}\n"]
+    return reply
+
+
+def test_store_commands_and_an_interrupted_run(kernel):
+    root = Path(kernel.value("str(_agio_repo().root.absolute())"))
+    done = subprocess.run([*ENGINE, str(root), "ok", "loop", "2"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    killed = subprocess.run([*ENGINE, str(root), "crashed", "die:tool", "1"], capture_output=True, text=True,
+                            timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    run_id = killed.stdout.split()[1]
+
+    runs = kernel.execute("%agio runs")
+    assert "interrupted" in plain(runs)  # found when the kernel reads the store, nobody asked
+    replay = kernel.execute(f"%agio replay {run_id}")
+    assert "[interrupted]" in plain(replay)
+
+    stats = kernel.execute("%agio store stats")
+    assert out(stats).splitlines()[0] == "sessions 2" and "interrupted 1" in out(stats)
+    assert "0 problem(s) found" in out(kernel.execute("%agio store verify"))
+
+    (root / "sessions" / "ok.jsonl").open("ab").write(b"garbage\n")
+    verify = kernel.execute("%agio store verify")
+    assert f"damaged: store file {root / 'sessions' / 'ok.jsonl'}" in out(verify)
+    assert "repaired ok.jsonl" in out(kernel.execute("%agio store repair"))
+    assert "0 problem(s) found" in out(kernel.execute("%agio store verify"))
+
+    export = kernel.execute(f"%agio store export {root.parent / 'out.jsonl'}")
+    assert "records to" in out(export) and (root.parent / "out.jsonl").exists()
+    assert "removed 1 sessions" in out(kernel.execute("%agio store delete --session crashed"))
+    assert out(kernel.execute("%agio store compact")).strip() == "agio: compacted"
+
+    bad = kernel.execute("%agio store prune")
+    err = error_of(bad)
+    assert err["ename"] == "UsageError" and "needs --superseded and/or --older-than" in err["evalue"]
+    assert "\n" not in err["evalue"]
+    bad = kernel.execute("%agio store delete --run nope")
+    assert error_of(bad)["evalue"].startswith("%agio: no run 'nope' in the store")

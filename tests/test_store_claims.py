@@ -1,0 +1,112 @@
+"""Two processes running the engine in one session: a claim through the store keeps them apart."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from agio_notebook import Agent, ExecutionConfig, ScriptedModel, StepRunner
+from agio_notebook.core import RunStatus, SessionBusyError
+from agio_notebook.storage import TinyDBRepository
+
+import pytest
+
+ENGINE = [sys.executable, str(Path(__file__).with_name("engine_writer.py"))]
+
+
+def wait_for(predicate, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def check_consistent(repo: TinyDBRepository, session: str) -> None:
+    steps = repo.get_steps(session)
+    dupes = [seq for seq, n in Counter(s.sequence for s in steps).items() if n > 1]
+    assert not dupes, f"duplicate sequences: {dupes}"
+    calls = {c.id for s in steps for c in s.tool_calls}
+    results = {s.tool_call_id for s in steps if s.role.value == "tool"}
+    assert calls == results  # every tool call has its result: the context is valid for OpenAI-style APIs
+    assert repo.verify() == []
+
+
+def test_second_process_gets_one_clear_line_naming_the_holder(tmp_path):
+    root = tmp_path / "store"
+    holder = subprocess.Popen([*ENGINE, str(root), "s", "slow", "6"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().startswith("run ")
+        second = subprocess.run([*ENGINE, str(root), "s", "loop", "1"], capture_output=True, text=True, timeout=60)
+        assert second.returncode == 3, second.stderr
+        (line,) = second.stdout.splitlines()
+        assert line.startswith(f"busy session s is in use by a run in process {holder.pid} on "
+                               f"{socket.gethostname()} since ")
+        # the holder is named in the lease beside the session's journal
+        lease = json.loads((root / "sessions" / "s.claim").read_text())
+        assert lease["pid"] == holder.pid and lease["host"] == socket.gethostname()
+    finally:
+        holder.wait(timeout=120)
+    assert holder.returncode == 0
+    repo = TinyDBRepository(root)
+    assert [r.status for r in repo.list_runs("s")] == [RunStatus.COMPLETED] * 6
+    check_consistent(repo, "s")
+
+
+def test_two_processes_that_wait_take_turns_without_duplicate_sequences(tmp_path):
+    root = tmp_path / "store"
+    procs = [subprocess.Popen([*ENGINE, str(root), "s", mode, "5", "120"], stdout=subprocess.PIPE, text=True)
+             for mode in ("slow", "slow")]
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert not any("busy" in out for out in outs)
+    repo = TinyDBRepository(root)
+    runs = repo.list_runs("s")
+    assert len(runs) == 10 and all(r.status is RunStatus.COMPLETED for r in runs)
+    assert len(repo.get_steps("s")) == 40
+    check_consistent(repo, "s")
+    # the runs never overlapped: each one's steps form one block of sequences
+    for run in runs:
+        seqs = [s.sequence for s in repo.get_steps("s") if s.run_id == run.id]
+        assert seqs == list(range(seqs[0], seqs[0] + 4))
+
+
+def test_a_dead_holders_claim_is_taken_over_and_its_run_interrupted(tmp_path):
+    root = tmp_path / "store"
+    dead = subprocess.run([*ENGINE, str(root), "s", "die:call", "1"], capture_output=True, text=True, timeout=60)
+    assert dead.returncode == -signal.SIGKILL
+    lease = json.loads((root / "sessions" / "s.claim").read_text())  # its lease is still there
+    repo = TinyDBRepository(root)
+    runner = StepRunner(Agent(model=ScriptedModel(["after the crash"])), repository=repo)
+    result = runner.run_sync("s", "again")
+    assert result.status is RunStatus.COMPLETED
+    (old,) = [r for r in repo.list_runs("s") if r.id != result.run_id]
+    assert old.status is RunStatus.INTERRUPTED and f"process {lease['pid']} on {lease['host']}" in old.error
+    assert repo.session_holder("s") is None  # released after the run
+    check_consistent(repo, "s")
+
+
+def test_in_process_holder_and_session_wait(tmp_path):
+    """A claim held by this process's store handle blocks another handle; session_wait waits it out."""
+    root = tmp_path / "store"
+    other = TinyDBRepository(root)
+    other.claim_session("s", "a test")
+    repo = TinyDBRepository(root)
+    runner = StepRunner(Agent(model=ScriptedModel(["one", "two"])), repository=repo)
+    with pytest.raises(SessionBusyError, match=r"session s is in use by a test in process \d+"):
+        runner.run_sync("s", "blocked")
+    assert repo.get_steps("s") == []  # nothing was written
+    import threading
+
+    threading.Timer(0.5, other.release_session, ("s",)).start()
+    waiting = StepRunner(Agent(model=ScriptedModel(["waited"])), repository=repo,
+                         config=ExecutionConfig(session_wait=30))
+    assert waiting.run_sync("s", "waits").final_text == "waited"
+    wait_for(lambda: repo.session_holder("s") is None, what="release")
