@@ -238,3 +238,22 @@ def test_embeddings_endpoint_down_falls_back_to_bm25_with_one_warning(repo):
     assert len(fallbacks) == 1
     assert "Always give the unit." in seen.systems[0] and "Always give the unit." in seen.systems[1]
     assert next(e for e in first.events if e.type is E.MEMORY_READ).payload["mode"] == "bm25"
+
+
+def test_memory_on_the_sqlite_store_and_the_stored_request_still_rebuilds(tmp_path):
+    from agio_notebook.execution.requests import request_of
+    from agio_notebook.storage import SQLiteRepository
+
+    repo = SQLiteRepository(tmp_path / "agio.db")
+    memory.add_skill("units", "Always give the unit.", scope="tutor", repository=repo)
+    runner, seen = make(repo)
+    result = asyncio.run(runner.run(None, "which unit for speed?"))
+    assert "Always give the unit." in seen.systems[0]
+    model_step = next(s for s in repo.get_steps(result.session_id) if s.role.value == "assistant")
+    request = request_of(repo, model_step)  # the memory_read step is not a message; the system prompt has it
+    assert request["messages"][0]["content"] == seen.systems[0]
+    assert [m["role"] for m in request["messages"]] == ["system", "user"]
+    # the records are rows of the SQL store: a fresh process (a new repository object) sees them
+    again = SQLiteRepository(tmp_path / "agio.db")
+    assert memory.skills(repository=again).loc[0, "text"] == "Always give the unit."
+    assert (tmp_path / "agio.db.memory-index").is_dir()
