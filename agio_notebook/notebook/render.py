@@ -94,7 +94,7 @@ def memory_card_html(memory: dict) -> str:
         + f' <span style="color:#57606a;font-size:11px">{escape(str(i.get("id", ""))[:8])}</span></li>'
         for i in items)
     return (f'<details class="agio-memory-card" style="border:1px solid #d0d7de;border-radius:6px;margin:4px 0;'
-            f'padding:2px 8px"><summary>🧠 <b>Memory</b> · {skills} skill(s), {len(items) - skills} '
+            f'padding:2px 8px"><summary><b>Memory</b> · {skills} skill(s), {len(items) - skills} '
             f'experience(s) · {escape(str(memory.get("mode", "")))}</summary><ul style="margin:2px 0">{rows}</ul>'
             f'<div style="color:#57606a;font-size:11px">added to the system prompt</div>'
             f'<pre class="agio-memory-text" style="{_MONO};margin:2px 0;white-space:pre-wrap">'

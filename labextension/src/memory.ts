@@ -31,7 +31,7 @@ export function renderMemoryCard(doc: Document, memory: Record<string, any>): HT
   const skills = items.filter(i => i.kind === 'skill').length;
   const details = el(doc, 'details', ['agio-memory-card']);
   details.append(el(doc, 'summary', [],
-    `🧠 Memory · ${skills} skill(s), ${items.length - skills} experience(s) · ${String(memory.mode ?? '')}`));
+    `Memory · ${skills} skill(s), ${items.length - skills} experience(s) · ${String(memory.mode ?? '')}`));
   const list = el(doc, 'ul');
   for (const item of items) {
     const kind = String(item.kind ?? '');
@@ -47,20 +47,28 @@ export function renderMemoryCard(doc: Document, memory: Record<string, any>): HT
   return details;
 }
 
-/** The run's trace graph (from the transcript's `trace_svg`), collapsed; null when there is none. */
+/**
+ * The run's trace graph (from the transcript's `trace_svg`), collapsed; null when there is none.
+ * The image is made when the section is first opened, so a closed transcript holds no <img>.
+ */
 export function renderTrace(doc: Document, svg: unknown): HTMLElement | null {
   if (typeof svg !== 'string' || !svg.startsWith('<svg')) {
     return null;
   }
-  const details = el(doc, 'details', ['agio-trace']);
+  const details = el(doc, 'details', ['agio-trace']) as HTMLDetailsElement;
   details.append(el(doc, 'summary', [], 'Trace graph'));
-  const img = doc.createElement('img');
-  img.alt = 'trace graph of this run';
-  img.classList.add('agio-trace-image');
-  const bytes = new TextEncoder().encode(svg);
-  let binary = '';
-  bytes.forEach(b => (binary += String.fromCharCode(b)));
-  img.src = `data:image/svg+xml;base64,${btoa(binary)}`;
-  details.append(img);
+  details.addEventListener('toggle', () => {
+    if (!details.open || details.querySelector('img')) {
+      return;
+    }
+    const img = doc.createElement('img');
+    img.alt = 'trace graph of this run';
+    img.classList.add('agio-trace-image');
+    const bytes = new TextEncoder().encode(svg);
+    let binary = '';
+    bytes.forEach(b => (binary += String.fromCharCode(b)));
+    img.src = `data:image/svg+xml;base64,${btoa(binary)}`;
+    details.append(img);
+  });
   return details;
 }

@@ -45,7 +45,11 @@ describe('memory and trace in a saved transcript', () => {
 
   it('draws the trace graph through an image, never as live markup', () => {
     const root = renderTranscript(transcript, document);
-    const img = root.querySelector('details.agio-trace img.agio-trace-image') as HTMLImageElement;
+    const details = root.querySelector('details.agio-trace') as HTMLDetailsElement;
+    expect(details.querySelector('img')).toBeNull(); // nothing drawn until it is opened
+    details.open = true;
+    details.dispatchEvent(new Event('toggle'));
+    const img = details.querySelector('img.agio-trace-image') as HTMLImageElement;
     expect(img.src.startsWith('data:image/svg+xml;base64,')).toBe(true);
     const svg = new TextDecoder().decode(Uint8Array.from(atob(img.src.split(',')[1]), c => c.charCodeAt(0)));
     expect(svg).toBe(transcript.trace_svg);

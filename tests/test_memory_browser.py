@@ -1,0 +1,107 @@
+"""In a real JupyterLab (Debian's chromium): a saved notebook, reopened with no kernel, shows the
+memory card and draws the run's trace graph, from this package's own build of the extension."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from playwright.sync_api import sync_playwright
+
+from kernel_support import KERNEL_NAME
+from lab_support import CHROMIUM, CHROMIUM_ARGS, running_lab
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "agio_notebook" / "labextension"
+
+SETUP = '''
+%load_ext agio_notebook
+from agio_notebook import Agent, FunctionModel, Reply, memory, tool
+from agio_notebook.models.scripted import call
+
+memory.add_skill("units", "Always give the unit <b>in bold</b>.", scope="tutor")
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+def reply(messages, tools):
+    if messages[-1]["role"] == "user":
+        return Reply.calls(call("add", a=1, b=2), call("add", a=3, b=4))
+    return "3 and 7 units"
+
+tutor = Agent(model=FunctionModel(reply), tools=[add], name="tutor")
+'''
+
+
+@pytest.fixture(scope="module")
+def lab(kernelspec_dir, tmp_path_factory):
+    assert (BUILD / "package.json").exists(), "build the extension first (scripts/build_labextension.sh)"
+    work = tmp_path_factory.mktemp("memory-lab")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(SETUP),
+        nbformat.v4.new_code_cell('%%agio tutor --new-session\nadd the units <img src=x onerror="window.__pwned=1">')])
+    env_backup = {k: os.environ.get(k) for k in ("AGIO_STORE", "OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    os.environ.update({"AGIO_STORE": str(work / "store"), "OPENAI_API_KEY": ""})
+    os.environ.pop("OPENAI_BASE_URL", None)
+    try:
+        NotebookClient(nb, kernel_name=KERNEL_NAME, timeout=120, resources={"metadata": {"path": str(work)}}).execute()
+    finally:
+        for k, v in env_backup.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    nb.metadata["kernelspec"] = {"name": "agio-absent", "display_name": "absent", "language": "python"}
+    root = work / "served"
+    root.mkdir()
+    nbformat.write(nb, root / "memory.ipynb")
+    # this worktree's build of the extension, found first
+    jp = work / "jupyter-path" / "labextensions"
+    jp.mkdir(parents=True)
+    (jp / "agio-notebook").symlink_to(BUILD)
+    env = {**{k: v for k, v in os.environ.items() if k != "JUPYTER_PATH"}, "JUPYTER_PATH": str(jp.parent)}
+    with running_lab(root, env, "--KernelSpecManager.allowed_kernelspecs=agio-absent") as served:
+        yield served
+
+
+def test_memory_card_and_trace_graph_in_a_reopened_notebook(lab):
+    base, token = lab
+    assert os.path.exists(CHROMIUM), "Debian's chromium is needed (scripts/setup.sh --browser installs it)"
+    out = ROOT / "test-output"
+    out.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 1600})
+        page.goto(f"{base}/lab/tree/memory.ipynb?token={token}")
+        page.wait_for_selector(".jp-AgioRun .agio-run", timeout=60000)
+        dialog = page.locator(".jp-Dialog")
+        try:
+            dialog.wait_for(timeout=10000)
+            dialog.locator("button.jp-mod-reject, button:has-text('No Kernel'), button:has-text('Cancel')").first.click()
+            dialog.wait_for(state="detached", timeout=10000)
+        except Exception:  # noqa: BLE001 - no dialog this time
+            pass
+        run = page.locator(".jp-AgioRun .agio-run").first
+        card = run.locator(".agio-step-memory details.agio-memory-card")
+        card.wait_for(timeout=30000)  # only this package's build draws it
+        assert "1 skill(s), 0 experience(s) · bm25" in card.locator("summary").inner_text()
+        card.locator("summary").click()
+        assert "Always give the unit <b>in bold</b>." in card.locator("li").inner_text()
+        assert "## Memory" in card.locator("pre.agio-memory-text").inner_text()
+        trace = run.locator("details.agio-trace")
+        assert trace.locator("img").count() == 0  # drawn only when opened
+        trace.locator("summary").click()
+        img = trace.locator("img.agio-trace-image")
+        img.wait_for(timeout=30000)
+        page.wait_for_function("document.querySelector('img.agio-trace-image').naturalWidth > 0", timeout=30000)
+        size = img.evaluate("i => [i.naturalWidth, i.naturalHeight]")
+        assert size[0] > 100 and size[1] > 200  # user, memory, model, two tools, model: a tall DAG
+        assert page.evaluate("window.__pwned") is None
+        assert run.locator("img:not(.agio-trace-image)").count() == 0
+        page.screenshot(path=str(out / "memory-trace.png"), full_page=True)
+        browser.close()
