@@ -72,3 +72,46 @@ export function renderTrace(doc: Document, svg: unknown): HTMLElement | null {
   });
   return details;
 }
+
+/** The same request the notebook plugin answers for every control: insert and run a cell with `code`. */
+const MAGIC_EVENT = 'agio-run-magic';
+const SAFE_ID = /^[A-Za-z0-9_.:-]+$/;
+
+export function feedbackCommand(runId: string, rating: '+1' | '-1'): string {
+  return `%agio feedback ${runId} ${rating}`;
+}
+
+/**
+ * Thumbs up / down under a finished run. A click asks the notebook to insert and run
+ * `%agio feedback RUN +1|-1` below (add a comment in that cell and run it again to say why); with
+ * no notebook to ask, the command is shown to copy.
+ */
+export function renderFeedback(doc: Document, runId: unknown): HTMLElement | null {
+  if (typeof runId !== 'string' || !SAFE_ID.test(runId)) {
+    return null;
+  }
+  const bar = el(doc, 'div', ['agio-feedback']);
+  bar.append(el(doc, 'span', ['agio-label'], 'Feedback:'));
+  for (const [label, rating, cls] of [['👍', '+1', 'agio-thumb-up'], ['👎', '-1', 'agio-thumb-down']] as const) {
+    const button = el(doc, 'button', ['agio-magic-button', cls], label) as HTMLButtonElement;
+    button.type = 'button';
+    button.title = `rate this run ${rating} (runs ${feedbackCommand(runId, rating)})`;
+    button.addEventListener('click', event => {
+      event.preventDefault();
+      event.stopPropagation();
+      const code = feedbackCommand(runId, rating);
+      const request = new CustomEvent(MAGIC_EVENT, { bubbles: true, cancelable: true, detail: { code } });
+      button.dispatchEvent(request);
+      if (!request.defaultPrevented) {
+        let hint = bar.querySelector(':scope > .agio-command-hint') as HTMLElement | null;
+        if (!hint) {
+          hint = el(doc, 'code', ['agio-command-hint']);
+          bar.append(hint);
+        }
+        hint.textContent = `run in a cell: ${code}`;
+      }
+    });
+    bar.append(button);
+  }
+  return bar;
+}

@@ -6,7 +6,7 @@
  * view and the static HTML fallback of the Python package.
  */
 
-import { renderMemoryCard, renderTrace } from './memory';
+import { renderFeedback, renderMemoryCard, renderTrace } from './memory';
 
 export const MIME_TYPE = 'application/vnd.agio.run+json';
 
@@ -59,6 +59,7 @@ export interface RunView {
 }
 
 const TERMINAL = new Set(['run_completed', 'run_failed', 'run_cancelled', 'run_max_steps']);
+const TERMINAL_STATUS = new Set(['completed', 'failed', 'cancelled', 'max_steps', 'interrupted']);
 
 /** Check the shape of a transcript; throw an Error saying what is wrong. */
 export function parseTranscript(data: unknown): Transcript {
@@ -326,6 +327,10 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
     root.append(el(doc, 'div', ['agio-error'], String(run.error)));
   }
   root.append(el(doc, 'div', ['agio-metrics'], metricsLine(view.runMetrics, true)));
+  const feedback = TERMINAL_STATUS.has(String(run.status)) ? renderFeedback(doc, run.id) : null;
+  if (feedback) {
+    root.append(feedback);
+  }
   return root;
 }
 

@@ -61,3 +61,31 @@ describe('memory and trace in a saved transcript', () => {
     expect(root.querySelector('.agio-trace')).toBeNull();
   });
 });
+
+describe('feedback buttons', () => {
+  it('ask the notebook to run %agio feedback for this run, or show the command', () => {
+    const root = renderTranscript({ ...transcript, run: { ...RUN, status: 'completed' } }, document);
+    document.body.append(root);
+    const asked: string[] = [];
+    const handler = (e: Event) => {
+      asked.push((e as CustomEvent).detail.code);
+      e.preventDefault();
+    };
+    document.body.addEventListener('agio-run-magic', handler);
+    (root.querySelector('.agio-feedback .agio-thumb-up') as HTMLButtonElement).click();
+    (root.querySelector('.agio-feedback .agio-thumb-down') as HTMLButtonElement).click();
+    expect(asked).toEqual(['%agio feedback run00001aaaa +1', '%agio feedback run00001aaaa -1']);
+    document.body.removeEventListener('agio-run-magic', handler);
+    (root.querySelector('.agio-feedback .agio-thumb-down') as HTMLButtonElement).click();
+    expect(root.querySelector('.agio-feedback .agio-command-hint')!.textContent)
+      .toBe('run in a cell: %agio feedback run00001aaaa -1');
+    root.remove();
+  });
+
+  it('are left out for a running run or an unsafe id', () => {
+    expect(renderTranscript({ ...transcript, run: { ...RUN, status: 'running' } }, document)
+      .querySelector('.agio-feedback')).toBeNull();
+    expect(renderTranscript({ ...transcript, run: { ...RUN, id: 'x; $(rm)' } }, document)
+      .querySelector('.agio-feedback')).toBeNull();
+  });
+});
