@@ -24,7 +24,7 @@ from ..core import NotFoundError, now
 from ..storage.base import Repository
 from ..storage.journal import Journal
 from .index import LexicalIndex
-from .records import GLOBAL, TABLES, Experience, Feedback, Proposal, Record, Skill, from_doc, to_doc
+from .records import GLOBAL, TABLES, Feedback, Proposal, Record, Skill, from_doc, to_doc
 
 _KEYS = {name: (lambda d: d["id"]) for name in (*TABLES, "vectors")}
 _KEYS["vectors"] = lambda d: f"{d['model']}:{d['id']}"

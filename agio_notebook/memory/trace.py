@@ -8,7 +8,6 @@ retry shows where it branched. Superseded attempts stay, drawn dashed.
 
 from __future__ import annotations
 
-import base64
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -94,10 +93,6 @@ def render_svg(dot: str, timeout: float = 30.0) -> str:
         raise RuntimeError(f"dot failed: {done.stderr.decode(errors='replace')[:200]}")
     svg = done.stdout.decode()
     return svg[svg.index("<svg"):]  # drop the XML prolog and doctype: the drawing embeds in HTML as is
-
-
-def svg_data_uri(svg: str) -> str:
-    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
 
 
 def build_trace(run_id: str, steps: Iterable[dict[str, Any]], context: dict[str, dict[str, Any]]) -> Trace:
