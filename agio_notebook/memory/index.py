@@ -18,6 +18,7 @@ import re
 import sqlite3
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Iterable
 
@@ -131,7 +132,11 @@ class LexicalIndex:
         terms = query_terms(text)
         if not terms or k <= 0:
             return []
-        self.flush()
+        try:
+            self.flush()
+        except ValueError as exc:  # the writer lock stayed busy: answer from the index as it is
+            warnings.warn(f"agio memory: the search index could not be updated ({exc}); recent changes are "
+                          "searched after the next write", RuntimeWarning, stacklevel=3)
         with self._lock:
             self.index.reload()  # other kernels' commits
             schema = self.schema
