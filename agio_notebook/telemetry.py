@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .core import AgentRun, RunStatus, Step, StepRole, ToolCall
+from .core import AgentRun, RunStatus, Step, StepRole, ToolCall, scrub
 from .execution.hooks import AgentHook, add_default_hook, remove_default_hook
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class OpenTelemetryHook(AgentHook):
     async def on_error(self, run: AgentRun, error: BaseException) -> None:
         span = self._runs.get(run.id)
         if span is not None:
-            _record_error(span, type(error).__name__, str(error))
+            _record_error(span, type(error).__name__, run.error or scrub(str(error)) or "")  # scrubbed of secrets
 
     async def on_run_end(self, run: AgentRun) -> None:
         for key in [k for k in self._tools if k[0] == run.id]:  # cancelled mid-tool

@@ -49,8 +49,9 @@ echo "== installing agio-notebook (editable) with test extras and Parquet export
 .venv/bin/pip install -q -e '.[test,parquet]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
 
 # LiteLLM's proxy (a real OpenAI-compatible server for the provider tests) in a venv of its own: its
-# pins (openai<3 among them) must not downgrade the project's environment.
-if [ ! -x .venv-litellm/bin/litellm ]; then
+# pins (openai<3 among them) must not downgrade the project's environment. Only for the full test run
+# (--browser, as scripts/test.sh asks), not for scripts/lab.sh.
+if [ "$want_browser" = 1 ] && [ ! -x .venv-litellm/bin/litellm ]; then
   echo "== installing the LiteLLM proxy into .venv-litellm (provider tests)"
   "$python" -m venv .venv-litellm
   .venv-litellm/bin/pip install -q -r tests/requirements-litellm.txt 2> >(grep -v "^WARNING: Location 'file:" >&2)

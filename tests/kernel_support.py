@@ -41,8 +41,15 @@ class Kernel:
 
         messages = self.drain(timeout, stop=idle)
         assert messages and idle(messages[-1]), f"cell did not finish in {timeout}s: {code[:80]!r}"
-        reply = self.kc.get_shell_msg(timeout=10)
-        return {"msg_id": msg_id, "reply": reply, "messages": messages, "idle_at": messages[-1]["_t"]}
+        return {"msg_id": msg_id, "reply": self.reply_to(msg_id), "messages": messages, "idle_at": messages[-1]["_t"]}
+
+    def reply_to(self, msg_id: str, timeout: float = 30) -> dict[str, Any]:
+        """The shell reply to ``msg_id``, skipping others (start-up can leave extra kernel_info replies)."""
+        deadline = time.time() + timeout
+        while True:
+            reply = self.kc.get_shell_msg(timeout=max(0.1, deadline - time.time()))
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply
 
     def drain(self, seconds: float, stop=None) -> list[dict[str, Any]]:
         """Collect iopub messages for a while (e.g. after a background cell returned)."""

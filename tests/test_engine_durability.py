@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from agio_notebook import Agent, StepRunner, tool
-from agio_notebook.storage import new_repository
+from agio_notebook.storage import TinyDBRepository, new_repository
 
 from engine_support import ChunkModel, calls, text
 

@@ -78,6 +78,38 @@ def test_partly_cut_off_stream_error_is_scrubbed_on_the_failed_step(tmp_path):
     assert leaks(store_text(tmp_path / "store"), KEY) == [] and leaks(repr(model), KEY) == []
 
 
+def test_tool_and_model_errors_are_scrubbed_too(tmp_path):
+    """Not only the provider's: a tool quoting its request headers, a model failing after some text."""
+    from agio_notebook import FunctionModel, tool
+    from agio_notebook.core import ModelError
+    from agio_notebook.models import Finish, ToolCallDelta
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        raise RuntimeError(f"GET {url} failed; sent headers {{'Authorization': 'Bearer {KEY}'}}")
+
+    turns = iter(["tool", "fail"])
+
+    async def model(messages, tools):
+        if next(turns) == "tool":
+            yield ToolCallDelta(0, "c1", "fetch", '{"url": "http://127.0.0.1:9/x"}')
+            yield Finish("tool_calls")
+            return
+        yield "Half an answer"
+        raise ModelError(f"upstream said: Authorization: Bearer {KEY}")
+
+    repo = open_repository(str(tmp_path / "store"))
+    result = asyncio.run(StepRunner(Agent(model=FunctionModel(model), tools=[fetch]), repository=repo).run(None, "go"))
+    assert result.status is RunStatus.FAILED
+    steps = repo.get_steps(result.session_id)
+    tool_step = [s for s in steps if s.tool_call_id][0]
+    assert tool_step.status == "error" and "Bearer ***" in tool_step.error and "Bearer ***" in tool_step.content
+    assert steps[-1].content == "Half an answer" and steps[-1].error == "upstream said: Authorization: Bearer ***"
+    assert leaks(json.dumps([e.to_dict() for e in result.events]), KEY) == []
+    assert leaks(store_text(tmp_path / "store"), KEY) == []
+
+
 def test_scrub_masks_credential_shapes_and_keeps_the_rest():
     text = ("401 for sk-abcdef123456 with Authorization: Bearer tok_0123456789abc at "
             "http://me:pw1234@host:8000/v1 api_key=zzz999yyy; 'x-api-key': 'k-777777'")
@@ -124,3 +156,27 @@ def test_notebook_with_an_echoing_server_saves_no_key(kernelspec_dir, tmp_path):
         assert [o.output_type for o in cell.outputs] == ["stream"] and cell.outputs[0].name == "stderr"
         line = cell.outputs[0].text
         assert line.startswith("UsageError: %agio: --settings: ") and needle in line and line.count("\n") == 1
+
+
+def test_live_output_of_a_failing_cell_carries_no_key(tmp_path):
+    """Every iopub message of the cell (the live widget's comm updates, the final transcript) is clean."""
+    from kernel_support import Kernel, install_kernelspec
+
+    install_kernelspec(tmp_path / "jupyter")
+    partial = Stream([chunk({"content": "Started, "}), chunk({"content": "then"}), chunk({}, finish="stop")],
+                     cut_after=2)
+    with FakeOpenAIServer() as server:
+        server.script = [partial, echo_401]
+        kernel = Kernel(tmp_path, env={"OPENAI_API_KEY": FAKE_KEY, "OPENAI_BASE_URL": server.base_url,
+                                       "AGIO_MODEL": "fake-model"})
+        try:
+            kernel.execute("%load_ext agio_notebook")
+            cut = kernel.execute("%%agio\nfirst")
+            denied = kernel.execute("%%agio\nsecond")
+        finally:
+            kernel.close()
+    assert FAKE_KEY in server.requests[1]["headers"]["authorization"]
+    live = json.dumps(cut["messages"] + denied["messages"], default=str)
+    assert "comm_msg" in live and "lost mid-stream" in live and "Started, then" in live
+    assert "returned HTTP 401" in live
+    assert leaks(live, FAKE_KEY) == []

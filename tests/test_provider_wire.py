@@ -18,7 +18,7 @@ from agio_notebook.core import ExecutionConfig, RunStatus, StepRole
 from agio_notebook.execution.requests import request_of
 from agio_notebook import frames
 from agio_notebook.models import OpenAIModel
-from agio_notebook.models.request import request_fingerprint
+from agio_notebook.models.request import content_fingerprint, request_fingerprint
 from agio_notebook.notebook.render import metrics_line
 from agio_notebook.storage import InMemoryRepository, open_repository
 
@@ -130,12 +130,13 @@ def test_a_hang_before_the_first_token_is_reported_once_not_retried(server):
 
 
 def test_a_slow_stream_that_keeps_going_is_not_cut_off(server):
-    pieces = [chunk({"content": f"w{i} "}) for i in range(6)] + [chunk({}, finish="stop")]
-    server.script = [Stream(pieces, gap=0.4)]  # ~2.4 s in all, never more than 0.4 s of silence
-    config = ExecutionConfig(first_token_timeout=2.0, idle_timeout=2.0)
+    pieces = [chunk({"content": f"w{i} "}) for i in range(8)] + [chunk({}, finish="stop")]
+    server.script = [Stream(pieces, gap=0.5)]  # ~4 s in all, longer than either limit, never 0.5 s silent
+    config = ExecutionConfig(first_token_timeout=2.5, idle_timeout=2.5)
     result, _ = run(server, config)
     assert result.status is RunStatus.COMPLETED, result.error
-    assert result.final_text == "w0 w1 w2 w3 w4 w5 "
+    assert result.final_text == "w0 w1 w2 w3 w4 w5 w6 w7 "
+    assert result.steps[-1].metrics.model_ms > 3000
 
 
 def test_silence_mid_stream_hits_idle_timeout_and_keeps_the_partial_text(server):
@@ -202,14 +203,20 @@ def test_settings_per_agent_and_per_run_reach_the_server(server):
     agent_settings = {"temperature": 0.7, "max_tokens": 64, "tool_choice": "auto",
                       "extra_body": {"top_k": 5, "cache_prompt": True}}
     config = ExecutionConfig(model_settings={"temperature": 0, "extra_body": {"top_k": 1}})
-    result, _ = run(server, config, model_settings=agent_settings)
+    model = OpenAIModel("fake-model", base_url=server.base_url, api_key=KEY, settings={"seed": 3, "top_p": 0.9},
+                        extra_body={"min_p": 0.1})  # the model's own defaults, under both
+    runner = StepRunner(Agent(model=model, model_settings=agent_settings), config=config,
+                        repository=InMemoryRepository())
+    result = asyncio.run(runner.run(None, "hi"))
     assert result.status is RunStatus.COMPLETED, result.error
     body = server.requests[0]["body"]
     assert body["temperature"] == 0 and body["max_tokens"] == 64 and body["tool_choice"] == "auto"
     assert body["top_k"] == 1 and body["cache_prompt"] is True  # extra_body merged one level deep
-    request = result.steps[-1].extra["request"]
-    assert request["settings"] == {"temperature": 0, "max_tokens": 64, "tool_choice": "auto",
-                                   "extra_body": {"top_k": 1, "cache_prompt": True}}
+    assert body["seed"] == 3 and body["top_p"] == 0.9 and body["min_p"] == 0.1
+    request = result.steps[-1].extra["request"]  # the effective settings, exactly what was sent
+    assert request["settings"] == {"seed": 3, "top_p": 0.9, "temperature": 0, "max_tokens": 64,
+                                   "tool_choice": "auto", "extra_body": {"min_p": 0.1, "top_k": 1,
+                                                                          "cache_prompt": True}}
 
 
 def test_unknown_setting_is_one_clear_error():
@@ -236,6 +243,8 @@ def test_every_model_call_stores_its_exact_request_without_the_key(server, store
         assert {k: body[k] for k in wire} == wire  # the stored request replays to the same wire body
         assert request["model"] == "fake-model" and request["tools"][0]["function"]["name"] == "add"
         assert request_fingerprint(request) == step.extra["request"]["fingerprint"]
+        assert content_fingerprint(request) == step.extra["request"]["content"]
+        assert content_fingerprint({**request, "settings": {"seed": 99}}) == step.extra["request"]["content"]
         assert KEY not in json.dumps(step.to_dict())
     first, second = (request_of(repo, s) for s in assistants)
     assert first["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
@@ -261,3 +270,20 @@ def test_request_of_a_superseded_attempt_is_still_exact(server):
         {"role": "user", "content": "hi"}]
     assert old.extra["request"]["fingerprint"] == new.extra["request"]["fingerprint"]
     assert second.final_text == "second try"
+
+
+@pytest.mark.parametrize("field", ["first_token_timeout", "idle_timeout", "timeout_per_step"])
+def test_time_limits_are_positive_or_none(field):
+    with pytest.raises(ValueError, match=field):
+        ExecutionConfig(**{field: 0})
+    assert getattr(ExecutionConfig(**{field: None}), field) is None
+    defaults = ExecutionConfig()
+    assert (defaults.first_token_timeout, defaults.idle_timeout, defaults.timeout_per_step) == (120.0, 60.0, None)
+
+
+def test_an_error_event_inside_the_stream_is_the_servers_message_not_a_lost_connection(server):
+    server.script = [[chunk({"content": "Start "}), {"error": {"message": "model crashed: out of memory"}}]]
+    result, repo = run(server)
+    assert result.status is RunStatus.FAILED
+    assert result.error == f"OpenAI-compatible endpoint {server.base_url} sent an error: model crashed: out of memory"
+    assert repo.get_steps(result.session_id)[-1].content == "Start "

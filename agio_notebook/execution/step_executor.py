@@ -23,6 +23,7 @@ from ..tools import ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .hooks import HookCaller
 from .recorder import RunRecorder
+from .requests import redact_for
 from .tool_executor import ToolExecutor
 from .watchdog import Watchdog
 
@@ -33,7 +34,10 @@ class StepExecutor:
     def __init__(self, model: Model, registry: ToolRegistry, config: ExecutionConfig, hooks: HookCaller,
                  approver: Approver | None = None, settings: dict[str, Any] | None = None):
         self.model = model
-        self.settings = merge_settings(check_settings(settings), check_settings(config.model_settings))
+        # the effective settings, stored with every request: the model's own defaults, the agent's, the run's
+        own = getattr(model, "settings", None)
+        self.settings = merge_settings(own if isinstance(own, dict) else None, check_settings(settings),
+                                       check_settings(config.model_settings))
         self.registry = registry
         self.config = config
         self.hooks = hooks
@@ -92,7 +96,8 @@ class StepExecutor:
         system = first.get("content") if first is not None and first.get("role") == "system" else None
         return {"model": self.model.name, "settings": self.settings, "tools": self._schemas, "stream": stream,
                 "messages": {"system": system, "count": len(messages), "sha256": sha},
-                "fingerprint": fingerprint_parts(sha, self._tools_sha, self.settings)}
+                "fingerprint": fingerprint_parts(sha, self._tools_sha, self.settings),
+                "content": fingerprint_parts(sha, self._tools_sha, None)}
 
     async def _stream_reply(self, rec: RunRecorder, got_any: list[bool], chain: MessageChain
                             ) -> AsyncIterator[StepEvent | None]:
@@ -187,7 +192,7 @@ class StepExecutor:
         step.extra["request"] = request
         if failure is not None:
             step.status = "error"
-            step.error = failure.args[0] if failure.args else str(failure)
+            step.error = redact_for(self.model, failure.args[0] if failure.args else str(failure))
         rec.record_step(step)
         event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
         rec.checkpoint()  # durable before announced: before any tool runs, a final answer, a failed call too

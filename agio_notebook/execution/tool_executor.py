@@ -15,7 +15,7 @@ from typing import Any, AsyncIterator, Iterable
 
 import pydantic
 
-from ..core import ExecutionConfig, ToolCall
+from ..core import ExecutionConfig, ToolCall, scrub
 from ..tools import Tool, ToolRegistry, ToolResult
 from ..tools.base import to_content
 
@@ -35,6 +35,7 @@ class ToolExecutor:
 
     def _fail(self, call: ToolCall, error_type: str, error: str, started: float, attempts: int = 0,
               arguments: dict[str, Any] | None = None) -> ToolResult:
+        error = scrub(error) or error  # a failing HTTP call may quote its Authorization header
         return ToolResult(tool_call_id=call.id, name=call.name, content=f"Error ({error_type}): {error}",
                           status="error", error=error, error_type=error_type,
                           duration_ms=(time.perf_counter() - started) * 1000.0, attempts=attempts,

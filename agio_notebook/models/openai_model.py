@@ -77,11 +77,14 @@ class OpenAIModel:
                               retryable=False, status_code=status)
         if isinstance(exc, openai.APITimeoutError):
             return ModelError(f"{where} timed out")
-        if streamed:
+        transport = isinstance(exc, openai.APIConnectionError) or not isinstance(exc, openai.OpenAIError)
+        if streamed and transport:
             return ModelError(self.redact(f"connection to {where} lost mid-stream after {streamed} chunk(s): "
                                           f"{_one_line(_cause(exc))}"))
         if isinstance(exc, openai.APIConnectionError):
             return ModelError(self.redact(f"cannot reach {where}: {_one_line(_cause(exc))}"))
+        if isinstance(exc, openai.APIError):  # e.g. an error event inside the stream
+            return ModelError(self.redact(f"{where} sent an error: {_detail(exc)}"))
         return ModelError(self.redact(f"{where}: {type(exc).__name__}: {_one_line(str(exc))}"))
 
     async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
@@ -96,23 +99,24 @@ class OpenAIModel:
                 return
             response = await self._client.chat.completions.create(**params)
             finished = False
-            async for chunk in response:
-                streamed += 1
-                if chunk.usage is not None:
-                    u = chunk.usage
-                    yield Usage(u.prompt_tokens, u.completion_tokens, u.total_tokens)
-                for choice in chunk.choices or ():
-                    delta = choice.delta
-                    if delta is not None:
-                        if delta.content:
-                            yield TextDelta(delta.content)
-                        for tc in delta.tool_calls or ():
-                            fn = tc.function
-                            yield ToolCallDelta(tc.index, tc.id, fn.name if fn else None,
-                                                (fn.arguments or "") if fn else "")
-                    if choice.finish_reason:
-                        finished = True
-                        yield Finish(choice.finish_reason)
+            async with response:  # the connection is released however the stream ends (timeout, cancel)
+                async for chunk in response:
+                    streamed += 1
+                    if chunk.usage is not None:
+                        u = chunk.usage
+                        yield Usage(u.prompt_tokens, u.completion_tokens, u.total_tokens)
+                    for choice in chunk.choices or ():
+                        delta = choice.delta
+                        if delta is not None:
+                            if delta.content:
+                                yield TextDelta(delta.content)
+                            for tc in delta.tool_calls or ():
+                                fn = tc.function
+                                yield ToolCallDelta(tc.index, tc.id, fn.name if fn else None,
+                                                    (fn.arguments or "") if fn else "")
+                        if choice.finish_reason:
+                            finished = True
+                            yield Finish(choice.finish_reason)
         except ModelError:
             raise
         except Exception as exc:  # noqa: BLE001 - openai's errors and the transport's, mid-stream

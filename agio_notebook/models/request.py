@@ -5,7 +5,7 @@ never a header or key. The OpenAI-compatible provider turns it into its wire bod
 (:meth:`OpenAIModel.body`), so the request alone replays the call.
 
 The fingerprint is a SHA-256 over messages, tools and settings in canonical JSON (sorted keys, no
-spaces). It leaves out the model's name, so the same request sent to another model, or to a model
+spaces). ``content`` is the same without the settings. Both leave out the model's name, so the same request sent to another model, or to a model
 replaying a recording, has the same fingerprint. Messages are hashed as a chain (one link per message),
 so the engine extends a running digest by the new messages of each turn instead of rehashing the
 history: :class:`MessageChain`.
@@ -69,6 +69,12 @@ def build_request(model: str, messages: Sequence[Mapping[str, Any]], tools: Sequ
     """The canonical request of one model call."""
     return {"model": model, "messages": [dict(m) for m in messages], "tools": [dict(t) for t in tools],
             "settings": dict(settings or {}), "stream": stream}
+
+
+def content_fingerprint(request: Mapping[str, Any]) -> str:
+    """Messages and tools only, without settings: what a model replaying a recording with settings of its
+    own matches on (stored beside the fingerprint as ``content``)."""
+    return fingerprint_parts(messages_digest(request.get("messages") or ()), request.get("tools") or (), None)
 
 
 def request_fingerprint(request: Mapping[str, Any]) -> str:

@@ -16,8 +16,9 @@ from ..core import AgioError
 KNOWN_SETTINGS = frozenset({
     "temperature", "top_p", "max_tokens", "max_completion_tokens", "tool_choice", "parallel_tool_calls",
     "stop", "seed", "presence_penalty", "frequency_penalty", "logit_bias", "response_format",
-    "reasoning_effort", "user", "extra_body",
-})
+    "reasoning_effort", "verbosity", "service_tier", "logprobs", "top_logprobs", "metadata", "store", "user",
+    "extra_body",
+})  # not "n": one answer per call is what a step is
 
 
 class SettingsError(AgioError, ValueError):
