@@ -105,3 +105,64 @@ def test_memory_card_and_trace_graph_in_a_reopened_notebook(lab):
         assert run.locator("img:not(.agio-trace-image)").count() == 0
         page.screenshot(path=str(out / "memory-trace.png"), full_page=True)
         browser.close()
+
+
+@pytest.fixture
+def lab_with_kernel(kernelspec_dir, tmp_path):
+    """A notebook executed and saved, served by a lab that can start the test kernel on the same store."""
+    store = tmp_path / "store"
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(SETUP),
+        nbformat.v4.new_code_cell("%%agio tutor --new-session\nadd the units")],
+        metadata={"kernelspec": {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}})
+    env = {**os.environ, "AGIO_STORE": str(store)}
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
+        env.pop(name, None)
+    saved = {k: os.environ.get(k) for k in ("AGIO_STORE",)}
+    os.environ["AGIO_STORE"] = str(store)
+    try:
+        NotebookClient(nb, kernel_name=KERNEL_NAME, timeout=120,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        if saved["AGIO_STORE"] is None:
+            os.environ.pop("AGIO_STORE", None)
+        else:
+            os.environ["AGIO_STORE"] = saved["AGIO_STORE"]
+    nbformat.write(nb, tmp_path / "thumbs.ipynb")
+    jp = tmp_path / "jupyter-path"
+    (jp / "labextensions").mkdir(parents=True)
+    (jp / "labextensions" / "agio-notebook").symlink_to(BUILD)
+    env["JUPYTER_PATH"] = os.pathsep.join([str(jp), str(kernelspec_dir)])
+    with running_lab(tmp_path, env) as served:
+        yield served, store
+
+
+def test_thumbs_in_a_reopened_notebook_store_feedback_through_the_kernel(lab_with_kernel):
+    (base, token), store = lab_with_kernel
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 1600})
+        page.goto(f"{base}/lab/tree/thumbs.ipynb?token={token}")
+        page.wait_for_selector(".jp-AgioRun .agio-run", timeout=90000)
+        page.wait_for_function("document.body.innerText.includes('agio test | Idle')", timeout=90000)
+        run = page.locator(".jp-AgioRun .agio-run").first
+        run_id = run.get_attribute("data-agio-run")
+        run.locator(".agio-feedback button.agio-thumb-down").click()
+        page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-Cell').length >= 3", timeout=90000)
+        source = page.evaluate("() => document.querySelectorAll('.jp-Notebook .jp-Cell')[2]"
+                               ".querySelector('.cm-content').innerText")
+        assert source == f"%agio feedback {run_id} -1"
+        page.wait_for_function(
+            """() => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[2];
+                       const o = c && c.querySelector('.jp-OutputArea');
+                       return o && o.innerText.includes('proposed experience'); }""", timeout=90000)
+        assert "feedback -1 stored on run" in page.locator(".jp-Notebook .jp-Cell").nth(2).inner_text()
+        page.screenshot(path=str(ROOT / "test-output" / "memory-thumbs.png"), full_page=True)
+        browser.close()
+    from agio_notebook import memory
+    from agio_notebook.storage import TinyDBRepository
+
+    repo = TinyDBRepository(store)
+    frame = memory.feedback(repository=repo)
+    assert list(frame["run_id"]) == [run_id] and list(frame["rating"]) == [-1]
+    assert list(memory.proposals(repository=repo)["status"]) == ["proposed"]
