@@ -78,6 +78,7 @@ def steps(session_id: str | None = None, run_id: str | None = None, *,
         "sequence": _int([d["sequence"] for d in docs]),
         "attempt": _int([d.get("attempt", 1) for d in docs]),
         "superseded": pd.Series([bool(d.get("superseded")) for d in docs], dtype="bool"),
+        "current": pd.Series([not d.get("superseded") for d in docs], dtype="bool"),
         "role": _cat([d["role"] for d in docs], ROLES),
         "status": _cat([d.get("status", "ok") for d in docs], STEP_STATUSES),
         "content": _text([d.get("content") for d in docs]),
@@ -107,6 +108,9 @@ def _run_frame(docs: Iterable[dict[str, Any]]) -> pd.DataFrame:
         "attempt": _int([d.get("attempt", 1) for d in docs]),
         "retry_of": _text([d.get("retry_of") for d in docs]),
         "superseded_by": _text([d.get("superseded_by") for d in docs]),
+        # the current attempt: nothing replaced it and it wrote a step (a retry that failed at once is not)
+        "current": pd.Series([d.get("superseded_by") is None and d.get("start_sequence") is not None
+                              for d in docs], dtype="bool"),
         "query": _text([d.get("query") for d in docs]),
         "final_text": _text([d.get("final_text") for d in docs]),
         "error": _text([d.get("error") for d in docs]),

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Set up a development environment from a clean clone: a venv with the package (editable, with test
 # extras), the JupyterLab extension built from source, and — with --browser — Debian's chromium for the
-# extension's end-to-end test. Safe to run again; it only does what is missing.
+# extension's end-to-end test; --lab leaves out what only the tests need. Safe to run again; it only
+# redoes a step whose inputs changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_browser=0
+for_lab=0
 for arg in "$@"; do
   case "$arg" in
     --browser) want_browser=1 ;;
+    --lab) for_lab=1 ;;  # only what scripts/lab.sh needs: no test-only services
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -44,9 +47,27 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/pip install -q --upgrade pip
 fi
 
-echo "== installing agio-notebook (editable) with test extras and Parquet export"
-# (pip's notes about missing local package mirrors are noise here)
-.venv/bin/pip install -q -e '.[test,parquet]' 2> >(grep -v "^WARNING: Location 'file:" >&2)
+# Each step runs only when its inputs changed since it last succeeded (a hash kept in .venv), so a
+# second run with nothing changed takes about a second. AGIO_SETUP_FORCE=1 redoes everything.
+stamps=.venv/.agio-setup
+mkdir -p "$stamps"
+up_to_date() {  # up_to_date NAME HASH: was step NAME last done with these inputs?
+  [ "${AGIO_SETUP_FORCE:-0}" != 1 ] && [ "$(cat "$stamps/$1" 2>/dev/null)" = "$2" ]
+}
+
+# --lab installs what the tutorials need; otherwise the test tools and Parquet export too (a superset:
+# lab accepts it)
+extras=test,parquet
+[ "$for_lab" = 1 ] && extras=tutorials
+python_inputs=$( (cat pyproject.toml; .venv/bin/python -VV) | sha256sum | cut -d' ' -f1)
+if up_to_date python "$python_inputs test,parquet" || up_to_date python "$python_inputs $extras"; then
+  echo "== agio-notebook already installed (pyproject.toml unchanged)"
+else
+  echo "== installing agio-notebook (editable) with the extras $extras"
+  # (pip's notes about missing local package mirrors are noise here)
+  .venv/bin/pip install -q -e ".[$extras]" 2> >(grep -v "^WARNING: Location 'file:" >&2)
+  echo "$python_inputs $extras" > "$stamps/python"
+fi
 
 # LiteLLM's proxy (a real OpenAI-compatible server for the provider tests) in a venv of its own: its
 # pins (openai<3 among them) must not downgrade the project's environment. Only for the full test run
@@ -59,13 +80,22 @@ fi
 
 # A real OTLP receiver for the OpenTelemetry tests: Arize Phoenix, in a venv of its own so its pins never
 # touch the project's environment.
-if [ ! -x .venv-otlp/bin/phoenix ]; then
+if [ "$for_lab" = 0 ] && [ ! -x .venv-otlp/bin/phoenix ]; then
   echo "== installing an OTLP receiver (arize-phoenix) for the telemetry tests"
   "$python" -m venv .venv-otlp
   .venv-otlp/bin/pip install -q 'arize-phoenix>=12' 2> >(grep -v "^WARNING: Location 'file:" >&2)
 fi
 
 if [ -x scripts/build_labextension.sh ]; then
-  echo "== building the JupyterLab extension"
-  PATH="$PWD/.venv/bin:$PATH" scripts/build_labextension.sh
+  extension_inputs=$(find install.json labextension/package.json labextension/package-lock.json \
+                       labextension/tsconfig.json labextension/src labextension/style -type f -print0 \
+                     | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+  if up_to_date labextension "$extension_inputs" && [ -f agio_notebook/labextension/package.json ] \
+     && [ -e .venv/share/jupyter/labextensions/agio-notebook/package.json ]; then
+    echo "== JupyterLab extension already built (sources unchanged)"
+  else
+    echo "== building the JupyterLab extension"
+    PATH="$PWD/.venv/bin:$PATH" scripts/build_labextension.sh
+    echo "$extension_inputs" > "$stamps/labextension"
+  fi
 fi

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import socket
 import subprocess
@@ -24,9 +25,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+SOURCE_EXTENSION = Path(__file__).resolve().parent.parent / "agio_notebook" / "labextension"
+
+
+def source_extension_path(root: Path) -> Path:
+    """A Jupyter path whose agio-notebook extension is this source tree's build (first found wins)."""
+    link = root / ".jupyter-src" / "labextensions" / "agio-notebook"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.exists():
+        link.symlink_to(SOURCE_EXTENSION, target_is_directory=True)
+    return link.parent.parent
+
+
+def loaded_extension_entry(base: str, token: str) -> str:
+    """The remote entry file the server hands out for agio-notebook (its name carries the build's hash)."""
+    page = urllib.request.urlopen(f"{base}/lab?token={token}").read().decode()
+    start = page.index('id="jupyter-config-data"')
+    config = json.loads(page[page.index(">", start) + 1:page.index("</script>", start)])
+    entry = next(e for e in config["federated_extensions"] if e["name"] == "agio-notebook")
+    return entry["load"].rsplit("/", 1)[-1]
+
+
+def source_extension_entry() -> str:
+    return next((SOURCE_EXTENSION / "static").glob("remoteEntry.*.js")).name
+
+
 @contextlib.contextmanager
 def running_lab(root: Path, env: dict[str, str], *extra_args: str) -> Iterator[tuple[str, str]]:
-    """Serve ``root``; yields (base URL, token). Every notebook cell is rendered (no virtual scrolling)."""
+    """Serve ``root``; yields (base URL, token). Every notebook cell is rendered (no virtual scrolling).
+
+    The JupyterLab extension served is the one built from this source tree, whatever the venv has installed.
+    """
+    paths = [str(source_extension_path(root)), env.get("JUPYTER_PATH", "")]
+    env = {**env, "JUPYTER_PATH": os.pathsep.join(p for p in paths if p)}
     settings = root / ".settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True, exist_ok=True)
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))

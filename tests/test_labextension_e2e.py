@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import urllib.request
 from pathlib import Path
 
@@ -85,6 +87,13 @@ def test_saved_transcripts_render_richly_and_safely(lab):
         assert "<IMG SRC=X" in hostile.locator(".agio-tool-result").first.inner_text().upper()
         assert hostile.locator("img").count() == 0
         assert page.evaluate("window.__pwned") is None
+        # the extension's footer and the HTML fallback's footer say the same (e.g. both show the total time)
+        saved = nbformat.read(ROOT / "test-output" / "saved_runs.ipynb", as_version=4)
+        html_footers = [html.unescape(re.search(r'<div class="agio-metrics"[^>]*>([^<]*)</div>', o["data"]["text/html"])[1])
+                        for c in saved.cells for o in c.get("outputs", [])
+                        if "application/vnd.agio.run+json" in o.get("data", {})]
+        lab_footers = [runs.nth(i).locator(":scope > .agio-metrics").inner_text() for i in range(3)]
+        assert lab_footers == html_footers and all("total" in f for f in lab_footers)
         page.screenshot(path=str(out / "labextension-transcripts.png"), full_page=True)
         kernels = json.load(urllib.request.urlopen(f"{base}/api/kernels?token={token}"))
         assert kernels == [], "the transcripts must render with no kernel running"

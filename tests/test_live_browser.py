@@ -17,13 +17,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CELLS = [
     "%load_ext agio_notebook",
-    '''import asyncio
+    '''import asyncio, os
 from agio_notebook import Agent, FunctionModel
 
 async def slow(messages, tools):
     for i in range(60):
         await asyncio.sleep(0.05)
         yield f"word{i} <b>bold?</b> "
+        while i == 29 and not os.path.exists("release"):  # half-way, until the test has looked
+            await asyncio.sleep(0.05)
 
 streamer = Agent(model=FunctionModel(slow), name="streamer")''',
     "%%agio streamer\nstream please",
@@ -39,11 +41,11 @@ def lab_with_kernel(kernelspec_dir, tmp_path):
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
         env.pop(name, None)
     with running_lab(tmp_path, env) as served:
-        yield served
+        yield (*served, tmp_path)
 
 
 def test_live_widget_streams_then_the_transcript_replaces_it(lab_with_kernel):
-    base, token = lab_with_kernel
+    base, token, root = lab_with_kernel
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
     with sync_playwright() as pw:
@@ -59,11 +61,12 @@ def test_live_widget_streams_then_the_transcript_replaces_it(lab_with_kernel):
         # while running: the ipywidgets view, with some of the text but not all of it
         live = page.locator(".agio-run.widget-vbox, .widget-vbox.agio-run").first
         live.wait_for(timeout=60000)
-        page.wait_for_function("document.body.innerText.includes('word5 ')", timeout=30000)
+        page.wait_for_function("document.body.innerText.includes('word5 ')", timeout=60000)
         partial = live.inner_text()
         assert "word59" not in partial and "<b>bold?</b>" in partial
         assert page.locator(".agio-run b:has-text('bold?')").count() == 0  # escaped, not markup
         page.screenshot(path=str(out / "live-running.png"))
+        (root / "release").touch()  # the model streams the second half (the kernel's cwd is the lab's root)
         # at the end: the same output area shows the transcript through the extension
         page.wait_for_selector(".jp-AgioRun .agio-run", timeout=60000)
         final = page.locator(".jp-AgioRun .agio-run").first

@@ -28,3 +28,25 @@ def test_bad_arguments_are_one_usage_line() -> None:
         COMMANDS["retry"].parse(["--from-seq", "x", "r1"])
     with pytest.raises(UsageError, match="not allowed with"):
         CELL.parse(["--session", "s", "--new-session"])
+
+
+def test_only_agio_cells_and_retry_cells_are_turned_into_awaited_calls(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from IPython.core.async_helpers import _asyncio_runner
+
+    from agio_notebook.notebook import magics
+
+    shell = SimpleNamespace(autoawait=True, loop_runner=_asyncio_runner)
+    monkeypatch.setattr(magics, "get_ipython", lambda: shell)
+    call = "await get_ipython().magics_manager.registry['AgioMagics'].agio_awaited"
+    assert magics.await_agio_cells(["%%agio bot --new-session\n", "What's up? {x}\n"]) == [
+        f"{call}('bot --new-session', \"What's up? {{x}}\\n\")\n"]
+    assert magics.await_agio_cells(["%%agio\n", "hi\n"]) == [f"{call}('', 'hi\\n')\n"]
+    assert magics.await_agio_cells(["%agio retry abc --from-seq 2\n", "\n"]) == [
+        f"{call}('retry abc --from-seq 2')\n"]
+    for untouched in (["%agio runs\n"], ["%agio retry abc\n", "print(1)\n"], ["%%agiox\n", "hi\n"],
+                      ["x = 1\n", "%agio retry abc\n"], ["h = %agio retry abc\n"]):
+        assert magics.await_agio_cells(untouched) == untouched
+    shell.autoawait = False  # %autoawait off: the magic runs as it is
+    assert magics.await_agio_cells(["%%agio\n", "hi\n"]) == ["%%agio\n", "hi\n"]

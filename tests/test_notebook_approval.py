@@ -120,36 +120,3 @@ def test_stop_button_cancels_a_background_run(kernel):
     repo = "get_ipython().magics_manager.registry['AgioMagics'].controller.repository"
     assert kernel.value(f"{repo}.get_run(_.run_id).status.value") == "cancelled"
     assert kernel.value(f"[s.role.value for s in {repo}.get_steps(_.session_id)]") == ["user"]
-
-
-def test_retry_and_fork_buttons_under_a_finished_run(kernel):
-    kernel.execute("from agio_notebook import ScriptedModel\n"
-                   "scripted = Agent(model=ScriptedModel(['first answer', 'second answer']), name='scripted')")
-    res = kernel.execute("%%agio scripted --new-session\nanswer me")
-    msgs = res["messages"]
-    bar = [m for m in of_type(msgs, "display_data") if "agio: retry this run" in
-           m["content"]["data"].get("text/plain", "")]
-    assert bar, "no action bar under the transcript"
-    dropdown = [m for m in of_type(msgs, "comm_open")
-                if m["content"]["data"]["state"].get("_model_name") == "DropdownModel"][-1]
-    labels = dropdown["content"]["data"]["state"]["_options_labels"]
-    assert labels == ["#1 user: answer me", "#2 assistant: first answer"]
-    index = dropdown["content"]["data"]["state"]["index"]
-    for m in of_type(msgs, "comm_msg"):
-        if m["content"]["comm_id"] == dropdown["content"]["comm_id"]:
-            index = m["content"]["data"].get("state", {}).get("index", index)
-    assert index == 1  # the answer is preselected
-    click(kernel, widget_ids(msgs, description="Retry from step")[-1])
-    payload = final_bundle(kernel)
-    assert payload["run"]["kind"] == "retry" and payload["run"]["final_text"] == "second answer"
-    assert payload["run"]["attempt"] == 2
-    first_id = kernel.value("_.run_id")
-    assert payload["run"]["retry_of"] == first_id
-    # fork at step 1 from the same bar
-    click(kernel, widget_ids(msgs, description="Fork at step")[-1])
-    after = kernel.drain(5, stop=lambda m: m["msg_type"] == "comm_msg" and "forked into" in json.dumps(m["content"]))
-    assert any("forked into session" in json.dumps(m["content"]) for m in after)
-    ctrl = "get_ipython().magics_manager.registry['AgioMagics'].controller"
-    forked = kernel.value(f"{ctrl}.session_id")
-    assert forked != kernel.value("_.session_id")
-    assert kernel.value(f"{ctrl}.repository.get_session({forked!r}).forked_at") == 2

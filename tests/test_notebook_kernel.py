@@ -113,7 +113,7 @@ def test_interrupt_cancels_a_foreground_run_and_keeps_steps(kernel):
     kernel.km.interrupt_kernel()
     msgs = kernel.drain(30, stop=lambda m: m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
                         and m["parent_header"].get("msg_id") == msg_id)
-    kernel.kc.get_shell_msg(timeout=10)
+    kernel.reply_to(msg_id)
     errors = of_type(msgs, "error")
     assert not errors, errors
     stderr = "".join(m["content"]["text"] for m in of_type(msgs, "stream") if m["content"]["name"] == "stderr")

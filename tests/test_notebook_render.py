@@ -78,3 +78,25 @@ def test_text_transcript_reads_well(tmp_path):
     plain = to_text(fold(events))
     assert "#1 user: hello <b>you</b>" in plain and "-> fail(" in plain and "[error]" in plain
     assert plain.splitlines()[-1].startswith("4 steps")
+
+
+def test_fallbacks_show_the_controls_as_whole_commands(tmp_path):
+    repo, events = run_events(tmp_path, [text("first")])
+    run_id = events[0].run_id
+    asyncio.run(StepRunner(Agent(model=ChunkModel([text("second")])), repository=repo).retry(run_id))
+    retry_id = [r.id for r in repo.list_runs("s") if r.kind == "retry"][0]
+    bundle = bundle_for_run(repo, retry_id)
+    html, plain = bundle["text/html"], bundle["text/plain"]
+    for command in (f"%agio retry {retry_id} --from-seq 2", "%agio fork s --at 2",
+                    f"%agio attempts {retry_id}", f"%agio use-attempt {retry_id} N"):
+        assert command in html and command in plain
+    assert [(a["number"], a["current"]) for a in bundle[MIME_TYPE]["attempts"]] == [(1, False), (2, True)]
+    # the footer line is the same in the HTML and the text (and the extension folds the same events)
+    footer = html.split('<div class="agio-metrics"', 1)[1].split(">", 1)[1].split("</div>", 1)[0]
+    assert "total" in footer and footer in plain
+
+
+def test_a_running_run_has_no_commands(tmp_path):
+    _, events = run_events(tmp_path, [text("first")])
+    html = build_bundle(events[:1])["text/html"]
+    assert "agio-commands" not in html and "%agio retry" not in html

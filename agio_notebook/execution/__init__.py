@@ -1,6 +1,7 @@
 """The execution engine: runner, model <-> tool loop, context, retry, fork, hooks."""
 
 from .approval import ApprovalDecision, ApprovalRequest, Approver, policy_approver
+from .attempts import Attempt, list_attempts, use_attempt
 from .context import build_context_from_sequence_range, build_context_from_steps
 from .fork import fork_session
 from .hooks import AgentHook
@@ -9,7 +10,7 @@ from .step_executor import StepExecutor
 from .tool_executor import ToolExecutor
 
 __all__ = [
-    "AgentHook", "ApprovalDecision", "ApprovalRequest", "Approver", "RunResult", "StepExecutor", "StepRunner",
-    "ToolExecutor", "build_context_from_sequence_range", "build_context_from_steps", "fork_session",
-    "policy_approver",
+    "AgentHook", "ApprovalDecision", "ApprovalRequest", "Approver", "Attempt", "RunResult", "StepExecutor",
+    "StepRunner", "ToolExecutor", "build_context_from_sequence_range", "build_context_from_steps", "fork_session",
+    "list_attempts", "policy_approver", "use_attempt",
 ]

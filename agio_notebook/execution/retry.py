@@ -21,7 +21,7 @@ class RetryPlan:
     from_seq: int
     attempt: int
     context: list[Step]  # current steps before from_seq
-    superseded: list[Step]  # current steps from from_seq on, now marked superseded
+    superseded: list[Step]  # current steps from from_seq on, superseded once the retry writes its first step
     superseded_runs: list[AgentRun] = field(default_factory=list)
 
 
@@ -84,11 +84,30 @@ def plan_retry(repository: Repository, run_id: str, from_seq: int | None, active
     # copies: planning never changes what a repository holds (an in-memory one keeps live objects)
     superseded = [replace(s, superseded=True) for s in steps if s.sequence >= from_seq]
     all_at = repository.get_steps(run.session_id, from_seq, from_seq, include_superseded=True)
-    attempt = max([s.attempt for s in all_at] + [run.attempt]) + 1
+    family = attempt_family(repository, run)
+    # numbers stay unique within the family, so "attempt n" names one run
+    attempt = max([s.attempt for s in all_at] + [r.attempt for r in family]) + 1
     later_runs = {s.run_id for s in superseded if s.run_id}
     superseded_runs = [r for r in (repository.get_run(rid) for rid in later_runs | {run_id}) if r is not None
                        and r.status is not RunStatus.RUNNING]
     return RetryPlan(run.session_id, run, from_seq, attempt, context, superseded, superseded_runs)
+
+
+def attempt_family(repository: Repository, run: AgentRun) -> list[AgentRun]:
+    """``run`` and every retry of it (and of its retries), oldest attempt first."""
+    runs = {r.id: r for r in repository.list_runs(run.session_id)}
+    runs[run.id] = run
+
+    def root(r: AgentRun) -> str:
+        seen = set()
+        while r.retry_of and r.retry_of in runs and r.id not in seen:
+            seen.add(r.id)
+            r = runs[r.retry_of]
+        return r.id
+
+    top = root(run)
+    family = [r for r in runs.values() if root(r) == top]
+    return sorted(family, key=lambda r: (r.attempt, r.started_at))
 
 
 def plan_resume(repository: Repository, session_id: str) -> ResumePlan:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Sequence
+from typing import AsyncIterator, Callable, Iterator, Sequence
 
 from ..agent import Agent
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
@@ -24,8 +24,9 @@ from .hooks import AgentHook, HookCaller, default_hooks
 from .memory_read import memory_event_payload, memory_read_sequence, read_memory
 from .recorder import RunRecorder
 from .requests import redact_for
-from .retry import RetryPlan, plan_resume, plan_retry
+from .retry import plan_resume, plan_retry
 from .step_executor import StepExecutor
+from .supersede import RetryRecorder
 
 _E = StepEventType
 _TERMINAL = {RunStatus.COMPLETED: _E.RUN_COMPLETED, RunStatus.FAILED: _E.RUN_FAILED,
@@ -60,6 +61,24 @@ async def _claimed(repository: Repository, session_id: str, wait: float | None) 
                 raise
         await asyncio.sleep(0.05)
     _ACTIVE_SESSIONS[session_id] = "pending"
+    try:
+        yield
+    finally:
+        _ACTIVE_SESSIONS.pop(session_id, None)
+        repository.release_session(session_id)
+
+
+@contextmanager
+def claim_session(repository: Repository, session_id: str, what: str) -> Iterator[None]:
+    """Hold a session for a short synchronous change (e.g. of attempts), so no run writes meanwhile.
+
+    Busy (a run in progress here or in another process): ``SessionBusyError`` at once, naming the holder.
+    """
+    if session_id in _ACTIVE_SESSIONS:
+        raise SessionBusyError(f"session {session_id} has a run in progress ({_ACTIVE_SESSIONS[session_id]}); "
+                               "wait for it or cancel it")
+    repository.claim_session(session_id, what)
+    _ACTIVE_SESSIONS[session_id] = what
     try:
         yield
     finally:
@@ -183,20 +202,21 @@ class StepRunner:
         plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # clear errors before waiting
         async with _claimed(self.repository, plan.session_id, self.config.session_wait):
             plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # what is stored now
-            rec = self._recorder(plan.session_id, "retry", plan.old_run.query, plan.context, None,
-                                 next_sequence=plan.from_seq)
+            base = self._recorder(plan.session_id, "retry", plan.old_run.query, plan.context, None,
+                                  next_sequence=plan.from_seq)
+            # the old attempt is superseded only once the retry writes a step (a failed start changes nothing)
+            rec = RetryRecorder(base.run, self.repository, base.messages, plan.from_seq, plan=plan)
             rec.run.retry_of = plan.old_run.id
             rec.run.attempt = plan.attempt
+            rec.tail = base.tail  # the trace graph continues from the retry's context
 
             def setup() -> list[Step]:
-                for step in plan.superseded:
-                    rec.update_step(step)
                 if any(is_memory_step(s) for s in plan.superseded):  # asked to retrieve afresh
                     memory = read_memory(self.agent, self.repository, plan.old_run.query or "", rec)
                     return [memory] if memory is not None else []
                 return []
 
-            async for event in self._lifecycle(rec, setup, after_start=lambda: self._supersede_run(plan, rec)):
+            async for event in self._lifecycle(rec, setup):
                 yield event
 
     async def retry(self, run_id: str, from_seq: int | None = None, agent: Agent | None = None,
@@ -242,8 +262,7 @@ class StepRunner:
                            new_session, tail=trailing_ids(context))
 
     async def _lifecycle(self, rec: RunRecorder, setup: Callable[[], list[Step]],
-                         pending: tuple[Step, list[str]] | None = None,
-                         after_start: Callable[[], None] | None = None) -> AsyncIterator[StepEvent]:
+                         pending: tuple[Step, list[str]] | None = None) -> AsyncIterator[StepEvent]:
         run, hooks = rec.run, self._hook_caller
         _ACTIVE_SESSIONS[run.session_id] = run.id
         try:
@@ -256,8 +275,6 @@ class StepRunner:
                     opening.append(rec.emit(_E.MEMORY_READ, memory_event_payload(step)))
             rec.mark_run_dirty()
             rec.checkpoint()
-            if after_start is not None:
-                after_start()
             await hooks.call("on_run_start", run)
             for event in opening:
                 yield event
@@ -296,12 +313,6 @@ class StepRunner:
             rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"
             event.payload["run"] = rec.run.to_dict()
         return event
-
-    def _supersede_run(self, plan: RetryPlan, rec: RunRecorder) -> None:
-        """Link the superseded attempt to its retry (a second, small commit after the retry started)."""
-        for old in plan.superseded_runs:
-            old.superseded_by = rec.run.id
-            self.repository.commit(run=old)
 
     async def _collect(self, stream: AsyncIterator[StepEvent]) -> RunResult:
         events: list[StepEvent] = []

@@ -7,7 +7,7 @@ import os
 from .base import Finish, Model, ModelChunk, TextDelta, ToolCallDelta, Usage
 from .offline import offline_model
 from .openai_model import OpenAIModel
-from .scripted import FunctionModel, Reply, ScriptedModel, ToolCallSpec, call
+from .scripted import FunctionModel, Latency, Reply, ScriptedModel, ToolCallSpec, call
 
 
 def default_model() -> Model:
@@ -18,6 +18,6 @@ def default_model() -> Model:
 
 
 __all__ = [
-    "Finish", "FunctionModel", "Model", "ModelChunk", "OpenAIModel", "Reply", "ScriptedModel", "TextDelta",
+    "Finish", "FunctionModel", "Latency", "Model", "ModelChunk", "OpenAIModel", "Reply", "ScriptedModel", "TextDelta",
     "ToolCallDelta", "ToolCallSpec", "Usage", "call", "default_model", "offline_model",
 ]

@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterable
 
-from ..core import ModelError
+from ..core import InvalidOperationError, ModelError
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
 
 _WORDS = re.compile(r"\S+\s*|\s+")
@@ -33,15 +33,18 @@ class ToolCallSpec:
 
 @dataclass(slots=True)
 class Reply:
-    """One model reply: text and/or tool calls, optional usage and a delay before it starts.
+    """One model reply: text and/or tool calls, optional usage and simulated timing.
 
     ``Reply.text("hi")``, ``Reply.call("add", a=1, b=2)``, ``Reply.calls(call("a"), call("b"))``.
+    ``delay`` (seconds before the first chunk: the time to first token) and ``tokens_per_second``
+    override the model's latency for this reply.
     """
 
     text: str | None = None
     tool_calls: list[ToolCallSpec] = field(default_factory=list)
     usage: Usage | None = None
-    delay: float = 0.0
+    delay: float | None = None
+    tokens_per_second: float | None = None
 
     @classmethod
     def say(cls, text: str, **kw: Any) -> Reply:
@@ -101,6 +104,55 @@ def reply_chunks(reply: Reply, chunk_size: int, prompt_tokens: int, call_prefix:
     yield Finish("tool_calls" if reply.tool_calls else "stop")
 
 
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """Simulated model timing, so offline runs stream and measure like a real endpoint: wait ``ttft``
+    seconds before the first chunk, then emit ``tokens_per_second`` (``None``: no pacing)."""
+
+    ttft: float = 0.0
+    tokens_per_second: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.ttft < 0 or (self.tokens_per_second is not None and self.tokens_per_second <= 0):
+            raise InvalidOperationError(f"latency: ttft must be >= 0 and tokens_per_second > 0 (got ttft={self.ttft}, "
+                                        f"tokens_per_second={self.tokens_per_second})")
+
+    def for_reply(self, reply: Reply) -> Latency:
+        return Latency(self.ttft if reply.delay is None else reply.delay,
+                       reply.tokens_per_second or self.tokens_per_second)
+
+    async def pace(self, chunks: Iterable[ModelChunk] | AsyncIterator[ModelChunk | str]
+                   ) -> AsyncIterator[ModelChunk | str]:
+        """Yield ``chunks`` on this schedule: deadlines from the start, so sleeps do not add up drift."""
+        loop = asyncio.get_running_loop()
+        if self.ttft:
+            await asyncio.sleep(self.ttft)
+        start, tokens = loop.time(), 0
+        items = chunks if hasattr(chunks, "__aiter__") else _aiter(chunks)
+        async for chunk in items:  # type: ignore[union-attr]
+            if self.tokens_per_second and tokens:
+                wait = start + tokens / self.tokens_per_second - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            tokens += _chunk_tokens(chunk)
+            yield chunk
+
+
+async def _aiter(items: Iterable[ModelChunk]) -> AsyncIterator[ModelChunk]:
+    for item in items:
+        yield item
+
+
+def _chunk_tokens(chunk: Any) -> int:
+    if isinstance(chunk, str):
+        return len(_tokens(chunk))
+    if isinstance(chunk, TextDelta):
+        return len(_tokens(chunk.text))
+    if isinstance(chunk, ToolCallDelta):
+        return 1 + len(chunk.arguments or "") // 4
+    return 0
+
+
 class _PromptCounter:
     """Plausible prompt-token counts without rescanning history: count only messages not seen before."""
 
@@ -128,8 +180,10 @@ class ScriptedModel:
     """
 
     def __init__(self, replies: Iterable[str | Reply | ToolCallSpec], *, chunk_size: int = 1,
-                 name: str = "scripted", loop: bool = False):
+                 name: str = "scripted", loop: bool = False, ttft: float = 0.0,
+                 tokens_per_second: float | None = None):
         self.replies = [_as_reply(r) for r in replies]
+        self.latency = Latency(ttft, tokens_per_second)
         self.chunk_size = max(1, chunk_size)
         self.name = name
         self.loop = loop
@@ -159,19 +213,21 @@ class ScriptedModel:
         reply = self.replies[self._next]
         self._next += 1
         self.calls.append((messages, len(messages)))
-        if reply.delay:
-            await asyncio.sleep(reply.delay)
-        for chunk in reply_chunks(reply, self.chunk_size, self._counter.count(messages),
-                                  f"call_{self._token}{len(self.calls)}", stream=stream):
-            yield chunk
+        chunks = reply_chunks(reply, self.chunk_size, self._counter.count(messages),
+                              f"call_{self._token}{len(self.calls)}", stream=stream)
+        async for chunk in self.latency.for_reply(reply).pace(chunks):
+            yield chunk  # type: ignore[misc]
 
 
 class FunctionModel:
     """``fn(messages, tools)`` decides each reply: return a str, a Reply, a ToolCallSpec, or be an async
-    generator yielding str pieces / chunks for custom streaming. Sync or async."""
+    generator yielding str pieces / chunks for custom streaming. Sync or async. ``ttft`` and
+    ``tokens_per_second`` simulate latency (a returned ``Reply`` may override them)."""
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, chunk_size: int = 1):
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, chunk_size: int = 1,
+                 ttft: float = 0.0, tokens_per_second: float | None = None):
         self.fn = fn
+        self.latency = Latency(ttft, tokens_per_second)
         self.name = name or getattr(fn, "__name__", "function")
         self.chunk_size = max(1, chunk_size)
         self._counter = _PromptCounter()
@@ -186,7 +242,7 @@ class FunctionModel:
         prompt = self._counter.count(messages)
         if inspect.isasyncgenfunction(self.fn):
             completion, saw_usage = 0, False
-            async for item in self.fn(messages, tools):
+            async for item in self.latency.pace(self.fn(messages, tools)):
                 if isinstance(item, str):
                     completion += len(_tokens(item))
                     yield TextDelta(item)
@@ -200,6 +256,7 @@ class FunctionModel:
         if inspect.isawaitable(value):
             value = await value
         self._n += 1
-        for chunk in reply_chunks(_as_reply(value), self.chunk_size, prompt, f"call_{self._token}{self._n}",
-                                  stream=stream):
-            yield chunk
+        reply = _as_reply(value)
+        chunks = reply_chunks(reply, self.chunk_size, prompt, f"call_{self._token}{self._n}", stream=stream)
+        async for chunk in self.latency.for_reply(reply).pace(chunks):
+            yield chunk  # type: ignore[misc]

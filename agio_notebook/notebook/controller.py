@@ -21,9 +21,10 @@ import pandas as pd
 
 from .. import frames
 from ..agent import Agent
-from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus, StepEvent, StepEventType, new_id
+from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, StepEvent, StepEventType, new_id
 from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
 from ..execution.approval import check_arguments
+from ..execution.attempts import list_attempts, use_attempt
 from ..execution.retry import plan_retry
 from ..execution.runner import active_run_ids
 from ..models import OpenAIModel, default_model
@@ -31,9 +32,10 @@ from ..models.settings import merge_settings
 from ..storage import iter_events, open_repository
 from ..storage.base import Repository
 from .feedback import feedback_and_proposal
+from .controls import attempts_frame
 from .live_view import LiveView, close_tree
 from .transcript import build_bundle, bundle_for_run
-from .worker import capture_parent, restore_parent, submit
+from .worker import capture_parent, clicks_reach_a_busy_cell, restore_parent, submit
 
 _E = StepEventType
 
@@ -52,6 +54,10 @@ class RunHandle:
         self.approval_pending = threading.Event()
         self.error: BaseException | None = None
         self.live: LiveView | None = None
+        self.stopped = False  # cancel() was called (the Stop button, or Python)
+        self.foreground = False  # the cell that started it waits for it (not --background)
+        self._started = threading.Event()  # run_id is known (or the run ended before starting)
+        self._repr_ids: list[str] = []  # where this handle's repr is shown while the run goes on
 
     @property
     def live_flushes(self) -> int:
@@ -83,6 +89,7 @@ class RunHandle:
         return self
 
     def cancel(self) -> None:
+        self.stopped = True
         if self._future is not None:
             self._future.cancel()
 
@@ -111,6 +118,15 @@ class RunHandle:
     def fork(self, at: int) -> str:
         return self._controller.fork(self.session_id, at)
 
+    @property
+    def attempts(self) -> pd.DataFrame:
+        """This run and its retries: one row per attempt, ``current`` marks the one in use."""
+        return self._controller.attempts(self._require_id())
+
+    def use_attempt(self, number: int) -> AgentRun:
+        """Make attempt ``number`` of this run current again (its steps are what the model sees next)."""
+        return self._controller.use_attempt(self._require_id(), number)
+
     def feedback(self, rating: Any, comment: str = "", *, step: int | str | None = None,
                  propose: bool = True) -> Any:
         """+1 or -1 (and a comment) on this run or one of its steps; returns the proposed experience
@@ -134,6 +150,30 @@ class RunHandle:
         text = text if len(text) <= 80 else text[:79] + "…"
         return f"<agio run {(self.run_id or '?')[:8]} {self.status}: {text!r}>"
 
+    @property
+    def _ipython_display_(self) -> Callable[[], None] | None:
+        """While the run goes on, show the repr under a display id that is updated when it ends.
+
+        (A finished run is shown as a plain ``Out[n]`` value: IPython finds no method here then.)
+        """
+        return None if self.done else self._display_live_repr
+
+    def _display_live_repr(self) -> None:
+        from IPython.display import display
+
+        display_id = new_id()
+        self._repr_ids.append(display_id)
+        display({"text/plain": repr(self)}, raw=True, display_id=display_id)
+        if self.done:  # ended meanwhile: the update in _refresh_reprs may have been missed
+            self._refresh_reprs()
+
+    def _refresh_reprs(self) -> None:
+        from IPython.display import update_display
+
+        text = repr(self)
+        for display_id in self._repr_ids:
+            update_display({"text/plain": text}, raw=True, display_id=display_id)
+
 
 class Controller:
     """agio's state in one kernel: the store, the current session, the default agent."""
@@ -146,6 +186,7 @@ class Controller:
         self.session_id: str | None = None
         self.handles: dict[str, RunHandle] = {}
         self._default_agent: Agent | None = None
+        self.defer_waits = False  # a cell that awaits its run is starting it: _start must not block
 
     # -- configuration -------------------------------------------------------------
     @property
@@ -217,16 +258,30 @@ class Controller:
             session_id, query), session_id, background, agent)
 
     def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
-              background: bool = False, capture: widgets.Output | None = None) -> RunHandle:
+              background: bool = False) -> RunHandle:
         run = self.repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
         known = self.handles.get(run_id)
-        agent = agent or (known.agent if known is not None else None) or self.default_agent()
+        agent = (agent or (known.agent if known is not None else None) or self._agent_named(run.agent_name)
+                 or self.default_agent())
         plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq),
-                           run.session_id, background, agent, capture)
+                           run.session_id, background, agent)
+
+    def attempts(self, run_id: str) -> pd.DataFrame:
+        return attempts_frame(list_attempts(self.repository, run_id))
+
+    def use_attempt(self, run_id: str, number: int) -> AgentRun:
+        run = use_attempt(self.repository, run_id, number)
+        self.session_id = run.session_id  # the next %%agio cell continues from this attempt
+        return run
+
+    def _agent_named(self, name: str | None) -> Agent | None:
+        """The notebook's agent that ran a stored run (by its name), e.g. after a kernel restart."""
+        namespace = getattr(self.shell, "user_ns", None) or {}
+        return next((v for v in namespace.values() if isinstance(v, Agent) and name and v.name == name), None)
 
     def feedback(self, run_id: str, rating: Any, comment: str = "", *, step: int | str | None = None,
                  propose: bool = True) -> tuple[Any, Any]:
@@ -255,16 +310,13 @@ class Controller:
 
     # -- the live part -----------------------------------------------------------------------
     def _start(self, make_stream: Callable[[Any], AsyncIterator[StepEvent]], session_id: str,
-               background: bool, agent: Agent, capture: widgets.Output | None = None) -> RunHandle:
+               background: bool, agent: Agent) -> RunHandle:
         handle = RunHandle(self, session_id, agent)
-        live = LiveView(on_stop=handle.cancel)
+        live = LiveView(on_stop=handle.cancel, stop_hint=None if background or clicks_reach_a_busy_cell() else
+                        "this kernel hears Stop only after the cell ends: interrupt the kernel (■) to stop now")
         display_id = new_id()
         shell = self.shell
         parent = capture_parent(shell) if shell is not None else None
-        if capture is not None and parent:
-            # a run started from a button: its output goes into the button bar's Output widget,
-            # which collects every message sent on behalf of the click until the run ends
-            capture.msg_id = parent["header"]["msg_id"]
         if shell is not None:
             from IPython.display import display
 
@@ -282,6 +334,7 @@ class Controller:
                     if handle.run_id is None:
                         handle.run_id = event.run_id
                         self.handles[event.run_id] = handle
+                        handle._started.set()
                     if event.type is not _E.STEP_DELTA:
                         handle.events_list.append(event)
                     live.feed(event)
@@ -293,14 +346,17 @@ class Controller:
                 ticker.cancel()
                 live.flush()
                 self._finish_display(handle, live, display_id, parent)
-                if capture is not None:
-                    capture.msg_id = ""
                 handle._finished.set()
+                handle._started.set()
+                if shell is not None:
+                    handle._refresh_reprs()
             if cancelled:
                 raise asyncio.CancelledError
 
         handle._future = submit(drive())
-        if background:
+        handle.foreground = not background
+        if background or self.defer_waits:
+            handle._started.wait(10)  # so the cell's value shows the run's id, not "?"
             return handle
         return self._wait(handle)
 
@@ -312,49 +368,61 @@ class Controller:
                           "click (the run goes on in this output)")
                     return handle
         except KeyboardInterrupt:
-            handle.cancel()
-            handle._finished.wait(30)
-            kept = len(self.repository.get_steps(handle.session_id)) if handle.session_id else 0
-            print(f"agio: run {(handle.run_id or '?')[:8]} cancelled by the interrupt; "
-                  f"its completed steps are kept ({kept} in the session)", file=sys.stderr)
-            return handle
+            return self._interrupted(handle)
+        return self._waited(handle)
+
+    async def wait_async(self, handle: RunHandle) -> RunHandle:
+        """Like ``_wait``, for a cell that awaits: the kernel's loop keeps handling clicks meanwhile.
+
+        A kernel interrupt reaches an awaiting cell as a cancellation (ipykernel turns SIGINT into
+        ``CancelledError``), which cancels the run the same way.
+        """
+        try:
+            while not handle._finished.is_set():
+                if handle.approval_pending.is_set():
+                    return self._wait(handle)  # releases the cell (ipykernel 6 queues clicks otherwise)
+                await asyncio.sleep(0.02)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return self._interrupted(handle)
+        return self._waited(handle)
+
+    def _interrupted(self, handle: RunHandle) -> RunHandle:
+        handle.cancel()
+        handle._finished.wait(30)
+        kept = len(self.repository.get_steps(handle.session_id)) if handle.session_id else 0
+        print(f"agio: run {(handle.run_id or '?')[:8]} cancelled by the interrupt; "
+              f"its completed steps are kept ({kept} in the session)", file=sys.stderr)
+        return handle
+
+    def _waited(self, handle: RunHandle) -> RunHandle:
         if handle.error is not None:
             print(f"agio: {handle.error}", file=sys.stderr)
+        elif handle.stopped and handle.status == "cancelled":
+            print(f"agio: run {(handle.run_id or '?')[:8]} stopped; its completed steps are kept", file=sys.stderr)
         return handle
 
     def _finish_display(self, handle: RunHandle, live: LiveView, display_id: str, parent: Any) -> None:
-        if self.shell is None or handle.run_id is None:
+        """The live widget gives way to the transcript bundle: no widget stays in a finished cell."""
+        if self.shell is None:
             return
         from IPython.display import update_display
 
         restore_parent(self.shell, parent)
+        if handle.run_id is None:  # it failed before it started: say so where the live view was
+            note = f"agio: the run did not start: {handle.error}" if handle.error else "agio: the run did not start"
+            update_display({"text/plain": note}, display_id=display_id, raw=True)
+            live.close()
+            return
         repo = self.repository
         run = repo.get_run(handle.run_id)
         session = repo.get_session(handle.session_id) if handle.session_id else None
-        bundle = build_bundle(handle.events_list, run, session)
+        attempts = list_attempts(repo, handle.run_id) if run is not None else None
+        bundle = build_bundle(handle.events_list, run, session, attempts)
         update_display(bundle, display_id=display_id, raw=True)
         live.close()
-        if run is not None and run.status is not RunStatus.RUNNING:
-            from IPython.display import display
-
-            display(ActionBar(self, handle, run))
-
-    def _retry_from_bar(self, handle: RunHandle, seq: int, out: widgets.Output) -> None:
-        out.clear_output()
-        try:
-            self.retry(handle._require_id(), seq, agent=handle.agent, background=True, capture=out)
-        except (InvalidOperationError, NotFoundError) as exc:
-            out.append_stderr(f"agio: {exc}\n")
-
-    def _fork_from_bar(self, handle: RunHandle, seq: int, out: widgets.Output) -> None:
-        out.clear_output()
-        try:
-            new = self.fork(handle.session_id, seq)
-        except (InvalidOperationError, NotFoundError) as exc:
-            out.append_stderr(f"agio: {exc}\n")
-            return
-        out.append_stdout(f"agio: forked into session {new} at step {seq}; the next %%agio cell continues "
-                          "there\n")
 
 
 async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> ApprovalDecision:
@@ -397,33 +465,6 @@ async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> A
         handle.approval_pending.clear()
         live.approvals.children = tuple(c for c in live.approvals.children if c is not card)
         close_tree(card)
-
-
-class ActionBar(widgets.VBox):
-    """Retry from a step or fork at a step, under a finished run's transcript (while the kernel lives)."""
-
-    def __init__(self, controller: Controller, handle: RunHandle, run: AgentRun):
-        steps = controller.repository.get_steps(run.session_id, include_superseded=True)
-        options = [(f"#{s.sequence} {s.role.value}" + (f" (attempt {s.attempt})" if s.attempt > 1 else "")
-                    + (f": {(s.content or '')[:40]}" if s.content else ""), s.sequence)
-                   for s in steps if s.run_id == run.id and not s.superseded]
-        self.run_id, self.session_id = run.id, run.session_id
-        self.step = widgets.Dropdown(options=options, description="step", layout=widgets.Layout(width="auto"))
-        first_answer = next((s.sequence for s in steps if s.run_id == run.id and s.role.value == "assistant"
-                             and not s.superseded), None)
-        if first_answer is not None:
-            self.step.value = first_answer  # the usual retry: regenerate the answer
-        self.retry_button = widgets.Button(description="Retry from step", icon="redo")
-        self.fork_button = widgets.Button(description="Fork at step", icon="code-branch")
-        self.out = widgets.Output()
-        self.retry_button.on_click(lambda _: controller._retry_from_bar(handle, self.step.value, self.out))
-        self.fork_button.on_click(lambda _: controller._fork_from_bar(handle, self.step.value, self.out))
-        super().__init__([widgets.HBox([self.step, self.retry_button, self.fork_button]), self.out])
-        self.add_class("agio-actions")
-
-    def __repr__(self) -> str:  # what a saved notebook shows without the kernel
-        return (f"agio: retry this run with `%agio retry {self.run_id} --from-seq N`, or fork its session with "
-                f"`%agio fork {self.session_id} --at N`")
 
 
 async def _tick(live: LiveView) -> None:

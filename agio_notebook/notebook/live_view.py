@@ -88,7 +88,7 @@ class LiveView:
     """Feed it events; it redraws at most ``max_rate`` times a second. ``updates`` counts widget writes."""
 
     def __init__(self, *, max_rate: float = 20.0, clock: Callable[[], float] = time.monotonic,
-                 on_stop: Callable[[], None] | None = None):
+                 on_stop: Callable[[], None] | None = None, stop_hint: str | None = None):
         self.view = RunView()
         self.min_interval = 1.0 / max_rate
         self.clock = clock
@@ -105,10 +105,20 @@ class LiveView:
         if on_stop is not None:
             stop = widgets.Button(description="Stop", icon="stop", button_style="warning",
                                   layout=widgets.Layout(width="auto"))
-            stop.on_click(lambda _: on_stop())
+            stop.on_click(lambda _: self._stop(stop, on_stop))
             children.append(stop)
+            if stop_hint:  # ipykernel 6: the click waits behind the cell; the interrupt does not
+                stop.tooltip = stop_hint
+                hint = widgets.HTML(f'<span class="agio-stop-hint" style="font-size:11px;color:#57606a">'
+                                    f'{escape(stop_hint)}</span>')
+                children.append(hint)
         self.widget = widgets.VBox(children, layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 10px"))
         self.widget.add_class("agio-run")
+
+    @staticmethod
+    def _stop(button: widgets.Button, on_stop: Callable[[], None]) -> None:
+        button.disabled, button.description = True, "Stopping…"
+        on_stop()
 
     @property
     def updates(self) -> int:

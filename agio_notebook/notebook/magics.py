@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import string
 from typing import Any
 
+from IPython import get_ipython
+from IPython.core.async_helpers import _asyncio_runner
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
@@ -82,6 +85,21 @@ class AgioMagics(Magics):
         except AgioError as exc:
             raise UsageError(f"%agio: {exc}") from None
 
+    async def agio_awaited(self, line: str, cell: str | None = None) -> Any:
+        """A cell rewritten by :func:`await_agio_cells`: it starts the run, then awaits it.
+
+        While it awaits, ipykernel 7 still handles comm messages, so the live view's Stop button
+        works, and the kernel stays busy, so "Run All" waits for the run (see docs/notebook.md).
+        """
+        self.controller.defer_waits = True  # _start returns at once; the wait happens here
+        try:
+            result = self.agio(self.shell.var_expand(line), cell)
+        finally:
+            self.controller.defer_waits = False
+        if isinstance(result, RunHandle) and result.foreground:
+            return await self.controller.wait_async(result)
+        return result
+
     # -- %%agio ----------------------------------------------------------------------------------
     def _cell(self, argv: list[str], cell: str) -> RunHandle:
         args = CELL.parse(argv)
@@ -113,5 +131,36 @@ class AgioMagics(Magics):
         return command.handler(self.controller, command.parse(argv))
 
 
+_CELL_HEAD = re.compile(r"%%agio(?:[ \t]+(.*))?$")
+_RETRY_CELL = re.compile(r"%agio[ \t]+(retry\b.*)$")
+_AWAITED = "await get_ipython().magics_manager.registry['AgioMagics'].agio_awaited"
+
+
+def await_agio_cells(lines: list[str]) -> list[str]:
+    """Input transformer: a ``%%agio`` cell becomes ``await <magics>.agio_awaited(line, body)``, and a
+    cell that is just ``%agio retry ...`` becomes ``await <magics>.agio_awaited(line)``.
+
+    IPython runs a cell that awaits as a coroutine; ipykernel 7 dispatches comm messages (a click on
+    Stop) while it awaits, which it does not while a cell blocks.
+    """
+    if not lines or not _awaits_on_asyncio(get_ipython()):
+        return lines  # the magic runs as it is, and blocks
+    first = lines[0].rstrip("\r\n")
+    head = _CELL_HEAD.match(first)
+    if head is not None:
+        return [f"{_AWAITED}({head.group(1) or ''!r}, {''.join(lines[1:])!r})\n"]
+    retry = _RETRY_CELL.match(first)
+    if retry is not None and not "".join(lines[1:]).strip():
+        return [f"{_AWAITED}({retry.group(1)!r})\n"]
+    return lines
+
+
+def _awaits_on_asyncio(shell: Any) -> bool:
+    """Top-level ``await`` is on (``%autoawait``) and runs on asyncio, as in ipykernel."""
+    return bool(getattr(shell, "autoawait", False)) and getattr(shell, "loop_runner", None) is _asyncio_runner
+
+
 def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(AgioMagics)
+    if await_agio_cells not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(await_agio_cells)

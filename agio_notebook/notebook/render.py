@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from html import escape
 
+from .phase import phase
 from .view_model import RunView, StepView, ToolCard
 
 STATUS_COLORS = {"completed": "#1a7f37", "running": "#0969da", "failed": "#cf222e", "cancelled": "#9a6700",
@@ -141,18 +142,21 @@ def header_html(view: RunView) -> str:
 def footer_html(view: RunView) -> str:
     error = (f'<div class="agio-error" style="color:#cf222e">{escape(view.error)}</div>'
              if view.error and view.status != "completed" else "")
-    line = metrics_line(view.run_metrics, run=True)
-    if view.status == "running" and not view.run_metrics.get("model_calls"):
-        line = "waiting for the model…"
+    line = escape(metrics_line(view.run_metrics, run=True))
+    now = phase(view)
+    if now is not None:  # the run goes on: what it is doing first, then the metrics so far
+        so_far = f" · {line}" if view.run_metrics.get("model_calls") else ""
+        line = f'<span class="agio-phase">{escape(now)}</span>{so_far}'
     return (f'{error}<div class="agio-metrics" style="font-size:11px;color:#57606a;border-top:1px solid #d0d7de;'
-            f'margin-top:4px;padding-top:2px">{escape(line)}</div>')
+            f'margin-top:4px;padding-top:2px">{line}</div>')
 
 
-def to_html(view: RunView) -> str:
+def to_html(view: RunView, extra: str = "") -> str:
+    """The whole run; ``extra`` is markup placed under the footer (already escaped by its maker)."""
     steps = "".join(step_html(s) for s in view.conversation())
     return (f'<div class="agio-run" data-agio-run="{escape(view.run_id or "")}" style="{_BOX};'
             f'border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
-            f'{header_html(view)}{steps}{footer_html(view)}</div>')
+            f'{header_html(view)}{steps}{footer_html(view)}{extra}</div>')
 
 
 def to_text(view: RunView) -> str:

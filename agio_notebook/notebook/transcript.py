@@ -13,7 +13,9 @@ import os
 from typing import Any, Iterable
 
 from ..core import AgentRun, AgentSession, StepEvent, StepEventType
+from ..execution.attempts import Attempt, list_attempts
 from ..storage.base import Repository, iter_events
+from .controls import attempt_dicts, command_lines, commands_html, commands_text
 from .render import to_html, to_text
 from .view_model import fold
 
@@ -35,8 +37,12 @@ def _mask_secrets(data: Any) -> Any:
 
 
 def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | dict[str, Any] | None = None,
-                 session: AgentSession | dict[str, Any] | None = None) -> dict[str, Any]:
-    """The MIME bundle for a run from its events (deltas are dropped: the completed steps carry the text)."""
+                 session: AgentSession | dict[str, Any] | None = None,
+                 attempts: list[Attempt] | None = None) -> dict[str, Any]:
+    """The MIME bundle for a run from its events (deltas are dropped: the completed steps carry the text).
+
+    ``attempts`` (this run's family) feed the attempt selector; the fallbacks show the equivalent commands.
+    """
     dicts = [e.to_dict() if isinstance(e, StepEvent) else e for e in events]
     dicts = [e for e in dicts if e["type"] != StepEventType.STEP_DELTA.value]
     run_dict = run.to_dict() if isinstance(run, AgentRun) else run
@@ -44,13 +50,16 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
         run_dict = next((e["payload"]["run"] for e in reversed(dicts) if "run" in e["payload"]), None)
     session_dict = session.to_dict() if isinstance(session, AgentSession) else session
     payload = _mask_secrets({"version": BUNDLE_VERSION, "run": run_dict, "session": session_dict,
-                             "events": dicts})
+                             "events": dicts, "attempts": attempt_dicts(attempts)})
     view = fold(payload["events"], payload["session"])
     if run_dict is not None and not view.done and run_dict.get("status") not in (None, "running"):
         # a run with no terminal event (interrupted: its process died) shows its stored status
         view.status, view.error = run_dict["status"], run_dict.get("error")
     payload["trace_svg"] = trace_svg(view.run_id, payload["events"])  # drawn by the JupyterLab extension
-    return {MIME_TYPE: payload, "text/html": to_html(view), "text/plain": to_text(view)}
+    lines = command_lines(view, payload["attempts"])
+    html = to_html(view, commands_html(lines))
+    text = to_text(view) + ("\n" + commands_text(lines) if lines else "")
+    return {MIME_TYPE: payload, "text/html": html, "text/plain": text}
 
 
 def trace_svg(run_id: str | None, events: list[dict[str, Any]]) -> str | None:
@@ -69,4 +78,5 @@ def bundle_for_run(repository: Repository, run_id: str) -> dict[str, Any]:
     """The bundle of a stored run, rebuilt from the store (e.g. for ``%agio replay``)."""
     run = repository.get_run(run_id)
     session = repository.get_session(run.session_id) if run is not None else None
-    return build_bundle(iter_events(repository, run_id), run, session)
+    attempts = list_attempts(repository, run_id) if run is not None else None
+    return build_bundle(iter_events(repository, run_id), run, session, attempts)

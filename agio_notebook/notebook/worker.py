@@ -41,6 +41,15 @@ def submit(coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
     return asyncio.run_coroutine_threadsafe(coro, worker_loop())
 
 
+def clicks_reach_a_busy_cell() -> bool:
+    """Whether a widget click reaches the kernel while a cell still awaits (ipykernel 7 and later)."""
+    try:
+        from ipykernel import __version__
+    except ImportError:
+        return False
+    return int(__version__.split(".")[0]) >= 7
+
+
 def capture_parent(shell: Any) -> Any:
     """The parent header of the message being handled now (the cell, or a widget click)."""
     for owner in (shell, getattr(shell, "kernel", None)):

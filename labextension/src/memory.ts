@@ -7,6 +7,8 @@
  * never runs script, whatever the labels say.
  */
 
+import { magicButton, safeArg } from './magic';
+
 export interface MemoryItem {
   kind: string;
   id: string;
@@ -73,45 +75,26 @@ export function renderTrace(doc: Document, svg: unknown): HTMLElement | null {
   return details;
 }
 
-/** The same request the notebook plugin answers for every control: insert and run a cell with `code`. */
-const MAGIC_EVENT = 'agio-run-magic';
-const SAFE_ID = /^[A-Za-z0-9_.:-]+$/;
-
 export function feedbackCommand(runId: string, rating: '+1' | '-1'): string {
   return `%agio feedback ${runId} ${rating}`;
 }
 
 /**
- * Thumbs up / down under a finished run. A click asks the notebook to insert and run
- * `%agio feedback RUN +1|-1` below (add a comment in that cell and run it again to say why); with
- * no notebook to ask, the command is shown to copy.
+ * Thumbs up / down under a finished run: like the other controls (magic.ts), a click inserts and runs
+ * `%agio feedback RUN +1|-1` below (add a comment in that cell and run it again to say why); with no
+ * notebook to ask, the command is shown to copy.
  */
 export function renderFeedback(doc: Document, runId: unknown): HTMLElement | null {
-  if (typeof runId !== 'string' || !SAFE_ID.test(runId)) {
+  const id = safeArg(runId);
+  if (id === null) {
     return null;
   }
   const bar = el(doc, 'div', ['agio-feedback']);
   bar.append(el(doc, 'span', ['agio-label'], 'Feedback:'));
-  for (const [label, rating, cls] of [['👍', '+1', 'agio-thumb-up'], ['👎', '-1', 'agio-thumb-down']] as const) {
-    const button = el(doc, 'button', ['agio-magic-button', cls], label) as HTMLButtonElement;
-    button.type = 'button';
-    button.title = `rate this run ${rating} (runs ${feedbackCommand(runId, rating)})`;
-    button.addEventListener('click', event => {
-      event.preventDefault();
-      event.stopPropagation();
-      const code = feedbackCommand(runId, rating);
-      const request = new CustomEvent(MAGIC_EVENT, { bubbles: true, cancelable: true, detail: { code } });
-      button.dispatchEvent(request);
-      if (!request.defaultPrevented) {
-        let hint = bar.querySelector(':scope > .agio-command-hint') as HTMLElement | null;
-        if (!hint) {
-          hint = el(doc, 'code', ['agio-command-hint']);
-          bar.append(hint);
-        }
-        hint.textContent = `run in a cell: ${code}`;
-      }
-    });
-    bar.append(button);
-  }
+  const up = magicButton(doc, '👍', () => feedbackCommand(id, '+1'), ['agio-thumb-up']);
+  const down = magicButton(doc, '👎', () => feedbackCommand(id, '-1'), ['agio-thumb-down']);
+  up.title = 'this run was good: stores +1 and proposes an experience';
+  down.title = 'this run was wrong: stores -1 and proposes an experience';
+  bar.append(up, down);
   return bar;
 }

@@ -7,6 +7,7 @@
  */
 
 import { renderFeedback, renderMemoryCard, renderTrace } from './memory';
+import { AttemptInfo, renderControls } from './controls';
 
 export const MIME_TYPE = 'application/vnd.agio.run+json';
 
@@ -25,6 +26,7 @@ export interface Transcript {
   session: Record<string, any> | null;
   events: AgioEvent[];
   trace_svg?: string | null;
+  attempts?: AttemptInfo[];
 }
 
 export interface ToolCard {
@@ -51,6 +53,7 @@ export interface StepView {
 }
 
 export interface RunView {
+  transcript: Transcript;
   run: Record<string, any>;
   session: Record<string, any> | null;
   steps: StepView[];
@@ -86,7 +89,8 @@ export function parseTranscript(data: unknown): Transcript {
       throw new Error('the transcript has a malformed event');
     }
   }
-  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events,
+  const attempts = Array.isArray(t.attempts) ? t.attempts : undefined;
+  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events, attempts,
     trace_svg: typeof t.trace_svg === 'string' ? t.trace_svg : null };
 }
 
@@ -107,8 +111,11 @@ export function foldEvents(t: Transcript): RunView {
   for (const e of t.events) {
     const p = e.payload;
     if (e.type === 'run_started' || TERMINAL.has(e.type)) {
-      if (p.run && !t.run) {
-        run = { ...run, ...p.run };
+      if (p.run) {
+        if (!t.run) {
+          run = { ...run, ...p.run };
+        }
+        // the footer folds the events as the Python renderer does, so both show the same totals
         runMetrics = p.run.metrics ?? runMetrics;
       }
     } else if (e.type === 'step_completed' && p.step) {
@@ -165,7 +172,7 @@ export function foldEvents(t: Transcript): RunView {
     }
   }
   const steps = [...bySeq.values()].filter(s => s.role !== 'tool').sort((a, b) => a.sequence - b.sequence);
-  return { run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg };
+  return { transcript: t, run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg };
 }
 
 export function prettyJson(raw: string | undefined): string {
@@ -327,6 +334,10 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
     root.append(el(doc, 'div', ['agio-error'], String(run.error)));
   }
   root.append(el(doc, 'div', ['agio-metrics'], metricsLine(view.runMetrics, true)));
+  const controls = renderControls(view.transcript, run, doc);
+  if (controls) {
+    root.append(controls);
+  }
   const feedback = TERMINAL_STATUS.has(String(run.status)) ? renderFeedback(doc, run.id) : null;
   if (feedback) {
     root.append(feedback);

@@ -1,0 +1,26 @@
+"""What a running run is doing right now, for the live footer: a fold over its events only."""
+
+from __future__ import annotations
+
+from .view_model import RunView
+
+
+def phase(view: RunView) -> str | None:
+    """``waiting for the model…``, ``streaming…``, ``running 2 tools (a, b)…``, ``waiting for approval
+    (a)…`` or ``finishing…`` while the run goes on; ``None`` once it has ended."""
+    if view.status not in ("pending", "running"):
+        return None
+    cards = [c for s in view.steps for c in s.tool_cards]
+    waiting = [c.name for c in cards if c.status == "awaiting_approval"]
+    if waiting:
+        return f"waiting for approval ({', '.join(waiting)})…"
+    running = [c.name for c in cards if c.status == "running"]
+    if running:
+        return f"running {len(running)} tool{'s' if len(running) > 1 else ''} ({', '.join(running)})…"
+    last = max(view.steps, key=lambda s: s.sequence, default=None)
+    if last is not None and last.role == "assistant":
+        if not last.complete:
+            return "streaming…" if last.text else "waiting for the model…"
+        if not last.tool_cards:
+            return "finishing…"
+    return "waiting for the model…"

@@ -1,0 +1,63 @@
+/**
+ * Controls that act through the kernel: a button inserts a new code cell below its output with the
+ * equivalent `%agio` command and runs it, so the notebook records what was done and the result is
+ * an ordinary output.
+ *
+ * Renderers only dispatch a DOM event; the notebook plugin (plugin.ts) handles it. Any renderer,
+ * of any MIME type, gets the same behaviour by calling `magicButton` or `requestMagic`.
+ */
+
+export const MAGIC_EVENT = 'agio-run-magic';
+
+export interface MagicRequest {
+  code: string;
+}
+
+/** Only these characters may reach a command line: IPython expands `$x` and `{x}` in magics. */
+const SAFE_ARG = /^[A-Za-z0-9_.:-]+$/;
+
+export function safeArg(value: unknown): string | null {
+  const text = typeof value === 'number' && Number.isInteger(value) ? String(value) : value;
+  return typeof text === 'string' && SAFE_ARG.test(text) ? text : null;
+}
+
+/**
+ * Ask the notebook around `source` to insert and run a cell with `code`.
+ * Returns false when nothing handled it (no notebook, e.g. a rendered HTML page).
+ */
+export function requestMagic(source: Element, code: string): boolean {
+  const event = new CustomEvent<MagicRequest>(MAGIC_EVENT, { bubbles: true, cancelable: true, detail: { code } });
+  source.dispatchEvent(event);
+  return event.defaultPrevented;
+}
+
+/**
+ * A button that runs the command `code()` builds at click time (it can read pickers beside it).
+ * Unhandled, it shows the command to copy instead of doing nothing.
+ */
+export function magicButton(doc: Document, label: string, code: () => string, classes: string[] = []): HTMLButtonElement {
+  const button = doc.createElement('button');
+  button.type = 'button';
+  button.classList.add('agio-magic-button', ...classes);
+  button.textContent = label;
+  button.addEventListener('click', event => {
+    event.preventDefault();
+    event.stopPropagation();
+    const command = code();
+    if (!requestMagic(button, command)) {
+      showHint(button, command);
+    }
+  });
+  return button;
+}
+
+function showHint(button: HTMLElement, command: string): void {
+  const bar = button.parentElement ?? button;
+  let hint = bar.querySelector(':scope > .agio-command-hint') as HTMLElement | null;
+  if (!hint) {
+    hint = button.ownerDocument.createElement('code');
+    hint.classList.add('agio-command-hint');
+    bar.append(hint);
+  }
+  hint.textContent = `run in a cell: ${command}`;
+}

@@ -1,0 +1,92 @@
+/**
+ * The notebook side of the extension: runs the `%agio` commands that transcript controls ask for
+ * (magic.ts), and gives `%%agio` cells Markdown highlighting instead of Python.
+ */
+
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import type { Cell } from '@jupyterlab/cells';
+import { IEditorLanguageRegistry } from '@jupyterlab/codemirror';
+import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+
+import { agioCellMime } from './highlight';
+import { MAGIC_EVENT, MagicRequest } from './magic';
+
+/** Insert a code cell with the requested command below the output's cell, and run it. */
+export function handleMagic(panel: NotebookPanel, event: Event): void {
+  const code = (event as CustomEvent<MagicRequest>).detail?.code;
+  const notebook = panel.content;
+  const index = notebook.widgets.findIndex(cell => cell.node.contains(event.target as Node));
+  if (typeof code !== 'string' || index < 0 || !notebook.model) {
+    return;
+  }
+  event.preventDefault(); // handled: exactly once, by the notebook that holds the output
+  event.stopPropagation();
+  notebook.model.sharedModel.insertCell(index + 1, { cell_type: 'code', source: code, metadata: {} });
+  notebook.activeCellIndex = index + 1;
+  notebook.deselectAll();
+  void NotebookActions.run(notebook, panel.sessionContext);
+}
+
+/**
+ * Keep every `%%agio` cell of a notebook in Markdown mode: as typed, and when the kernel's language
+ * resets every code cell's mode.
+ *
+ * The editor loads a mode asynchronously and applies modes in the order they finish loading. So
+ * after someone else sets a mode, wait until that mode has loaded (the editor then has applied it)
+ * before setting ours, or a slow Python load would land last and win.
+ */
+function watchHighlighting(panel: NotebookPanel, languages: IEditorLanguageRegistry): void {
+  const notebook = panel.content;
+  const seen = new WeakSet<Cell>();
+  const apply = async (cell: Cell): Promise<void> => {
+    if (cell.isDisposed || cell.model.type !== 'code') {
+      return;
+    }
+    const mime = agioCellMime(cell.model.sharedModel.getSource());
+    const current = cell.model.mimeType;
+    if (mime) {
+      cell.node.dataset.agioHighlight = mime;
+      if (current !== mime) {
+        await languages.getLanguage(current).catch(() => null);
+        if (!cell.isDisposed && agioCellMime(cell.model.sharedModel.getSource()) === mime) {
+          cell.model.mimeType = mime;
+        }
+      }
+    } else if (cell.node.dataset.agioHighlight) {
+      delete cell.node.dataset.agioHighlight;
+      cell.model.mimeType = notebook.codeMimetype; // no longer an agio cell: the kernel's language again
+    }
+  };
+  const scan = () => {
+    for (const cell of notebook.widgets) {
+      if (!seen.has(cell)) {
+        seen.add(cell);
+        cell.model.contentChanged.connect(() => void apply(cell));
+        cell.model.mimeTypeChanged.connect(() => void apply(cell));
+      }
+      void apply(cell);
+    }
+  };
+  const follow = () => {
+    notebook.model?.cells.changed.connect(() => requestAnimationFrame(scan));
+    requestAnimationFrame(scan);
+  };
+  notebook.modelChanged.connect(follow);
+  follow();
+  void panel.context.ready.then(scan);
+}
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: 'agio-notebook:notebook',
+  description: 'Runs the commands of agio transcript controls; highlights %%agio cells as Markdown.',
+  autoStart: true,
+  requires: [INotebookTracker, IEditorLanguageRegistry],
+  activate: (_app: JupyterFrontEnd, tracker: INotebookTracker, languages: IEditorLanguageRegistry) => {
+    tracker.widgetAdded.connect((_, panel) => {
+      panel.node.addEventListener(MAGIC_EVENT, event => handleMagic(panel, event));
+      watchHighlighting(panel, languages);
+    });
+  }
+};
+
+export default plugin;
