@@ -12,7 +12,7 @@ from nbclient import NotebookClient
 from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, running_lab
+from lab_support import CHROMIUM, CHROMIUM_ARGS, loaded_extension_entry, running_lab, source_extension_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "agio_notebook" / "labextension"
@@ -60,17 +60,14 @@ def lab(kernelspec_dir, tmp_path_factory):
     root = work / "served"
     root.mkdir()
     nbformat.write(nb, root / "memory.ipynb")
-    # this worktree's build of the extension, found first
-    jp = work / "jupyter-path" / "labextensions"
-    jp.mkdir(parents=True)
-    (jp / "agio-notebook").symlink_to(BUILD)
-    env = {**{k: v for k, v in os.environ.items() if k != "JUPYTER_PATH"}, "JUPYTER_PATH": str(jp.parent)}
+    env = {k: v for k, v in os.environ.items() if k != "JUPYTER_PATH"}
     with running_lab(root, env, "--KernelSpecManager.allowed_kernelspecs=agio-absent") as served:
         yield served
 
 
 def test_memory_card_and_trace_graph_in_a_reopened_notebook(lab):
     base, token = lab
+    assert loaded_extension_entry(base, token) == source_extension_entry()  # this tree's build
     assert os.path.exists(CHROMIUM), "Debian's chromium is needed (scripts/setup.sh --browser installs it)"
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
@@ -129,10 +126,6 @@ def lab_with_kernel(kernelspec_dir, tmp_path):
         else:
             os.environ["AGIO_STORE"] = saved["AGIO_STORE"]
     nbformat.write(nb, tmp_path / "thumbs.ipynb")
-    jp = tmp_path / "jupyter-path"
-    (jp / "labextensions").mkdir(parents=True)
-    (jp / "labextensions" / "agio-notebook").symlink_to(BUILD)
-    env["JUPYTER_PATH"] = os.pathsep.join([str(jp), str(kernelspec_dir)])
     with running_lab(tmp_path, env) as served:
         yield served, store
 
@@ -145,17 +138,28 @@ def test_thumbs_in_a_reopened_notebook_store_feedback_through_the_kernel(lab_wit
         page.goto(f"{base}/lab/tree/thumbs.ipynb?token={token}")
         page.wait_for_selector(".jp-AgioRun .agio-run", timeout=90000)
         page.wait_for_function("document.body.innerText.includes('agio test | Idle')", timeout=90000)
+        # the learner reopens the notebook and runs its first cell (the extension and the agent) again
+        page.locator(".jp-Notebook .jp-Cell").first.locator(".cm-content").click()
+        page.keyboard.press("Control+Enter")  # the kernel runs requests in order: this one before the thumb's
         run = page.locator(".jp-AgioRun .agio-run").first
         run_id = run.get_attribute("data-agio-run")
         run.locator(".agio-feedback button.agio-thumb-down").click()
-        page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-Cell').length >= 3", timeout=90000)
+        try:
+            page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-Cell').length >= 3", timeout=90000)
+        except Exception:
+            page.screenshot(path=str(ROOT / "test-output" / "memory-thumbs-failed.png"), full_page=True)
+            raise
         source = page.evaluate("() => document.querySelectorAll('.jp-Notebook .jp-Cell')[2]"
                                ".querySelector('.cm-content').innerText")
         assert source == f"%agio feedback {run_id} -1"
-        page.wait_for_function(
-            """() => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[2];
-                       const o = c && c.querySelector('.jp-OutputArea');
-                       return o && o.innerText.includes('proposed experience'); }""", timeout=90000)
+        try:
+            page.wait_for_function(
+                """() => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[2];
+                           const o = c && c.querySelector('.jp-OutputArea');
+                           return o && o.innerText.includes('proposed experience'); }""", timeout=90000)
+        except Exception:
+            page.screenshot(path=str(ROOT / "test-output" / "memory-thumbs-failed.png"), full_page=True)
+            raise
         assert "feedback -1 stored on run" in page.locator(".jp-Notebook .jp-Cell").nth(2).inner_text()
         page.screenshot(path=str(ROOT / "test-output" / "memory-thumbs.png"), full_page=True)
         browser.close()

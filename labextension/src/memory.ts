@@ -91,8 +91,8 @@ export function renderFeedback(doc: Document, runId: unknown): HTMLElement | nul
   }
   const bar = el(doc, 'div', ['agio-feedback']);
   bar.append(el(doc, 'span', ['agio-label'], 'Feedback:'));
-  const up = magicButton(doc, '👍', () => feedbackCommand(id, '+1'), ['agio-thumb-up']);
-  const down = magicButton(doc, '👎', () => feedbackCommand(id, '-1'), ['agio-thumb-down']);
+  const up = magicButton(doc, '👍 +1', () => feedbackCommand(id, '+1'), ['agio-thumb-up']);
+  const down = magicButton(doc, '👎 -1', () => feedbackCommand(id, '-1'), ['agio-thumb-down']);
   up.title = 'this run was good: stores +1 and proposes an experience';
   down.title = 'this run was wrong: stores -1 and proposes an experience';
   bar.append(up, down);
