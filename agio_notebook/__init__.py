@@ -14,6 +14,7 @@ from .tools import Tool, tool
 __version__ = "0.1.0"
 
 _FRAMES = ("runs", "steps", "tool_calls", "sessions", "run_metrics")
+_SCHEDULING = ("batch", "resume_batch", "executions", "RateLimit")
 
 
 def __getattr__(name: str) -> Any:
@@ -34,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from .memory import feedback
 
         return feedback
+    if name in _SCHEDULING:
+        from . import scheduling
+
+        return getattr(scheduling, name)
     raise AttributeError(f"module 'agio_notebook' has no attribute {name!r}")
 
 
@@ -52,5 +57,5 @@ def load_ipython_extension(ipython: Any) -> None:
 __all__ = [
     "Agent", "AgentHook", "AgentRun", "AgentSession", "ExecutionConfig", "FunctionModel", "OpenAIModel", "Reply",
     "RunResult", "RunStatus", "ScriptedModel", "Step", "StepEvent", "StepEventType", "StepRole", "StepRunner",
-    "Tool", "default_model", "fork_session", "tool", "memory", "trace", "feedback", *_FRAMES,
+    "Tool", "default_model", "fork_session", "tool", "memory", "trace", "feedback", *_FRAMES, *_SCHEDULING,
 ]

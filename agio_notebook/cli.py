@@ -90,10 +90,7 @@ def _store(args: argparse.Namespace) -> int:
     elif action == "prune":
         if not args.superseded and args.older_than is None:
             raise AgioError("agio store prune needs --superseded and/or --older-than DATE")
-        try:
-            gone = repo.prune(superseded=args.superseded, older_than=args.older_than)
-        except ValueError as exc:
-            raise AgioError(str(exc)) from None
+        gone = repo.prune(superseded=args.superseded, older_than=args.older_than)
         print(gone.to_text())
     elif action == "compact":
         skipped = repo.compact()

@@ -21,7 +21,7 @@ RUN_COUNTS = ("steps", "model_calls", "tool_calls", "tool_errors", "prompt_token
 RUN_TIMES = ("ttft_ms", "model_ms", "tool_ms", "duration_ms")
 ROLES = ["user", "assistant", "tool", "system"]
 STEP_STATUSES = ["ok", "error", "rejected"]
-RUN_STATUSES = ["running", "completed", "failed", "cancelled", "max_steps", "interrupted"]
+RUN_STATUSES = ["running", "completed", "failed", "cancelled", "max_steps", "interrupted", "budget_exceeded"]
 
 
 def _utc(values: list[Any]) -> pd.Series:

@@ -25,7 +25,7 @@ if [ "$want_browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then
 fi
 
 if ! command -v dot >/dev/null; then
-  echo "== installing graphviz (Debian package): dot lays out the trace graph"
+  echo "== installing graphviz (Debian package) for plan DAG layouts and the trace graph"
   sudo_cmd=""
   [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
@@ -57,10 +57,10 @@ up_to_date() {  # up_to_date NAME HASH: was step NAME last done with these input
 
 # --lab installs what the tutorials need; otherwise the test tools and Parquet export too (a superset:
 # lab accepts it)
-extras=test,parquet
+extras=test,parquet,ray
 [ "$for_lab" = 1 ] && extras=tutorials
 python_inputs=$( (cat pyproject.toml; .venv/bin/python -VV) | sha256sum | cut -d' ' -f1)
-if up_to_date python "$python_inputs test,parquet" || up_to_date python "$python_inputs $extras"; then
+if up_to_date python "$python_inputs test,parquet,ray" || up_to_date python "$python_inputs $extras"; then
   echo "== agio-notebook already installed (pyproject.toml unchanged)"
 else
   echo "== installing agio-notebook (editable) with the extras $extras"

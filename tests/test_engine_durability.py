@@ -45,18 +45,18 @@ def test_steps_are_durable_before_tools_and_before_next_model_call(store_url):
     assert [e.type for e in reopened.get_events(result.run_id, 0, 1000)][-1].value == "run_completed"
 
 
-def test_every_step_completed_is_on_disk_when_delivered(tmp_path):
+def test_every_step_completed_is_on_disk_when_delivered(store_url):
     """User, assistant-with-calls, tool and final answer: a second reader sees each one at its event."""
     from agio_notebook.core import StepEventType
 
-    path = tmp_path / "store"
+    path = store_url  # on every backend
 
     @tool
     def noop() -> str:
         """Do nothing."""
         return "ok"
 
-    repo = TinyDBRepository(path)
+    repo = new_repository(path)
     runner = StepRunner(Agent(model=ChunkModel([calls(("noop", {})), text("the end")]), tools=[noop]),
                         repository=repo)
     seen: list[tuple[str, bool]] = []
@@ -65,10 +65,11 @@ def test_every_step_completed_is_on_disk_when_delivered(tmp_path):
         async for event in runner.run_stream("s", "go"):
             if event.type is StepEventType.STEP_COMPLETED:
                 step = event.payload["step"]
-                other = TinyDBRepository(path)
+                other = new_repository(path)
                 stored = {s.id: s.to_dict() for s in other.get_steps("s")}
                 other.close()
                 seen.append((step["role"], stored.get(step["id"]) == step))
 
     asyncio.run(consume())
+    repo.close()
     assert seen == [("user", True), ("assistant", True), ("tool", True), ("assistant", True)]

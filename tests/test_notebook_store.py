@@ -80,3 +80,24 @@ def test_store_commands_and_an_interrupted_run(kernel):
     assert "\n" not in err["evalue"]
     bad = kernel.execute("%agio store delete --run nope")
     assert error_of(bad)["evalue"].startswith("%agio: no run 'nope' in the store")
+
+
+def test_a_cell_in_a_session_another_process_runs_gets_one_line_or_waits(kernel):
+    root = Path(kernel.value("str(_agio_repo().root.absolute())"))
+    first = subprocess.run([*ENGINE, str(root), "shared", "loop", "1"], capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    holder = subprocess.Popen([*ENGINE, str(root), "shared", "slow", "8", "120"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().startswith("run ")
+        busy = kernel.execute("%%agio --session shared\nhello")
+        stderr = [m["content"]["text"] for m in of_type(busy["messages"], "stream") if m["content"]["name"] == "stderr"]
+        assert len(stderr) == 1 and stderr[0].startswith(
+            f"agio: session shared is in use by a run in process {holder.pid} on ")
+        waited = kernel.execute("%%agio --session shared --wait 120\nhello again", timeout=180)
+    finally:
+        holder.wait(timeout=120)
+    assert holder.returncode == 0  # the other process's runs all completed too (it waits its turn as well)
+    assert "[completed]" in "".join(m["content"]["data"].get("text/plain", "")
+                                    for m in of_type(waited["messages"], "update_display_data"))
+    steps = kernel.value("[s.sequence for s in _agio_repo().get_steps('shared')]")
+    assert steps == list(range(1, len(steps) + 1))  # one run after another: no duplicate sequences

@@ -198,6 +198,11 @@ def test_a_session_in_use_is_not_deleted(tmp_path):
     assert res.returncode == 1 and "session busy is in use by a run in process" in res.stderr
     assert len(repo.get_steps("busy")) == 4
     other.release_session("busy")
+    res = agio("store", "prune", "--older-than", "last tuesday", store=tmp_path / "store")
+    assert res.returncode == 1 and res.stderr == "agio: not a date: 'last tuesday' (use YYYY-MM-DD or an ISO date and time)\n"
+    res = agio("store", "prune", store=tmp_path / "store")
+    assert res.returncode == 1 and res.stderr.count("\n") == 1 and "--superseded and/or --older-than" in res.stderr
+    assert len(TinyDBRepository(tmp_path / "store").get_steps("busy")) == 4
 
 
 def test_in_memory_repository_speaks_the_same_maintenance_protocol():

@@ -26,6 +26,8 @@ class ExecutionConfig:
     enable_retry        retry failed tool calls (tools that allow it) and retryable model errors.
     max_retries         how many extra attempts ``enable_retry`` allows.
     stream              emit ``step_delta`` events while the model generates.
+    max_tokens          token budget of one run; the run ends with status ``budget_exceeded`` before a
+                        model call that would exceed it (``None`` = no budget).
     session_wait        seconds a run waits for another run (any process) to release its session;
                         0 fails at once with a line naming the holder, ``None`` waits as long as it takes.
     model_settings      request settings for every model call of the run (``temperature``, ``max_tokens``,
@@ -40,6 +42,7 @@ class ExecutionConfig:
     enable_retry: bool = True
     max_retries: int = 2
     stream: bool = True
+    max_tokens: int | None = None
     session_wait: float | None = 0.0
     first_token_timeout: float | None = 120.0
     idle_timeout: float | None = 60.0
@@ -52,6 +55,8 @@ class ExecutionConfig:
             raise ValueError(f"max_parallel_tools must be >= 1, got {self.max_parallel_tools}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1 (or None), got {self.max_tokens}")
         for name in ("timeout_per_step", "first_token_timeout", "idle_timeout"):
             value = getattr(self, name)
             if value is not None and not value > 0:

@@ -29,6 +29,7 @@ class StepEventType(str, Enum):
     RUN_FAILED = "run_failed"
     RUN_CANCELLED = "run_cancelled"
     RUN_MAX_STEPS = "run_max_steps"
+    RUN_BUDGET_EXCEEDED = "run_budget_exceeded"
     MEMORY_READ = "memory_read"
 
     @property
@@ -37,7 +38,8 @@ class StepEventType(str, Enum):
 
 
 TERMINAL_EVENTS = frozenset({StepEventType.RUN_COMPLETED, StepEventType.RUN_FAILED,
-                             StepEventType.RUN_CANCELLED, StepEventType.RUN_MAX_STEPS})
+                             StepEventType.RUN_CANCELLED, StepEventType.RUN_MAX_STEPS,
+                             StepEventType.RUN_BUDGET_EXCEEDED})
 
 # Deltas are transient: the completed step carries the full text, so the store
 # keeps every event except these (a 20k-token answer would otherwise be 20k rows).

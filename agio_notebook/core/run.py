@@ -15,6 +15,7 @@ class RunStatus(str, Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     MAX_STEPS = "max_steps"
+    BUDGET_EXCEEDED = "budget_exceeded"
     INTERRUPTED = "interrupted"  # its process died mid-run (kill -9, kernel restart); found by the store
 
     @property

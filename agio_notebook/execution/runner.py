@@ -30,7 +30,8 @@ from .supersede import RetryRecorder
 
 _E = StepEventType
 _TERMINAL = {RunStatus.COMPLETED: _E.RUN_COMPLETED, RunStatus.FAILED: _E.RUN_FAILED,
-             RunStatus.CANCELLED: _E.RUN_CANCELLED, RunStatus.MAX_STEPS: _E.RUN_MAX_STEPS}
+             RunStatus.CANCELLED: _E.RUN_CANCELLED, RunStatus.MAX_STEPS: _E.RUN_MAX_STEPS,
+             RunStatus.BUDGET_EXCEEDED: _E.RUN_BUDGET_EXCEEDED}
 
 # Sessions with a run in progress in this process: two concurrent runs in one
 # session would interleave their sequences.

@@ -243,7 +243,7 @@ class Controller:
     # -- runs ------------------------------------------------------------------------------
     def run_query(self, query: str, *, agent: Agent | None = None, session: str | None = None,
                   new_session: bool = False, max_steps: int | None = None, background: bool = False,
-                  settings: dict[str, Any] | None = None) -> RunHandle:
+                  settings: dict[str, Any] | None = None, wait: float | None = None) -> RunHandle:
         if not query.strip():
             raise InvalidOperationError("the cell is empty: write the query in the cell body")
         agent = agent or self.default_agent()
@@ -254,7 +254,7 @@ class Controller:
         else:
             session_id = self.session_id or new_id()
         self.session_id = session_id
-        return self._start(lambda approver: self._runner(agent, max_steps, approver, settings).run_stream(
+        return self._start(lambda approver: self._runner(agent, max_steps, approver, settings, wait).run_stream(
             session_id, query), session_id, background, agent)
 
     def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
@@ -299,10 +299,12 @@ class Controller:
         return bundle_for_run(self.repository, run_id)
 
     def _runner(self, agent: Agent, max_steps: int | None, approver: Any = None,
-                settings: dict[str, Any] | None = None) -> StepRunner:
+                settings: dict[str, Any] | None = None, wait: float | None = None) -> StepRunner:
         config = agent.config or ExecutionConfig()
         if max_steps is not None:
             config = ExecutionConfig(**{**config.to_dict(), "max_steps": max_steps})
+        if wait is not None:  # %%agio --wait: wait for another kernel's run in the session
+            config = ExecutionConfig(**{**config.to_dict(), "session_wait": wait})
         if settings:  # the cell's settings, over the agent's and its config's
             config = ExecutionConfig(**{**config.to_dict(),
                                         "model_settings": merge_settings(config.model_settings, settings)})

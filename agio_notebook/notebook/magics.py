@@ -33,6 +33,8 @@ CELL = Command(
         arg("--settings", default=None, metavar="JSON",
             help='model settings for this cell, over the agent\'s: \'{"temperature": 0, "max_tokens": 200}\''),
         arg("--background", action="store_true"),
+        arg("--wait", type=float, default=None, metavar="SECONDS",
+            help="if another run (any kernel) holds the session, wait up to SECONDS for it"),
         arg("--mcp", default=None, metavar="NAME[,NAME]", help="add the tools of MCP servers named with %%agio mcp add"),
     )),
     lambda controller, args: None,
@@ -121,7 +123,8 @@ class AgioMagics(Magics):
         if args.session is not None and self.controller.repository.get_session(args.session) is None:
             raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one")
         return self.controller.run_query(query, agent=agent, session=args.session, new_session=args.new_session,
-                                         max_steps=args.max_steps, background=args.background, settings=settings)
+                                         max_steps=args.max_steps, background=args.background, settings=settings,
+                                         wait=args.wait)
 
     # -- %agio subcommand ---------------------------------------------------------------------------
     def _line(self, name: str, argv: list[str]) -> Any:
@@ -161,6 +164,9 @@ def _awaits_on_asyncio(shell: Any) -> bool:
 
 
 def load_ipython_extension(ipython: Any) -> None:
+    from .batch_cell import install
+
     ipython.register_magics(AgioMagics)
     if await_agio_cells not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(await_agio_cells)
+    install(ipython)

@@ -28,7 +28,7 @@ from tinydb.storages import Storage
 
 from ..core import StoreError
 from .damage import Damage, report, salvage_snapshot
-from .locking import FileLock
+from .locking import FileLock, LockTimeout
 
 Doc = dict[str, Any]
 KeyFn = Callable[[Doc], str]
@@ -132,8 +132,11 @@ class Journal:
         end = data.rfind(b"\n") + 1
         if end < len(data) and not repair and self.lock.depth == 0:
             # maybe a write in flight: look again under the lock before calling it damage
-            with self.lock:
-                return self.refresh()
+            try:
+                with self.lock:
+                    return self.refresh()
+            except LockTimeout:
+                pass  # a writer stuck holding the lock: report what we see
         if end == 0 and self._offset == 0 and data.startswith(b'{"agio_journal"'):
             self._salvage_snapshot(data)
             return True

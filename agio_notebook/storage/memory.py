@@ -4,9 +4,39 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from ..core import AgentRun, AgentSession, NotFoundError, SessionBusyError, Step, StepEvent
+from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError, SessionBusyError, Step, StepEvent
 from .damage import Damage
 from .reports import Pruned, Repaired, SessionSize, StoreStats
+
+
+class MemoryJournal:
+    """A named journal kept in process memory (the interface of ``Repository.journal``)."""
+
+    def __init__(self, keys: dict[str, Any]):
+        self.keys = keys
+        self.tables: dict[str, dict[str, dict[str, Any]]] = {}
+        self.on_change: Any = None
+        self.lines = 0
+
+    def refresh(self, **_: Any) -> bool:
+        return False
+
+    def append(self, records: Iterable[tuple[str, dict[str, Any]]], deletes: Iterable[tuple[str, str]] = ()) -> None:
+        for table, doc in records:
+            key = self.keys[table](doc) if table in self.keys else str(doc.get("id"))
+            self.tables.setdefault(table, {})[key] = doc
+            if self.on_change is not None:
+                self.on_change(table, key, doc)
+        for table, key in deletes:
+            self.tables.get(table, {}).pop(key, None)
+            if self.on_change is not None:
+                self.on_change(table, key, None)
+
+    def compact(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
 
 
 class InMemoryRepository:
@@ -18,6 +48,7 @@ class InMemoryRepository:
         self._runs: dict[str, AgentRun] = {}
         self._events: dict[str, list[StepEvent]] = {}  # run -> events
         self._claimed: set[str] = set()
+        self._journals: dict[str, MemoryJournal] = {}
 
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
                steps: Iterable[Step] = (), events: Iterable[StepEvent] = ()) -> None:
@@ -80,6 +111,16 @@ class InMemoryRepository:
         for run in self.list_runs(session_id):
             yield run.to_dict()
 
+    # -- named journals -------------------------------------------------------------------------
+    def journal(self, name: str, keys: dict[str, Any]) -> MemoryJournal:
+        journal = self._journals.get(name)
+        if journal is None:
+            journal = self._journals[name] = MemoryJournal(keys)
+        return journal
+
+    def journal_names(self, prefix: str = "") -> list[str]:
+        return sorted(n for n in self._journals if n.startswith(prefix))
+
     # -- claims: one process, so a set; nothing can be left running by a dead process ----------
     def claim_session(self, session_id: str, what: str = "a run") -> None:
         if session_id in self._claimed:
@@ -141,7 +182,7 @@ class InMemoryRepository:
         from .tinydb_maintenance import to_timestamp
 
         if not superseded and older_than is None:
-            raise ValueError("prune what? pass superseded=True and/or older_than=<date>")
+            raise InvalidOperationError("prune what? pass superseded=True and/or older_than=<date>")
         total = Pruned()
         if older_than is not None:
             cutoff = to_timestamp(older_than)

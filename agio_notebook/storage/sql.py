@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
 
-from ..core import AgentRun, AgentSession, NotFoundError, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
+from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
 from .claims import Holder
 from .damage import Damage
 from .layout import SCHEMA_VERSION
@@ -61,6 +61,7 @@ class SQLRepository:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._held: set[str] = set()
+        self._sessions_seen: set[str] = set()  # sessions this instance knows exist (skips a statement per commit)
         self._conn = self._connect()
         with self._lock:
             self._setup()
@@ -78,7 +79,9 @@ class SQLRepository:
         return cur
 
     def _executemany(self, cur: Any, statement: str, rows: list[Sequence[Any]]) -> None:
-        if rows:
+        if len(rows) == 1:
+            cur.execute(self._sql(statement), rows[0])
+        elif rows:
             cur.executemany(self._sql(statement), rows)
 
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -132,7 +135,7 @@ class SQLRepository:
                                        "ON CONFLICT (session_id) DO UPDATE SET created_at = excluded.created_at, "
                                        "doc = excluded.doc",
                                   (session.session_id, session.created_at, _dumps(session.to_dict())))
-                else:  # the first write to a session created implicitly
+                elif session_id not in self._sessions_seen:  # the first write to a session created implicitly
                     implicit = AgentSession(session_id=session_id)
                     self._execute(cur, "INSERT INTO agio_sessions (session_id, created_at, doc) VALUES (?, ?, ?) "
                                        "ON CONFLICT (session_id) DO NOTHING",
@@ -149,6 +152,7 @@ class SQLRepository:
                 self._executemany(cur, "INSERT INTO agio_events (run_id, seq, session_id, doc) VALUES (?, ?, ?, ?) "
                                        "ON CONFLICT (run_id, seq) DO UPDATE SET doc = excluded.doc", event_rows)
                 self._conn.commit()
+                self._sessions_seen.add(session_id)
             except Exception as exc:
                 self._conn.rollback()
                 if self._is_unique_violation(exc) and "agio_steps" in str(exc):
@@ -402,6 +406,7 @@ class SQLRepository:
         if self.get_session(session_id) is None:
             raise NotFoundError(f"no session {session_id!r} in the store at {self.root}")
         self._refuse_if_claimed(session_id)
+        self._sessions_seen.discard(session_id)
         counts = self._write([("DELETE FROM agio_events WHERE session_id = ?", (session_id,)),
                               ("DELETE FROM agio_steps WHERE session_id = ?", (session_id,)),
                               ("DELETE FROM agio_runs WHERE session_id = ?", (session_id,)),
@@ -423,7 +428,7 @@ class SQLRepository:
         from .tinydb_maintenance import to_timestamp
 
         if not superseded and older_than is None:
-            raise ValueError("prune what? pass superseded=True and/or older_than=<date>")
+            raise InvalidOperationError("prune what? pass superseded=True and/or older_than=<date>")
         total = Pruned()
         if older_than is not None:
             cutoff = to_timestamp(older_than)

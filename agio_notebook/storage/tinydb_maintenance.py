@@ -12,11 +12,12 @@ import shutil
 import time
 import warnings
 from collections import Counter
+from contextlib import contextmanager
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
-from ..core import NotFoundError, SessionBusyError, StoreError
+from ..core import InvalidOperationError, NotFoundError, SessionBusyError, StoreError
 from .damage import Damage, StoreDamageWarning
 from .journal import Journal, atomic_write, fsync_dir
 from .layout import INDEX_KEYS, SESSION_KEYS
@@ -34,7 +35,7 @@ def to_timestamp(when: datetime | date | str | float | int) -> float:
         try:
             when = datetime.fromisoformat(when)
         except ValueError:
-            raise ValueError(f"not a date: {when!r} (use YYYY-MM-DD or an ISO date and time)") from None
+            raise InvalidOperationError(f"not a date: {when!r} (use YYYY-MM-DD or an ISO date and time)") from None
     if isinstance(when, datetime):
         return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
     return datetime(when.year, when.month, when.day, tzinfo=timezone.utc).timestamp()
@@ -141,17 +142,14 @@ class TinyDBMaintenance:
                 self._seq_index.pop(sid, None)
 
     # -- delete and prune -------------------------------------------------------------------
-    def _claimed(self: TinyDBRepository, session_id: str, what: str):
-        repo = self
-
-        class _Hold:
-            def __enter__(self) -> None:
-                repo.claim_session(session_id, what)
-
-            def __exit__(self, *exc: object) -> None:
-                repo.release_session(session_id)
-
-        return _Hold()
+    @contextmanager
+    def _claimed(self: TinyDBRepository, session_id: str, what: str) -> Iterator[None]:
+        """Hold the session's claim while changing it: never under a live run."""
+        self.claim_session(session_id, what)
+        try:
+            yield
+        finally:
+            self.release_session(session_id)
 
     def delete_session(self: TinyDBRepository, session_id: str) -> Pruned:
         """Remove a session with all its steps, runs and events (refused while a run holds it)."""
@@ -202,7 +200,7 @@ class TinyDBMaintenance:
         """Remove superseded attempts (their steps, and runs replaced by a retry), and/or whole sessions
         whose last activity is before ``older_than``. Sessions a live run holds are left alone."""
         if not superseded and older_than is None:
-            raise ValueError("prune what? pass superseded=True and/or older_than=<date>")
+            raise InvalidOperationError("prune what? pass superseded=True and/or older_than=<date>")
         total = Pruned()
         cutoff = to_timestamp(older_than) if older_than is not None else None
         if cutoff is not None:

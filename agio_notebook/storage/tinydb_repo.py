@@ -21,7 +21,7 @@ from .claims import ClaimFiles, Holder
 from .damage import Damage, report, salvage_snapshot
 from .journal import Journal, atomic_write
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
-from .locking import FileLock
+from .locking import FileLock, LockTimeout
 from .tinydb_maintenance import TinyDBMaintenance
 
 _MAX_OPEN_FILES = 128
@@ -419,8 +419,11 @@ def read_table_fast(path: Path, table: str, lock_timeout: float = 10.0) -> list[
     except FileNotFoundError:
         return []
     if data and not data.endswith(b"\n"):
-        with FileLock(path, lock_timeout):  # maybe a write in flight: look again under the lock
-            data = path.read_bytes()
+        try:
+            with FileLock(path, lock_timeout):  # maybe a write in flight: look again under the lock
+                data = path.read_bytes()
+        except LockTimeout:
+            pass  # a writer stuck holding the lock: report what we see
     docs: dict[str, dict[str, Any]] = {}
     prefix = b'{"t":"%s"' % table.encode()
     key_fn = SESSION_KEYS[table]

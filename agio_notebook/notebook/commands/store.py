@@ -39,10 +39,7 @@ def store(c: Any, args: Any) -> Any:
     elif action == "prune":
         if not args.superseded and args.older_than is None:
             raise AgioError("%agio store prune needs --superseded and/or --older-than DATE")
-        try:
-            gone = repo.prune(superseded=args.superseded, older_than=args.older_than)
-        except ValueError as exc:
-            raise AgioError(str(exc)) from None
+        gone = repo.prune(superseded=args.superseded, older_than=args.older_than)
     elif action == "compact":
         skipped = repo.compact()
         print("agio: compacted" + (f"; left damaged files as they are: {', '.join(p.name for p in skipped)}"

@@ -1,0 +1,102 @@
+"""The live DAG of a plan in its cell: one node per task, coloured by state, laid out by Graphviz.
+
+The layout is Graphviz's ``dot`` (through the ``graphviz`` package); without the ``dot`` program the
+view falls back to the tasks listed in dependency order. The widget is redrawn when a task changes
+state (at most a few times a second); when the plan ends the cell keeps a static bundle
+(``application/vnd.agio.plan+json`` with ``text/html`` and ``text/plain``) and no widget.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from html import escape
+from typing import Any
+
+import ipywidgets as widgets
+
+from ..core import new_id
+from ..scheduling import PlanHandle
+from .worker import capture_parent, restore_parent
+
+MIME_TYPE = "application/vnd.agio.plan+json"
+MIN_INTERVAL_S = 0.2
+FILL = {"pending": "#eaeef2", "running": "#ddf4ff", "reflecting": "#fff8c5", "completed": "#dafbe1",
+        "failed": "#ffebe9", "cancelled": "#f6f8fa"}
+
+
+def dag_svg(handle: PlanHandle) -> str | None:
+    """The plan as an SVG (task name, state and attempts on each node); None when Graphviz is missing."""
+    try:
+        import graphviz
+    except ImportError:
+        return None
+    g = graphviz.Digraph(graph_attr={"rankdir": "LR", "bgcolor": "transparent"},
+                         node_attr={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
+                                    "fontsize": "11"})
+    for name, st in handle.tasks.items():
+        label = f"{name}\n{st.status}" + (f" (attempt {st.attempts})" if st.attempts > 1 else "")
+        g.node(name, label=label, fillcolor=FILL.get(st.status, "#ffffff"), tooltip=st.error or st.status,
+               id=f"agio-task-{name}")
+    for a, b in handle.edges():
+        g.edge(a, b)
+    try:
+        return g.pipe(format="svg", encoding="utf-8")
+    except (graphviz.ExecutableNotFound, graphviz.CalledProcessError):
+        return None
+
+
+def _list_html(handle: PlanHandle) -> str:
+    rows = "".join(f'<li class="agio-task agio-task-{st.status}"><b>{escape(n)}</b> — {st.status}'
+                   + (f" (attempt {st.attempts})" if st.attempts > 1 else "") + "</li>"
+                   for n, st in handle.tasks.items())
+    return f"<ol>{rows}</ol>"
+
+
+def plan_html(handle: PlanHandle) -> str:
+    svg = dag_svg(handle)
+    body = svg[svg.index("<svg"):] if svg else _list_html(handle)
+    why = (f'<div class="agio-plan-error" style="color:#cf222e">task {escape(handle.failed_task)} failed: '
+           f'{escape(handle.error or "")}</div>' if handle.failed_task else "")
+    return (f'<div class="agio-plan" style="font-family:sans-serif"><div><b>plan {escape(handle.name)}</b> · '
+            f'{escape(handle.status)}</div>{body}{why}</div>')
+
+
+def plan_text(handle: PlanHandle) -> str:
+    return repr(handle) + "".join(f"\n  {n}: {st.status}" for n, st in handle.tasks.items())
+
+
+def plan_bundle(handle: PlanHandle) -> dict[str, Any]:
+    data = handle.to_dict()
+    return {MIME_TYPE: data, "text/html": plan_html(handle), "text/plain": plan_text(handle)}
+
+
+def show(handle: PlanHandle, shell: Any) -> None:
+    """Display ``handle``: a live DAG while it runs, then the static bundle."""
+    from IPython.display import display, update_display
+
+    if handle.done:
+        display(plan_bundle(handle), raw=True)
+        return
+    view = widgets.HTML(plan_html(handle))
+    view.add_class("agio-plan-live")
+    display_id = new_id()
+    parent = capture_parent(shell)
+    display(view, display_id=display_id)
+    lock = threading.Lock()
+    last = [0.0]
+
+    def redraw() -> None:  # on the scheduler loop, when a task changes state
+        with lock:
+            if handle.ended_at is not None:
+                restore_parent(shell, parent)
+                update_display(plan_bundle(handle), display_id=display_id, raw=True)
+                view.close()
+                return
+            if time.monotonic() - last[0] >= MIN_INTERVAL_S:
+                last[0] = time.monotonic()
+                view.value = plan_html(handle)
+
+    handle.on_change(redraw)
+    if handle.ended_at is not None:  # it ended while we were drawing
+        redraw()

@@ -1,0 +1,205 @@
+"""The Ray backend: the same executor, with each run executing as a Ray task.
+
+Ray has no task priorities, so the queue, the priorities, the caps and the rate limits stay in the
+driver's :class:`Executor`; Ray only executes. A worker runs the agent against an in-memory store and
+streams the run's events back (a Ray generator); the driver writes them to the TinyDB store as they
+arrive, so workers never touch the store files and what the driver announces is already on disk.
+A worker that dies mid-run leaves a run the driver marks failed, and the item is retried per its
+policy (the task itself is never retried by Ray: a replayed generator would repeat events).
+
+Needs the ``ray`` extra: ``pip install agio-notebook[ray]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from typing import Any, Iterator
+
+from ..agent import Agent
+from ..core import (AgentRun, AgentSession, ExecutionConfig, RunStatus, Step, StepEvent, StepEventType, now)
+from ..storage import Repository
+from .errors import SchedulingError
+
+_E = StepEventType
+_init_lock = threading.Lock()
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise SchedulingError("backend='ray' needs Ray: pip install 'agio-notebook[ray]'") from None
+    return ray
+
+
+def ensure_ray(address: str | None = None) -> Any:
+    """Connect to ``address`` (an existing cluster) or start a local Ray, once per process."""
+    ray = _ray()
+    with _init_lock:
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
+                     configure_logging=False, **({} if address else {"num_cpus": max(os.cpu_count() or 1, 2)}))
+        elif address and address != "auto" and not address.startswith("ray://"):
+            current = ray.get_runtime_context().gcs_address
+            if current != address:
+                raise SchedulingError(f"this process is already connected to Ray at {current}; one process "
+                                      f"joins one cluster, so address={address!r} cannot be used here")
+    return ray
+
+
+def check_picklable(agent: Agent) -> None:
+    """An agent that cannot cross to a Ray worker gets one clear line, before anything runs."""
+    ray = _ray()
+    try:
+        ray.cloudpickle.dumps(agent)
+    except Exception as exc:  # noqa: BLE001 - any pickling failure is the same user error
+        raise SchedulingError(f"agent {agent.name!r} cannot be pickled for Ray ({type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0] if str(exc) else ''}); define its model and tools "
+                              "at module level or use backend='local'") from None
+
+
+class WorkerLost(Exception):
+    """The Ray worker running an execution died; another attempt may succeed."""
+
+    retryable = True
+
+
+def run_on_worker(agent: Agent, config: ExecutionConfig, session_id: str, query: str) -> Iterator[dict[str, Any]]:
+    """In the Ray worker: run against an in-memory store, yield each stored event as a dict."""
+    from ..execution import AgentHook, StepRunner
+    from ..storage import InMemoryRepository
+
+    class Catch(AgentHook):
+        error: BaseException | None = None
+
+        async def on_error(self, run: Any, error: BaseException) -> None:
+            Catch.error = error
+
+    yield {"_agio_worker": {"pid": os.getpid()}}
+    loop = asyncio.new_event_loop()
+    runner = StepRunner(agent, hooks=[Catch()], config=config, repository=InMemoryRepository())
+    stream = runner.run_stream(session_id, query).__aiter__()
+    try:
+        while True:
+            try:
+                event = loop.run_until_complete(stream.__anext__())
+            except StopAsyncIteration:
+                break
+            if event.type is not _E.STEP_DELTA:
+                yield event.to_dict()
+        if Catch.error is not None:
+            from .limits import is_retryable
+
+            yield {"_agio_error": {"retryable": is_retryable(Catch.error), "message": str(Catch.error)}}
+    finally:
+        loop.run_until_complete(stream.aclose())
+        loop.close()
+
+
+class RayBackend:
+    """Executes runs on Ray; the driver (this process) persists what the workers stream back."""
+
+    def __init__(self, address: str | None = None):
+        self.address = address
+        self._remote: Any = None
+        self.worker_pids: dict[str, int] = {}  # execution id -> pid of the worker running it
+
+    def remote(self) -> Any:
+        if self._remote is None:
+            ray = ensure_ray(self.address)
+            self._remote = ray.remote(max_retries=0, num_cpus=0.5)(run_on_worker)
+        return self._remote
+
+    async def run(self, executor: Any, agent: Agent, config: ExecutionConfig, rec: Any, catcher: Any) -> AgentRun:
+        ray = _ray()
+        repo: Repository = executor.repository
+        # the driver holds the session while it writes the worker's run, as a local run would
+        claim = getattr(repo, "claim_session", None)
+        if claim is not None:
+            claim(rec.session_id, "a run on Ray")
+        try:
+            return await self._stream(ray, repo, rec, catcher, agent, config)
+        finally:
+            if claim is not None:
+                repo.release_session(rec.session_id)
+
+    async def _stream(self, ray: Any, repo: Repository, rec: Any, catcher: Any, agent: Agent,
+                      config: ExecutionConfig) -> AgentRun:
+        gen = self.remote().remote(agent, config, rec.session_id, rec.request.get("query", ""))
+        run: AgentRun | None = None
+        session_known = repo.get_session(rec.session_id) is not None
+        try:
+            async for ref in gen:
+                item = await ref
+                if "_agio_worker" in item:
+                    self.worker_pids[rec.id] = item["_agio_worker"]["pid"]
+                    continue
+                if "_agio_error" in item:
+                    err = item["_agio_error"]
+                    catcher.error = _RemoteError(err["message"], err["retryable"])
+                    continue
+                event = StepEvent.from_dict(item)
+                run, session_known = _persist(repo, event, run, session_known)
+                if event.type is _E.RUN_STARTED:
+                    catcher.started(event.run_id)
+        except asyncio.CancelledError:
+            ray.cancel(gen, force=True)
+            if run is not None and not run.status.is_terminal:
+                _close(repo, run, RunStatus.CANCELLED, "cancelled")
+            raise
+        except (ray.exceptions.RayError, OSError) as exc:
+            if run is not None and not run.status.is_terminal:
+                _close(repo, run, RunStatus.FAILED, f"the Ray worker running it was lost: {type(exc).__name__}")
+            raise WorkerLost(f"the Ray worker running this execution was lost ({type(exc).__name__})") from None
+        finally:
+            self.worker_pids.pop(rec.id, None)
+        if run is None or not run.status.is_terminal:
+            raise WorkerLost("the Ray worker ended the run without its final event")
+        return run
+
+
+class _RemoteError(Exception):
+    def __init__(self, message: str, retryable: bool):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def _persist(repo: Repository, event: StepEvent, run: AgentRun | None,
+             session_known: bool) -> tuple[AgentRun | None, bool]:
+    """Write what one streamed event carries (run, step) with the event itself, in one commit."""
+    p = event.payload
+    session = None if session_known else AgentSession(session_id=event.session_id)
+    if event.type is _E.RUN_STARTED or event.type.is_terminal:
+        run = AgentRun.from_dict(p["run"])
+        repo.commit(session=session, run=run, events=[event])
+    elif event.type is _E.STEP_COMPLETED:
+        repo.commit(session=session, steps=[Step.from_dict(p["step"])], events=[event])
+    else:
+        repo.commit(session=session, events=[event])
+    return run, True
+
+
+def _close(repo: Repository, run: AgentRun, status: RunStatus, error: str) -> None:
+    run.status, run.error, run.ended_at = status, error, now()
+    repo.commit(run=run)
+
+
+_executors: dict[tuple[Any, str | None], Any] = {}
+
+
+def ray_executor(repository: Repository | None, address: str | None, agent: Agent) -> Any:
+    """The process's Ray executor for a store (and cluster address); checks ``agent`` can travel."""
+    from ..storage import open_repository
+    from .executor import Executor
+
+    check_picklable(agent)
+    repo = repository if repository is not None else open_repository()
+    key = (getattr(repo, "root", None) or id(repo), address)
+    ex = _executors.get(key)
+    if ex is None:
+        backend = RayBackend(address)
+        backend.remote()  # start or join Ray now, not inside the first execution
+        ex = _executors[key] = Executor(repo, backend=backend)
+    return ex

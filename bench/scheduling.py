@@ -1,0 +1,211 @@
+"""The scheduler: throughput against the ideal, overhead per execution, Ray against local, and a peer.
+
+1. Throughput. A latency-bound fake model (every call sleeps LATENCY, 2 calls per run: a tool call,
+   then the answer), RUNS runs at CONCURRENCY. The ideal is CONCURRENCY / (2 * LATENCY) runs per
+   second; the table shows the measured rate and its ratio to the ideal (target >= 0.9).
+2. Overhead per execution, with a zero-latency model (1 call per run): a batch at concurrency 1
+   against the same runs made one after another by ``StepRunner.run``, same store. The difference,
+   per run, is what the scheduler adds (records, logs, queue, loop hop). Target <= 1 ms.
+3. Ray against local: the same zero-latency batch on a local Ray (``--ray``; skipped when Ray is
+   not installed), overhead per execution against the local backend.
+4. A peer: the same latency-bound batch through LangGraph's ``abatch`` with ``max_concurrency``
+   (from the ``bench`` extra; skipped when LangGraph is not installed).
+
+Stores live in --dir (default: a temporary directory on disk; pass /dev/shm for tmpfs).
+
+    python bench/scheduling.py                 # everything but Ray
+    python bench/scheduling.py --ray           # with the Ray rows
+    python bench/scheduling.py --quick         # 200 runs instead of 1,000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agio_notebook import Agent, ExecutionConfig, FunctionModel, StepRunner  # noqa: E402
+from agio_notebook.models.scripted import Reply  # noqa: E402
+from agio_notebook.scheduling import Executor, batch  # noqa: E402
+from agio_notebook.storage import InMemoryRepository, TinyDBRepository  # noqa: E402
+
+
+async def lookup(key: str) -> str:
+    """A trivial tool: the run's first model call asks for it."""
+    return key.upper()
+
+
+def latency_agent(latency: float) -> Agent:
+    async def reply(messages: list[dict[str, Any]], tools: Any) -> Reply | str:
+        await asyncio.sleep(latency)
+        if messages[-1]["role"] == "user":
+            return Reply.call("lookup", key="x")
+        return "done"
+
+    return Agent(model=FunctionModel(reply, name="fake-latency"), tools=[lookup], name="bench",
+                 config=ExecutionConfig(enable_retry=False, stream=False))
+
+
+def zero_agent() -> Agent:
+    return Agent(model=FunctionModel(lambda m, t: "done", name="fake-zero"), name="bench-zero",
+                 config=ExecutionConfig(enable_retry=False, stream=False))
+
+
+def fresh_repo(base: Path, name: str) -> TinyDBRepository:
+    path = base / name
+    shutil.rmtree(path, ignore_errors=True)
+    return TinyDBRepository(path)
+
+
+def throughput(base: Path | None, runs: int, concurrency: int, latency: float) -> dict[str, Any]:
+    """``base=None``: an in-memory repository (no store cost at all: the scheduler's own ceiling)."""
+    repo = fresh_repo(base, "throughput") if base is not None else InMemoryRepository()
+    ex = Executor(repo, max_concurrency=concurrency)
+    inputs = [f"q{i}" for i in range(runs)]
+    t0 = time.perf_counter()
+    h = batch(latency_agent(latency), inputs, concurrency=concurrency, executor=ex).wait()
+    wall = time.perf_counter() - t0
+    m = h.metrics()
+    assert m["completed"] == runs, m
+    ideal = concurrency / (2 * latency)
+    return {"runs": runs, "wall_s": wall, "rate": runs / wall, "ideal": ideal, "ratio": runs / wall / ideal}
+
+
+def direct_runs(repo: TinyDBRepository, n: int) -> float:
+    runner = StepRunner(zero_agent(), repository=repo)
+
+    async def go() -> None:
+        for i in range(n):
+            result = await runner.run(None, f"q{i}")
+            assert result.final_text == "done"
+
+    t0 = time.perf_counter()
+    asyncio.run(go())
+    return time.perf_counter() - t0
+
+
+def batch_runs(repo: TinyDBRepository, n: int, backend: str | None = None) -> float:
+    ex = None if backend == "ray" else Executor(repo, max_concurrency=1)
+    t0 = time.perf_counter()
+    h = batch(zero_agent(), [f"q{i}" for i in range(n)], concurrency=1, executor=ex, repository=repo,
+              backend=backend).wait()
+    wall = time.perf_counter() - t0
+    assert h.metrics()["completed"] == n, h.metrics()
+    return wall
+
+
+def overhead(base: Path, n: int, reps: int = 3) -> dict[str, float]:
+    """Best of ``reps`` for each side, alternating, so a busy neighbour hurts both alike."""
+    direct, batched = [], []
+    for r in range(reps):
+        direct.append(direct_runs(fresh_repo(base, f"direct{r}"), n))
+        batched.append(batch_runs(fresh_repo(base, f"batch{r}"), n))
+    d, b = min(direct), min(batched)
+    return {"direct_ms": d / n * 1000, "batch_ms": b / n * 1000, "overhead_ms": (b - d) / n * 1000}
+
+
+def ray_overhead(base: Path, n: int) -> dict[str, float] | None:
+    if importlib.util.find_spec("ray") is None:
+        return None
+    from agio_notebook.scheduling.ray_backend import ensure_ray
+
+    ensure_ray()
+    batch_runs(fresh_repo(base, "ray-warm"), 10, backend="ray")  # workers started, code imported
+    local = batch_runs(fresh_repo(base, "ray-local"), n)
+    ray = batch_runs(fresh_repo(base, "ray-ray"), n, backend="ray")
+    return {"local_ms": local / n * 1000, "ray_ms": ray / n * 1000, "overhead_ms": (ray - local) / n * 1000}
+
+
+def langgraph_abatch(runs: int, concurrency: int, latency: float) -> dict[str, Any] | None:
+    if importlib.util.find_spec("langgraph") is None:
+        return None
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        query: str
+        calls: int
+        answer: str
+
+    async def model(state: State) -> dict[str, Any]:
+        await asyncio.sleep(latency)
+        return {"calls": state.get("calls", 0) + 1}
+
+    async def tool(state: State) -> dict[str, Any]:
+        return {"answer": (await lookup("x"))}
+
+    async def final(state: State) -> dict[str, Any]:
+        await asyncio.sleep(latency)
+        return {"calls": state["calls"] + 1, "answer": "done"}
+
+    g = StateGraph(State)
+    g.add_node("model", model)
+    g.add_node("tool", tool)
+    g.add_node("final", final)
+    g.add_edge(START, "model")
+    g.add_edge("model", "tool")
+    g.add_edge("tool", "final")
+    g.add_edge("final", END)
+    app = g.compile()
+    t0 = time.perf_counter()
+    out = asyncio.run(app.abatch([{"query": f"q{i}", "calls": 0, "answer": ""} for i in range(runs)],
+                                 config={"max_concurrency": concurrency}))
+    wall = time.perf_counter() - t0
+    assert len(out) == runs and all(o["calls"] == 2 and o["answer"] == "done" for o in out)
+    ideal = concurrency / (2 * latency)
+    return {"runs": runs, "wall_s": wall, "rate": runs / wall, "ideal": ideal, "ratio": runs / wall / ideal}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=None, help="where the stores go (default: a temp dir on disk)")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--ray", action="store_true", help="also measure the Ray backend")
+    args = ap.parse_args()
+    runs = 200 if args.quick else 1000
+    base = Path(args.dir or tempfile.mkdtemp(prefix="agio-sched-bench-", dir="/var/tmp"))
+    base.mkdir(parents=True, exist_ok=True)
+    print(f"stores in {base} · {os.cpu_count()} cores · python {sys.version.split()[0]}\n")
+
+    print("1. throughput, 100 ms per model call, 2 calls per run, concurrency 64")
+    print(f"   {'engine':<34}{'runs':>6}{'wall s':>9}{'runs/s':>9}{'ideal':>8}{'ratio':>7}")
+    for label, where in ((f"agio batch, TinyDB in {base}", base), ("agio batch, in-memory repository", None)):
+        t = throughput(where, runs, 64, 0.1)
+        print(f"   {label[:34]:<34}{t['runs']:>6}{t['wall_s']:>9.2f}{t['rate']:>9.1f}{t['ideal']:>8.0f}{t['ratio']:>7.2f}")
+    peer = langgraph_abatch(runs, 64, 0.1)
+    if peer is None:
+        print("   langgraph abatch: not installed (pip install -e '.[bench]')")
+    else:
+        print(f"   {'langgraph abatch (no store)':<34}{peer['runs']:>6}{peer['wall_s']:>9.2f}{peer['rate']:>9.1f}"
+              f"{peer['ideal']:>8.0f}{peer['ratio']:>7.2f}")
+
+    n = 100 if args.quick else 300
+    o = overhead(base, n)
+    print(f"\n2. scheduler overhead, zero-latency model, {n} runs, best of 3")
+    print(f"   StepRunner.run one after another: {o['direct_ms']:.2f} ms/run")
+    print(f"   batch at concurrency 1:            {o['batch_ms']:.2f} ms/run")
+    print(f"   overhead per execution:            {o['overhead_ms']:.2f} ms (target <= 1 ms)")
+
+    if args.ray:
+        r = ray_overhead(base, 50 if args.quick else 100)
+        print("\n3. Ray against local, zero-latency model, concurrency 1")
+        if r is None:
+            print("   ray: not installed (pip install -e '.[ray]')")
+        else:
+            print(f"   local {r['local_ms']:.2f} ms/run · ray {r['ray_ms']:.2f} ms/run · "
+                  f"ray overhead {r['overhead_ms']:.2f} ms/execution ({r['ray_ms'] / r['local_ms']:.1f}x)")
+    shutil.rmtree(base, ignore_errors=True) if args.dir is None else None
+
+
+if __name__ == "__main__":
+    main()

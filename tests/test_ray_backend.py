@@ -1,0 +1,153 @@
+"""The Ray backend against a real local Ray: same results as local, the store written by the driver only,
+cancel, a killed worker's item retried, and an agent that cannot be pickled refused in one line."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the ray extra is installed by scripts/setup.sh")
+
+from agio_notebook import Agent, ExecutionConfig, FunctionModel  # noqa: E402
+from agio_notebook.core import RunStatus  # noqa: E402
+from agio_notebook.scheduling import ExecStatus, SchedulingError, batch  # noqa: E402
+from agio_notebook.storage import TinyDBRepository  # noqa: E402
+from scheduling_support import wait_until  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    r = TinyDBRepository(tmp_path_factory.mktemp("ray") / "store")
+    yield r
+    ray.shutdown()
+
+
+def echo_agent(delay: float = 0.05) -> Agent:
+    async def reply(messages, tools):
+        await asyncio.sleep(delay)
+        q = next(m["content"] for m in messages if m["role"] == "user")
+        return f"echo: {q} from {os.getpid()}"
+
+    return Agent(model=FunctionModel(reply, name="echo"), name="echo", config=ExecutionConfig(enable_retry=False))
+
+
+def test_ray_batch_results_come_back_and_only_the_driver_writes_the_store(repo):
+    h = batch(echo_agent(), ["a", "b", "c", "d"], name="ray-basic", backend="ray", repository=repo).wait(300)
+    res = h.results()
+    assert list(res["status"]) == ["completed"] * 4, res[["status", "error"]]
+    pids = {int(t.rsplit(" ", 1)[1]) for t in res["final_text"]}
+    assert os.getpid() not in pids  # the model ran in Ray workers
+    for sid, rid in zip(res["session_id"], res["run_id"]):
+        run = repo.get_run(rid)
+        assert run.status is RunStatus.COMPLETED and run.session_id == sid
+        roles = [s.role.value for s in repo.get_steps(sid)]
+        assert roles == ["user", "assistant"]
+        types = [e.type.value for e in repo.get_events(rid)]
+        assert types[0] == "run_started" and types[-1] == "run_completed"
+
+
+def test_a_killed_worker_has_its_item_retried(repo, tmp_path):
+    flag = tmp_path / "first-attempt-pid"
+
+    async def reply(messages, tools, flag=str(flag)):
+        if not Path(flag).exists():
+            Path(flag).write_text(str(os.getpid()))
+            await asyncio.sleep(60)  # killed here
+        return "survived"
+
+    agent = Agent(model=FunctionModel(reply, name="victim"), name="victim", config=ExecutionConfig(enable_retry=False))
+    h = batch(agent, ["only"], name="ray-kill", backend="ray", repository=repo, retries=1, retry_delay=0.1)
+    wait_until(lambda: flag.exists() and flag.read_text(), 120, "the first attempt to start on a worker")
+    os.kill(int(flag.read_text()), signal.SIGKILL)
+    h.wait(300)
+    rec = h.records()[0]
+    assert rec.status is ExecStatus.COMPLETED and rec.result == "survived" and rec.attempts == 2, rec
+    first = repo.list_runs("ray-kill-00000")
+    assert first and first[-1].status is RunStatus.FAILED and "lost" in first[-1].error
+    assert any("lost" in m for m in h.logs()["message"])
+
+
+def test_cancel_a_ray_batch(repo):
+    h = batch(echo_agent(60), ["x", "y"], name="ray-cancel", backend="ray", repository=repo)
+    wait_until(lambda: h.metrics()["running"] == 2, 120, "both running")
+    wait_until(lambda: all(r.run_id for r in h.records()), 120, "runs started on the workers")
+    assert not h.done, [(r.status, r.error) for r in h.records()]
+    h.cancel()
+    h.wait(120)
+    assert h.metrics()["cancelled"] == 2
+    for r in h.records():
+        assert repo.get_run(r.run_id).status is RunStatus.CANCELLED
+
+
+def test_an_agent_that_cannot_be_pickled_is_refused(repo):
+    lock = threading.Lock()
+
+    def reply(messages, tools):
+        with lock:
+            return "x"
+
+    agent = Agent(model=FunctionModel(reply), name="locked")
+    agent.model.lock = lock  # a lock cannot cross to a worker
+    with pytest.raises(SchedulingError, match="cannot be pickled for Ray") as info:
+        batch(agent, ["x"], backend="ray", repository=repo)
+    assert "\n" not in str(info.value)
+
+
+CLUSTER = r"""
+import sys, ray
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+print(ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.readline()  # the test says when to go; ray.shutdown() then stops the cluster this process started
+ray.shutdown()
+"""
+
+DRIVER = r"""
+import asyncio, json, os, sys
+import ray
+from agio_notebook import Agent, ExecutionConfig, FunctionModel
+from agio_notebook.scheduling import batch
+from agio_notebook.storage import TinyDBRepository
+
+async def reply(messages, tools):
+    return f"from {os.getpid()}"
+
+agent = Agent(model=FunctionModel(reply, name="remote"), name="remote", config=ExecutionConfig(enable_retry=False))
+h = batch(agent, ["a", "b"], name="on-cluster", backend="ray", address=sys.argv[1],
+          repository=TinyDBRepository(sys.argv[2])).wait(300)
+print(json.dumps({"gcs": ray.get_runtime_context().gcs_address, "status": list(h.results()["status"]),
+                  "driver": os.getpid(), "texts": list(h.results()["final_text"])}))
+"""
+
+
+def test_a_batch_joins_an_existing_cluster_by_address(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    cluster = subprocess.Popen([sys.executable, "-c", CLUSTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    try:
+        address = cluster.stdout.readline().strip()
+        assert address, "the cluster did not start"
+        # the local cluster enables Ray's token authentication; a driver joining it must use it too
+        env = {**os.environ, "RAY_AUTH_MODE": "token"}
+        out = subprocess.run([sys.executable, "-c", DRIVER, address, str(tmp_path / "store")], capture_output=True,
+                             text=True, timeout=600, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert result["gcs"] == address and result["status"] == ["completed", "completed"]
+        assert all(t.startswith("from ") and int(t.split()[1]) != result["driver"] for t in result["texts"])
+        runs = TinyDBRepository(tmp_path / "store").list_runs()
+        assert len(runs) == 2 and {r.status for r in runs} == {RunStatus.COMPLETED}  # the driver wrote them
+    finally:
+        cluster.stdin.write("\n")
+        cluster.stdin.flush()
+        try:
+            cluster.wait(60)
+        except subprocess.TimeoutExpired:
+            cluster.kill()
