@@ -257,3 +257,15 @@ def test_memory_on_the_sqlite_store_and_the_stored_request_still_rebuilds(tmp_pa
     again = SQLiteRepository(tmp_path / "agio.db")
     assert memory.skills(repository=again).loc[0, "text"] == "Always give the unit."
     assert (tmp_path / "agio.db.memory-index").is_dir()
+
+
+def test_memory_on_the_in_memory_store():
+    from agio_notebook.storage import InMemoryRepository
+
+    repo = InMemoryRepository()
+    runner, seen = make(repo)
+    asyncio.run(runner.run(None, "which unit?"))
+    assert seen.systems == ["You are a tutor."]  # nothing stored: no memory opened, nothing injected
+    memory.add_skill("units", "Always give the unit.", scope="tutor", repository=repo)
+    asyncio.run(runner.run(None, "which unit?"))
+    assert "Always give the unit." in seen.systems[1]
