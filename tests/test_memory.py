@@ -269,3 +269,22 @@ def test_memory_on_the_in_memory_store():
     memory.add_skill("units", "Always give the unit.", scope="tutor", repository=repo)
     asyncio.run(runner.run(None, "which unit?"))
     assert "Always give the unit." in seen.systems[1]
+
+
+def test_two_processes_share_memory_and_its_index(tmp_path):
+    import subprocess
+    import sys
+
+    root = tmp_path / "m"
+    here = MemoryStore(root)
+    here.add(Experience("renting a car abroad", lesson="check the insurance"))
+    assert memory.retrieval.retrieve(here, "car").experiences  # this process wrote the index
+    code = ("import sys; from agio_notebook.memory.store import MemoryStore; "
+            "from agio_notebook.memory.records import Experience; from agio_notebook.memory.retrieval import retrieve; "
+            "s = MemoryStore(sys.argv[1]); s.add(Experience('booking a train ticket', lesson='book early')); "
+            "print(len(retrieve(s, 'train car').experiences)); s.close()")
+    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2"  # the other process indexed what it found and what it added
+    got = memory.retrieval.retrieve(here, "train ticket").experiences
+    assert [e.situation for e, _ in got] == ["booking a train ticket"]  # and this one follows its append
