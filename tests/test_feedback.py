@@ -127,3 +127,18 @@ def test_bad_feedback_is_one_line_and_stores_nothing(repo, tmp_path, capsys):
     COMMANDS["memory"].handler(c, COMMANDS["memory"].parse(["add-skill", "units", "Always", "give", "units",
                                                              "--scope", "tutor"]))
     assert memory.skills("tutor", repository=c.repository).loc[0, "text"] == "Always give units"
+
+
+def test_the_agents_own_model_as_extractor(tmp_path):
+    def model(messages, tools):
+        if messages[0]["content"].startswith("You turn a user's feedback"):  # asked to extract
+            return json.dumps({"situation": "questions about light", "action": "used miles",
+                               "outcome": "wrong unit", "lesson": "use kilometres"})
+        return "186282 miles/s"
+
+    agent = Agent(model=FunctionModel(model), name="tutor", memory=MemoryConfig(extractor="agent"))
+    c = Controller(store=str(tmp_path / "store"))
+    handle = c.run_query("speed of light?", agent=agent)
+    proposal = handle.feedback(-1, "wrong unit")
+    assert proposal.extractor == agent.model.name and proposal.experience["lesson"] == "use kilometres"
+    assert proposal.experience["scope"] == "tutor" and proposal.status == "proposed"
