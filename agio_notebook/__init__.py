@@ -13,7 +13,7 @@ from .tools import Tool, tool
 
 __version__ = "0.1.0"
 
-_FRAMES = ("runs", "steps", "tool_calls", "sessions", "run_metrics")
+_FRAMES = ("runs", "steps", "tool_calls", "sessions", "run_metrics", "actions")
 _SCHEDULING = ("batch", "resume_batch", "executions", "RateLimit")
 
 

@@ -42,6 +42,12 @@ class Agent:
     def model_name(self) -> str:
         return getattr(self.model, "name", type(self.model).__name__)
 
+    def close(self) -> None:
+        """Release what the agent's tools hold (e.g. a browser's contexts); safe to call twice."""
+        for t in self.registry:
+            if t.close is not None:
+                t.close()
+
     def with_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> Agent:
         """The same agent with more tools (e.g. a cell's ``--mcp`` servers); names must stay unique."""
         return Agent(model=self.model, tools=[*self.registry, *tools], system_prompt=self.system_prompt,

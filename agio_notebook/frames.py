@@ -21,6 +21,7 @@ RUN_COUNTS = ("steps", "model_calls", "tool_calls", "tool_errors", "prompt_token
 RUN_TIMES = ("ttft_ms", "model_ms", "tool_ms", "duration_ms")
 ROLES = ["user", "assistant", "tool", "system"]
 STEP_STATUSES = ["ok", "error", "rejected"]
+ACTION_KINDS = ["code_execution", "file_operation", "web_browsing", "tool_call"]
 RUN_STATUSES = ["running", "completed", "failed", "cancelled", "max_steps", "interrupted", "budget_exceeded"]
 
 
@@ -164,6 +165,43 @@ def tool_calls(session_id: str | None = None, run_id: str | None = None, *,
         "arguments": _text(list(cols[6])), "status": _cat(list(cols[7]), STEP_STATUSES),
         "result": _text(list(cols[8])), "error": _text(list(cols[9])), "duration_ms": _float(list(cols[10])),
         "attempt": _int(list(cols[11])), "superseded": pd.Series(list(cols[12]), dtype="bool"),
+    })
+
+
+def actions(session_id: str | None = None, run_id: str | None = None, *,
+            repository: Repository | None = None) -> pd.DataFrame:
+    """One row per recorded action (sandboxed code, file, web, browser), linked to the step that asked.
+
+    Read from the tool steps' ``extra["actions"]``; ``input`` and ``output`` are JSON text, with
+    ``stdout``, ``diff``, ``url``, ``http_status`` and ``screenshot`` (base64 PNG) pulled out.
+    """
+    import json
+
+    docs = _step_docs(repository or open_repository(), session_id, run_id)
+    rows: list[dict[str, Any]] = []
+    for d in docs:
+        if run_id is not None and d.get("run_id") != run_id:
+            continue
+        for a in (d.get("extra") or {}).get("actions") or ():
+            out = a.get("output") or {}
+            rows.append({**a, "session_id": d["session_id"], "run_id": d.get("run_id"),
+                         "result_sequence": d["sequence"], "attempt": d.get("attempt", 1),
+                         "superseded": bool(d.get("superseded")), "stdout": out.get("stdout"),
+                         "diff": out.get("diff"), "url": out.get("url"), "http_status": out.get("status_code"),
+                         "screenshot": out.get("screenshot"),
+                         "input": json.dumps(a.get("input"), default=str),
+                         "output": json.dumps(out, default=str)})
+    col = lambda k: [r.get(k) for r in rows]  # noqa: E731
+    return pd.DataFrame({
+        "action_id": _text(col("action_id")), "session_id": _text(col("session_id")), "run_id": _text(col("run_id")),
+        "step_sequence": _int(col("step_sequence")), "result_sequence": _int(col("result_sequence")),
+        "tool_call_id": _text(col("tool_call_id")), "kind": _cat(col("kind"), ACTION_KINDS),
+        "name": _text(col("name")), "status": _cat(col("status"), ["ok", "error"]),
+        "started_at": _utc(col("started_at")), "ended_at": _utc(col("ended_at")),
+        "duration_ms": _float(col("duration_ms")), "input": _text(col("input")), "output": _text(col("output")),
+        "error": _text(col("error")), "stdout": _text(col("stdout")), "diff": _text(col("diff")),
+        "url": _text(col("url")), "http_status": _int(col("http_status")), "screenshot": _text(col("screenshot")),
+        "attempt": _int(col("attempt")), "superseded": pd.Series(col("superseded"), dtype="bool"),
     })
 
 

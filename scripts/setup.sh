@@ -24,6 +24,14 @@ if [ "$want_browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium >/dev/null
 fi
 
+if ! command -v bwrap >/dev/null 2>&1; then
+  echo "== installing bubblewrap (Debian package) for the sandboxed Python tool"
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq bubblewrap >/dev/null
+fi
+
 if ! command -v dot >/dev/null; then
   echo "== installing graphviz (Debian package) for plan DAG layouts and the trace graph"
   sudo_cmd=""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..core import AgentRun, InvalidOperationError, NotFoundError, Step
 from ..storage.base import Repository
+from ..tools.context import history_changed
 from .retry import attempt_family
 from .runner import claim_session
 
@@ -82,6 +83,7 @@ def use_attempt(repository: Repository, run_id: str, number: int) -> AgentRun:
             if rid in runs:
                 runs[rid].superseded_by = target.run_id
                 repository.commit(run=runs[rid])
+    history_changed(session_id, repository)  # e.g. the workspace becomes that attempt's
     return runs[target.run_id]
 
 

@@ -19,7 +19,7 @@ from ..core import ExecutionConfig, ModelError, RunStatus, Step, StepEvent, Step
 from ..models.base import Finish, Model, TextDelta, ToolCallDelta, Usage
 from ..models.request import MessageChain, fingerprint_parts, tools_digest
 from ..models.settings import check_settings, merge_settings
-from ..tools import ToolRegistry, ToolResult
+from ..tools import ToolCallContext, ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .hooks import HookCaller
 from .recorder import RunRecorder
@@ -28,6 +28,16 @@ from .tool_executor import ToolExecutor
 from .watchdog import Watchdog
 
 _E = StepEventType
+
+
+def _elide(value: Any, limit: int = 2000) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + f"… [{len(value)} characters; whole on the tool step]"
+    if isinstance(value, dict):
+        return {k: _elide(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_elide(v, limit) for v in value]
+    return value
 
 
 class StepExecutor:
@@ -251,8 +261,17 @@ class StepExecutor:
                 yield event
         t0 = time.perf_counter()
         if to_run:
-            async for result in self.tool_executor.execute_batch(to_run):
+            batch_ids = tuple(c.id for c in calls)
+
+            def context(call: ToolCall) -> ToolCallContext:
+                return ToolCallContext(run.session_id, run.id, call.id, call.name, step.sequence,
+                                       sequences[call.id], rec.repository, batch_ids)
+
+            async for result in self.tool_executor.execute_batch(to_run, context):
                 results[result.tool_call_id] = result
+                for action in result.actions:
+                    for event in self._action_events(rec, action):
+                        yield event
                 yield self._result_event(rec, result, sequences)
                 await hooks.call("on_tool_end", run, result)
         tool_ms = (time.perf_counter() - t0) * 1000.0
@@ -268,6 +287,9 @@ class StepExecutor:
                 if approval["edited"] and approval["approved"]:  # the model learns its call was changed
                     tool_step.content = f"{tool_step.content}\n\n" + edited_note(
                         approval["proposed_arguments"], approval["arguments"])
+            tool_step.extra.update(result.step_extra)
+            if result.actions:
+                tool_step.extra["actions"] = result.actions
             rec.record_step(tool_step)
             new_events.append((rec.emit(_E.STEP_COMPLETED, {"step": tool_step.to_dict()}), tool_step))
         if step.run_id == run.id:  # the turn's step of this run: its tool time is now known
@@ -324,6 +346,18 @@ class StepExecutor:
             "tool_call_id": result.tool_call_id, "name": result.name, "error": result.error,
             "error_type": result.error_type, "duration_ms": result.duration_ms, "attempts": result.attempts,
             "sequence": sequences[result.tool_call_id]})
+
+    @staticmethod
+    def _action_events(rec: RunRecorder, action: dict[str, Any]) -> list[StepEvent]:
+        """An action's start and its outcome (emitted when the tool returns; times are the real ones).
+
+        Long strings (figures, screenshots, big outputs) are cut in the events: the tool step carries
+        the whole record (``extra["actions"]``), so a transcript holds them once.
+        """
+        start = {k: _elide(action.get(k)) for k in ("action_id", "kind", "name", "tool_call_id", "step_sequence",
+                                                    "result_sequence", "started_at", "input")}
+        done = _E.ACTION_COMPLETED if action.get("status") == "ok" else _E.ACTION_FAILED
+        return [rec.emit(_E.ACTION_STARTED, start), rec.emit(done, _elide(action))]
 
     @staticmethod
     def _close_turn(rec: RunRecorder, step: Step) -> StepEvent:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import Step
+from ..tools.context import history_changed
 from .recorder import RunRecorder
 from .retry import RetryPlan
 
@@ -39,3 +40,4 @@ class RetryRecorder(RunRecorder):
             for old in self._plan.superseded_runs:
                 old.superseded_by = self.run.id
                 self.repository.commit(run=old)
+            history_changed(self.run.session_id, self.repository)  # e.g. a workspace goes back to this point

@@ -11,13 +11,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Callable, Iterable
 
 import pydantic
 
 from ..core import ExecutionConfig, ToolCall, scrub
 from ..tools import Tool, ToolRegistry, ToolResult
 from ..tools.base import to_content
+from ..tools.context import ToolCallContext, tool_call_scope
+
+# Builds the context of one call (session, run, asking step); see tools/context.py.
+ContextFactory = Callable[[ToolCall], ToolCallContext]
 
 
 def _validation_message(exc: pydantic.ValidationError) -> str:
@@ -41,8 +45,16 @@ class ToolExecutor:
                           duration_ms=(time.perf_counter() - started) * 1000.0, attempts=attempts,
                           arguments=arguments)
 
-    async def execute(self, call: ToolCall) -> ToolResult:
-        """Run one call; never raises for tool problems."""
+    async def execute(self, call: ToolCall, context: ContextFactory | None = None) -> ToolResult:
+        """Run one call; never raises for tool problems. ``context`` makes the call's context current."""
+        ctx = context(call) if context is not None else None
+        with tool_call_scope(ctx):
+            result = await self._execute(call)
+        if ctx is not None:
+            result.actions, result.step_extra = ctx.actions, ctx.step_extra
+        return result
+
+    async def _execute(self, call: ToolCall) -> ToolResult:
         started = time.perf_counter()
         tool = self.registry.get(call.name)
         if tool is None:
@@ -95,17 +107,18 @@ class ToolExecutor:
                               duration_ms=(time.perf_counter() - started) * 1000.0, attempts=attempt,
                               arguments=arguments)
 
-    async def execute_batch(self, calls: list[ToolCall]) -> AsyncIterator[ToolResult]:
+    async def execute_batch(self, calls: list[ToolCall], context: ContextFactory | None = None
+                            ) -> AsyncIterator[ToolResult]:
         """Results in completion order; concurrently when the config allows it."""
         if len(calls) == 1 or not self.config.parallel_tool_calls:
             for call in calls:
-                yield await self.execute(call)
+                yield await self.execute(call, context)
             return
         limit = asyncio.Semaphore(self.config.max_parallel_tools)
 
         async def bounded(call: ToolCall) -> ToolResult:
             async with limit:
-                return await self.execute(call)
+                return await self.execute(call, context)
 
         tasks = [asyncio.ensure_future(bounded(c)) for c in calls]
         try:

@@ -33,6 +33,7 @@ CELL = Command(
         arg("--settings", default=None, metavar="JSON",
             help='model settings for this cell, over the agent\'s: \'{"temperature": 0, "max_tokens": 200}\''),
         arg("--background", action="store_true"),
+        arg("--tools", default=None, help="built-in actions to add: python,files,web,browser"),
         arg("--wait", type=float, default=None, metavar="SECONDS",
             help="if another run (any kernel) holds the session, wait up to SECONDS for it"),
         arg("--mcp", default=None, metavar="NAME[,NAME]", help="add the tools of MCP servers named with %%agio mcp add"),
@@ -116,6 +117,10 @@ class AgioMagics(Magics):
                 raise UsageError(f"%%agio: {args.agent!r} is a {type(agent).__name__}, not an agio Agent")
         if args.model is not None:
             agent = self.controller.agent_with_model(agent or self.controller.default_agent(), args.model)
+        if args.tools is not None:
+            from ..toolkits import toolkit
+
+            agent = (agent or self.controller.default_agent()).with_tools(toolkit(args.tools))
         if args.mcp:
             agent = (agent or self.controller.default_agent()).with_tools(mcp_commands.tools_for(args.mcp))
         settings = parse_settings(args.settings, "--settings") if args.settings is not None else None

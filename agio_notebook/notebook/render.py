@@ -7,7 +7,10 @@ styles only and no script, so it survives sanitisers and cannot run anything.
 from __future__ import annotations
 
 import json
+import re
 from html import escape
+
+import nh3
 
 from .phase import phase
 from .view_model import RunView, StepView, ToolCard
@@ -61,6 +64,34 @@ def _badge(status: str) -> str:
             f'font-size:11px">{escape(status)}</span>')
 
 
+_BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+_TABLE_TAGS = {"table", "thead", "tbody", "tfoot", "tr", "th", "td", "caption", "div", "span", "br", "p", "b", "i"}
+
+
+def displays_html(displays: list[dict]) -> str:
+    """Figures as <img> from base64 (checked to be base64) and tables through an HTML sanitizer (nh3):
+    the sandbox's HTML is untrusted, so only table markup survives, with no attribute but spans."""
+    parts = []
+    for d in displays:
+        data = d.get("data")
+        if not isinstance(data, str):
+            continue
+        if d.get("mime") == "image/png" and _BASE64.match(data):
+            parts.append(f'<img class="agio-display-image" style="max-width:100%;display:block;margin:4px 0" '
+                         f'src="data:image/png;base64,{data}" alt="figure">')
+        elif d.get("mime") == "text/html":
+            clean = nh3.clean(data, tags=_TABLE_TAGS, attributes={"td": {"colspan", "rowspan"},
+                                                                  "th": {"colspan", "rowspan"}})
+            parts.append(f'<div class="agio-display-html" style="overflow:auto;margin:4px 0">{clean}</div>')
+    return "".join(parts)
+
+
+def _isolation(card: ToolCard) -> str:
+    if not card.isolation:
+        return ""
+    return f' <span class="agio-isolation" style="color:#57606a;font-size:11px">· sandbox: {escape(card.isolation)}</span>'
+
+
 def card_html(card: ToolCard) -> str:
     duration = f" · {card.duration_ms:.0f} ms" if card.duration_ms is not None else ""
     body = (f'<div style="color:#57606a;font-size:11px">arguments</div>'
@@ -70,12 +101,19 @@ def card_html(card: ToolCard) -> str:
         body += (f'<div style="color:#57606a;font-size:11px">result</div>'
                  f'<pre class="agio-tool-result" style="{_MONO};margin:2px 0;white-space:pre-wrap">'
                  f'{escape(pretty_json(card.result))}</pre>')
+    if card.diff:
+        body += (f'<div style="color:#57606a;font-size:11px">diff</div>'
+                 f'<pre class="agio-tool-diff" style="{_MONO};margin:2px 0;white-space:pre-wrap">'
+                 f'{escape(card.diff)}</pre>')
     if card.error is not None:
         body += (f'<pre class="agio-tool-error" style="{_MONO};margin:2px 0;color:#cf222e;white-space:pre-wrap">'
                  f'{escape(card.error_type or "error")}: {escape(card.error)}</pre>')
     return (f'<details class="agio-tool-card agio-tool-{escape(card.status)}" '
             f'style="border:1px solid #d0d7de;border-radius:6px;margin:4px 0 4px 12px;padding:2px 8px">'
-            f'<summary>🔧 <b>{escape(card.name)}</b> {_badge(card.status)}{duration}</summary>{body}</details>')
+            f'<summary>🔧 <b>{escape(card.name)}</b> {_badge(card.status)}{duration}{_isolation(card)}</summary>'
+            f'{body}</details>'
+            + (f'<div class="agio-displays" style="margin:0 0 4px 12px">{displays_html(card.displays)}</div>'
+               if card.displays else ""))
 
 
 def role_color(role: str) -> str:
@@ -174,7 +212,11 @@ def to_text(view: RunView) -> str:
             lines.append(f"#{step.sequence} {who}{mark}: {step.text}")
         for card in step.tool_cards:
             outcome = card.result if card.status == "ok" else f"{card.error_type or card.status}: {card.error}"
-            lines.append(f"  -> {card.name}({card.arguments}) [{card.status}] {outcome}")
+            lines.append(f"  -> {card.name}({card.arguments}) [{card.status}]"
+                         + (f" [sandbox: {card.isolation}]" if card.isolation else "") + f" {outcome}")
+            shown = [d.get("mime") for d in card.displays]
+            if shown:
+                lines.append(f"     [{shown.count('image/png')} figure(s), {shown.count('text/html')} table(s) shown]")
     if view.error and view.status != "completed":
         lines.append(f"error: {view.error}")
     lines.append(metrics_line(view.run_metrics, run=True))

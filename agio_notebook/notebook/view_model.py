@@ -23,6 +23,9 @@ class ToolCard:
     duration_ms: float | None = None
     attempts: int | None = None
     sequence: int | None = None  # of the tool step
+    displays: list[dict[str, Any]] = field(default_factory=list)  # rich action output: PNG, HTML tables
+    isolation: str | None = None  # how a sandboxed action was isolated (shown on the card)
+    diff: str | None = None  # what a file action changed (unified diff)
 
 
 @dataclass
@@ -94,6 +97,12 @@ class RunView:
             view.superseded, view.metrics, view.complete = step.get("superseded", False), step.get("metrics") or {}, True
             if (step.get("extra") or {}).get("kind") == "memory_read":
                 view.role, view.text = "memory", ""  # shown as a card from its memory_read event
+            if step["role"] == "tool" and step.get("tool_call_id") in self._cards:
+                card = self._cards[step["tool_call_id"]]  # figures and screenshots come whole with the step
+                actions = (step.get("extra") or {}).get("actions") or ()
+                card.displays = [d for a in actions for d in action_displays(a)]
+                diffs = [(a.get("output") or {}).get("diff") for a in actions]
+                card.diff = "".join(d for d in diffs if isinstance(d, str)) or None
             if step["role"] == "assistant":
                 for call in step.get("tool_calls") or ():
                     if call["id"] not in self._cards:
@@ -127,6 +136,10 @@ class RunView:
                 card.error, card.error_type = p.get("error"), p.get("error_type")
         elif t is _E.MEMORY_READ:
             self._step(p["sequence"], "memory").memory = p
+        elif t in (_E.ACTION_COMPLETED, _E.ACTION_FAILED):
+            card = self._cards.get(p.get("tool_call_id") or "")
+            if card is not None:
+                card.isolation = (p.get("input") or {}).get("isolation") or card.isolation
         elif t is _E.METRICS:
             self.run_metrics = p.get("run") or self.run_metrics
             view = self._by_seq.get(p["sequence"])
@@ -136,6 +149,15 @@ class RunView:
     def conversation(self) -> list[StepView]:
         """Steps in sequence order, tool steps folded into their cards (they are shown there)."""
         return [s for s in sorted(self.steps, key=lambda s: s.sequence) if s.role != "tool"]
+
+
+def action_displays(action: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rich outputs of an action record: its displays, and a browser screenshot as a PNG."""
+    out = action.get("output") or {}
+    shown = [d for d in out.get("displays") or () if isinstance(d, dict) and d.get("mime") in ("image/png", "text/html")]
+    if isinstance(out.get("screenshot"), str):
+        shown.append({"mime": "image/png", "data": out["screenshot"]})
+    return shown
 
 
 def fold(events: Iterable[StepEvent | dict[str, Any]], session: dict[str, Any] | None = None) -> RunView:

@@ -1,7 +1,8 @@
 """Tools: ``@tool`` functions, their schemas, and a registry."""
 
 from .base import Tool, ToolResult
+from .context import ToolCallContext, get_call
 from .decorator import tool
 from .registry import ToolRegistry
 
-__all__ = ["Tool", "ToolRegistry", "ToolResult", "tool"]
+__all__ = ["Tool", "ToolCallContext", "ToolRegistry", "ToolResult", "get_call", "tool"]

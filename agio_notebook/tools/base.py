@@ -20,6 +20,8 @@ class ToolResult:
     duration_ms: float = 0.0
     attempts: int = 1
     arguments: dict[str, Any] | None = None
+    actions: list[dict[str, Any]] = field(default_factory=list)  # action records (see tools/context.py)
+    step_extra: dict[str, Any] = field(default_factory=dict)  # stored on the tool step's ``extra``
 
 
 def to_content(value: Any) -> str:
@@ -47,6 +49,7 @@ class Tool:
     timeout: float | None = None
     retries: int = 0
     requires_approval: bool = False
+    close: Callable[[], None] | None = None  # releases what the tool holds (a browser); see Agent.close
     _schema: dict[str, Any] | None = field(default=None, repr=False)
 
     def schema(self) -> dict[str, Any]:

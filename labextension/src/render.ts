@@ -38,6 +38,15 @@ export interface ToolCard {
   error?: string;
   errorType?: string;
   durationMs?: number;
+  displays: Display[];
+  isolation?: string;
+  diff?: string;
+}
+
+/** A rich output of an action: a PNG (base64) or an HTML table from the sandbox (untrusted). */
+export interface Display {
+  mime: string;
+  data: string;
 }
 
 export interface StepView {
@@ -131,13 +140,22 @@ export function foldEvents(t: Transcript): RunView {
         view.role = 'memory';
         view.text = '';
       }
+      const answered = st.role === 'tool' ? cards.get(st.tool_call_id) : undefined;
+      if (answered) {
+        // figures and screenshots come whole with the tool step (the action events carry them cut)
+        const actions = Array.isArray(st.extra?.actions) ? st.extra.actions : [];
+        answered.displays = actions.flatMap((a: Record<string, any>) => actionDisplays(a ?? {}));
+        const diffs = actions.map((a: Record<string, any>) => a?.output?.diff).filter((d: unknown) => typeof d === 'string');
+        answered.diff = diffs.length ? diffs.join('') : undefined;
+      }
       for (const call of st.tool_calls ?? []) {
         if (!cards.has(call.id)) {
           const card: ToolCard = {
             id: call.id,
             name: call.function?.name ?? '?',
             arguments: call.function?.arguments ?? '',
-            status: 'running'
+            status: 'running',
+            displays: []
           };
           cards.set(call.id, card);
           view.cards.push(card);
@@ -163,6 +181,13 @@ export function foldEvents(t: Transcript): RunView {
           card.errorType = p.error_type;
         }
       }
+    } else if (e.type === 'action_completed' || e.type === 'action_failed') {
+      const card = cards.get(p.tool_call_id);
+      if (card) {
+        if (typeof p.input?.isolation === 'string') {
+          card.isolation = p.input.isolation;
+        }
+      }
     } else if (e.type === 'metrics') {
       runMetrics = p.run ?? runMetrics;
       const view = bySeq.get(p.sequence);
@@ -173,6 +198,64 @@ export function foldEvents(t: Transcript): RunView {
   }
   const steps = [...bySeq.values()].filter(s => s.role !== 'tool').sort((a, b) => a.sequence - b.sequence);
   return { transcript: t, run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg };
+}
+
+/** Figures and tables of an action record, and a browser screenshot as a figure. */
+export function actionDisplays(action: Record<string, any>): Display[] {
+  const out = action.output ?? {};
+  const shown: Display[] = [];
+  for (const d of Array.isArray(out.displays) ? out.displays : []) {
+    if (d && typeof d.data === 'string' && (d.mime === 'image/png' || d.mime === 'text/html')) {
+      shown.push({ mime: d.mime, data: d.data });
+    }
+  }
+  if (typeof out.screenshot === 'string') {
+    shown.push({ mime: 'image/png', data: out.screenshot });
+  }
+  return shown;
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const TABLE_TAGS = new Set(['table', 'thead', 'tbody', 'tfoot', 'tr', 'th', 'td', 'caption', 'div', 'span', 'br',
+  'p', 'b', 'i']);
+
+/** Copy only table markup and text from untrusted HTML (parsed inert, rebuilt element by element). */
+function safeTable(doc: Document, html: string): HTMLElement {
+  const parsed = new DOMParser().parseFromString(html, 'text/html');
+  const copy = (from: Node, to: HTMLElement): void => {
+    for (const child of Array.from(from.childNodes)) {
+      if (child.nodeType === 3) {
+        to.append(doc.createTextNode(child.textContent ?? ''));
+      } else if (child.nodeType === 1) {
+        const tag = (child as Element).tagName.toLowerCase();
+        if (TABLE_TAGS.has(tag)) {
+          const node = doc.createElement(tag);
+          copy(child, node);
+          to.append(node);
+        } else if (tag !== 'script' && tag !== 'style') {
+          copy(child, to);
+        }
+      }
+    }
+  };
+  const box = el(doc, 'div', ['agio-display-html']);
+  copy(parsed.body, box);
+  return box;
+}
+
+function renderDisplays(doc: Document, displays: Display[]): HTMLElement {
+  const box = el(doc, 'div', ['agio-displays']);
+  for (const d of displays) {
+    if (d.mime === 'image/png' && BASE64.test(d.data)) {
+      const img = el(doc, 'img', ['agio-display-image']) as HTMLImageElement;
+      img.alt = 'figure';
+      img.src = `data:image/png;base64,${d.data}`;
+      box.append(img);
+    } else if (d.mime === 'text/html') {
+      box.append(safeTable(doc, d.data));
+    }
+  }
+  return box;
 }
 
 export function prettyJson(raw: string | undefined): string {
@@ -248,12 +331,19 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
   if (card.durationMs !== undefined && card.durationMs !== null) {
     summary.append(el(doc, 'span', ['agio-tool-duration'], ` ${Math.round(card.durationMs)} ms`));
   }
+  if (card.isolation) {
+    summary.append(el(doc, 'span', ['agio-isolation'], ` · sandbox: ${card.isolation}`));
+  }
   details.append(summary);
   details.append(el(doc, 'div', ['agio-label'], 'arguments'));
   details.append(el(doc, 'pre', ['agio-tool-args'], prettyJson(card.arguments)));
   if (card.result !== undefined) {
     details.append(el(doc, 'div', ['agio-label'], 'result'));
     details.append(el(doc, 'pre', ['agio-tool-result'], prettyJson(card.result)));
+  }
+  if (card.diff) {
+    details.append(el(doc, 'div', ['agio-label'], 'diff'));
+    details.append(el(doc, 'pre', ['agio-tool-diff'], card.diff));
   }
   if (card.error !== undefined) {
     details.append(el(doc, 'pre', ['agio-tool-error'], `${card.errorType ?? 'error'}: ${card.error}`));
@@ -294,6 +384,9 @@ function renderStep(doc: Document, step: StepView): HTMLElement {
   }
   for (const card of step.cards) {
     node.append(renderCard(doc, card));
+    if (card.displays.length) {
+      node.append(renderDisplays(doc, card.displays));
+    }
   }
   return node;
 }

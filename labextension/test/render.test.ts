@@ -110,3 +110,41 @@ describe('renderTranscript', () => {
     expect(node.querySelector('.agio-header b')!.textContent).toBe('agio Retry');
   });
 });
+
+describe('action displays', () => {
+  const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+  const TABLE = '<table onclick="window.__pwned=1"><tr><th>a</th></tr><tr><td>1<script>window.__pwned=1</script>' +
+    '<img src=x onerror="window.__pwned=1"></td></tr></table>';
+  const withAction = {
+    ...transcript,
+    events: [
+      ...transcript.events.slice(0, 4),
+      ev(20, 'action_started', { action_id: 'a1', tool_call_id: 'c1', name: 'run_python' }),
+      ev(21, 'action_completed', { action_id: 'a1', tool_call_id: 'c1', name: 'run_python', status: 'ok',
+        input: { code: '1', isolation: 'bubblewrap' }, output: { displays: [{ mime: 'image/png', data: 'cut…' }] } }),
+      ...transcript.events.slice(4, 6),
+      ev(22, 'step_completed', { step: step(3, 'tool', 'ok', { tool_call_id: 'c1', name: 'add', extra: { actions: [{
+        name: 'run_python', status: 'ok', input: { code: '1', isolation: 'bubblewrap' }, output: {
+          displays: [{ mime: 'image/png', data: PNG }, { mime: 'text/html', data: TABLE },
+            { mime: 'image/png', data: '" onerror="x' }] } },
+        { name: 'write_file', status: 'ok', output: { diff: '--- a/x\n+++ b/x\n+<b>hi</b>\n' } }] } }) }),
+      ...transcript.events.slice(7)
+    ]
+  };
+
+  it('shows figures as images and tables rebuilt from table markup only', () => {
+    const node = renderTranscript(withAction, document);
+    const imgs = node.querySelectorAll('.agio-displays img');
+    expect(imgs).toHaveLength(1);
+    expect(imgs[0].getAttribute('src')).toBe(`data:image/png;base64,${PNG}`);
+    const table = node.querySelector('.agio-display-html table')!;
+    expect(table.querySelector('th')!.textContent).toBe('a');
+    expect(table.getAttribute('onclick')).toBeNull();
+    expect(node.querySelector('.agio-display-html script')).toBeNull();
+    expect(node.querySelector('.agio-display-html img')).toBeNull();
+    expect((window as any).__pwned).toBeUndefined();
+    expect(node.querySelector('.agio-tool-card summary .agio-isolation')!.textContent).toBe(' · sandbox: bubblewrap');
+    expect(node.querySelector('.agio-tool-diff')!.textContent).toBe('--- a/x\n+++ b/x\n+<b>hi</b>\n');
+    expect(node.querySelector('.agio-tool-diff b')).toBeNull();
+  });
+});

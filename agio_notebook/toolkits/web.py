@@ -1,0 +1,183 @@
+"""``web_fetch()``: GET a URL through httpx, safely, and return readable text.
+
+- SSRF: the host is resolved once, every address is checked (loopback, private, link-local, multicast,
+  reserved and unspecified addresses are refused) and the connection goes to the checked address (the
+  URL's host travels in the Host header and as the TLS server name), so a second DNS answer cannot
+  rebind it.  Each redirect hop is checked the same way, up to ``max_redirects``.
+- ``allow`` lists hosts (as written in URLs) or IP networks the block does not apply to, e.g. a local
+  test server: ``web_fetch(allow=["127.0.0.1"])``.  A name that merely resolves into an allowed
+  network is still refused; the allowlist is for what you write, not for what DNS answers.
+- A timeout, a byte cap enforced while streaming (a 1 GB body is cut at the cap, never buffered), and
+  handling by content type: HTML to Markdown (markdownify), text and JSON as is, anything else refused.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from ..tools import Tool, tool
+from .actions import recorded
+from .errors import ActionError, check_positive
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True)
+class WebLimits:
+    timeout: float = 15.0
+    max_bytes: int = 2_000_000
+    max_chars: int = 40_000  # of the text handed to the model
+    max_redirects: int = 5
+
+    def __post_init__(self) -> None:
+        check_positive(self, zero_ok=("max_redirects",))
+
+
+def blocked_reason(address: IPAddress) -> str | None:
+    if address.version == 6 and address.ipv4_mapped is not None:  # type: ignore[union-attr]
+        address = address.ipv4_mapped  # type: ignore[union-attr]
+    for label, flag in (("loopback", address.is_loopback), ("unspecified", address.is_unspecified),
+                        ("link-local", address.is_link_local), ("multicast", address.is_multicast),
+                        ("reserved", address.is_reserved), ("private", address.is_private)):
+        if flag:
+            return label
+    return None
+
+
+class Guard:
+    """Decides where a URL may be fetched from, and which address to connect to."""
+
+    def __init__(self, allow: list[str] | tuple[str, ...] = ()):
+        self.hosts: set[str] = set()
+        self.networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        for entry in allow:
+            try:
+                self.networks.append(ipaddress.ip_network(entry, strict=False))
+            except ValueError:
+                self.hosts.add(entry.lower().rstrip("."))
+
+    def check(self, url: str) -> tuple[str, str, int, str]:
+        """(scheme, host, port, address to connect to) or ActionError."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https"):
+            raise ActionError(f"only http and https URLs can be fetched, not {parts.scheme or 'no scheme'!r}")
+        host = (parts.hostname or "").lower().rstrip(".")
+        if not host:
+            raise ActionError(f"URL {url!r} has no host")
+        if parts.username or parts.password:
+            raise ActionError("URLs with credentials are not fetched")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            literal: IPAddress | None = ipaddress.ip_address(host)
+        except ValueError:
+            literal = None
+        if literal is not None:
+            if any(literal in net for net in self.networks) or host in self.hosts:
+                return parts.scheme, host, port, str(literal)
+            reason = blocked_reason(literal)
+            if reason:
+                raise ActionError(f"blocked: {host} is a {reason} address (SSRF protection); "
+                                  "allow it explicitly with web_fetch(allow=[...])")
+            return parts.scheme, host, port, str(literal)
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise ActionError(f"cannot resolve {host}: {exc.strerror}") from None
+        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+        if host not in self.hosts:
+            for address in addresses:
+                reason = blocked_reason(address)
+                if reason:
+                    raise ActionError(f"blocked: {host} resolves to {address}, a {reason} address (SSRF "
+                                      "protection); allow the host explicitly with web_fetch(allow=[...])")
+        return parts.scheme, host, port, str(addresses[0])
+
+
+def to_markdown(html: str) -> str:
+    """Readable Markdown; scripts, styles and the like are dropped with their content."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    soup = BeautifulSoup(html, "html.parser")
+    for node in soup(["script", "style", "noscript", "iframe", "template", "svg", "title"]):
+        node.decompose()
+    return MarkdownConverter(heading_style="ATX").convert_soup(soup).strip()
+
+
+def fetch(url: str, guard: Guard, limits: WebLimits) -> dict[str, Any]:
+    """The fetch itself: checked hops, a streamed and capped body, text by content type."""
+    import httpx
+
+    deadline = time.monotonic() + limits.timeout
+    hops: list[dict[str, Any]] = []
+    with httpx.Client(timeout=limits.timeout, follow_redirects=False, trust_env=False) as client:
+        current = url
+        for _ in range(limits.max_redirects + 1):
+            scheme, host, port, address = guard.check(current)
+            parts = urlsplit(current)
+            netloc = f"[{address}]" if ":" in address else address
+            target = parts._replace(netloc=f"{netloc}:{port}").geturl()
+            default_port = port == (443 if scheme == "https" else 80)
+            headers = {"Host": host if default_port else f"{host}:{port}", "User-Agent": "agio-notebook web_fetch"}
+            with client.stream("GET", target, headers=headers, extensions={"sni_hostname": host}) as response:
+                hops.append({"url": current, "status": response.status_code, "address": address})
+                if response.is_redirect and "location" in response.headers:
+                    current = urljoin(current, response.headers["location"])
+                    continue
+                ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                declared = response.headers.get("content-length")
+                if declared and declared.isdigit() and int(declared) > limits.max_bytes:
+                    raise ActionError(f"refused: {current} is {int(declared)} bytes, over the "
+                                      f"{limits.max_bytes}-byte limit")
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > limits.max_bytes:
+                        raise ActionError(f"refused: {current} sent more than {limits.max_bytes} bytes")
+                    if time.monotonic() > deadline:
+                        raise ActionError(f"timed out after {limits.timeout:g}s reading {current}")
+                encoding = response.encoding or "utf-8"
+                status = response.status_code
+                break
+        else:
+            raise ActionError(f"too many redirects (more than {limits.max_redirects}) from {url}")
+    if ctype in ("text/html", "application/xhtml+xml"):
+        text = to_markdown(body.decode(encoding, errors="replace"))
+    elif ctype.startswith("text/") or ctype in ("application/json", "application/xml") or ctype.endswith("+json"):
+        text = body.decode(encoding, errors="replace")
+    else:
+        raise ActionError(f"unsupported content type {ctype or 'unknown'!r} from {current} ({len(body)} bytes)")
+    truncated = len(text) > limits.max_chars
+    return {"url": current, "status_code": status, "content_type": ctype, "bytes": len(body),
+            "hops": hops, "text": text[:limits.max_chars] + ("\n[truncated]" if truncated else "")}
+
+
+def web_fetch(*, allow: list[str] | tuple[str, ...] = (), limits: WebLimits | None = None,
+              requires_approval: bool = False) -> Tool:
+    """The ``web_fetch`` tool. ``allow``: hosts or networks exempt from the SSRF block."""
+    guard = Guard(allow)
+    limits = limits or WebLimits()
+
+    @tool(name="web_fetch", timeout=limits.timeout * (limits.max_redirects + 2), requires_approval=requires_approval)
+    def web_fetch_tool(url: str) -> str:
+        """Fetch a web page (GET) and return it as readable Markdown text.
+
+        Args:
+            url: The http or https URL.
+        """
+        import httpx
+
+        with recorded("web_browsing", "web_fetch", {"url": url}) as action:
+            try:
+                page = fetch(url, guard, limits)
+            except httpx.HTTPError as exc:
+                raise ActionError(f"fetching {url} failed: {type(exc).__name__}: {exc}") from None
+            action.output = {k: v for k, v in page.items() if k != "text"} | {"text": page["text"][:5000]}
+        return f"URL: {page['url']}\nStatus: {page['status_code']}\nContent-Type: {page['content_type']}\n\n{page['text']}"
+
+    return web_fetch_tool

@@ -1,0 +1,71 @@
+"""The context a tool call runs in: which session, run and step asked for it.
+
+Built-in actions (sandboxed Python, workspace files, web, browser) need to know the session they act
+for (its workspace, its interpreter), the step that asked (to link their records to it) and a place to
+put what they did.  The engine sets :data:`current_call` around every tool call (a contextvar, so it
+follows the call into ``asyncio.to_thread`` and into tasks); a tool reads it with :func:`get_call`.
+Outside a run (a tool called by hand) there is no context and ``get_call()`` is ``None``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+
+@dataclass
+class ToolCallContext:
+    """One tool call as the engine sees it.
+
+    ``step_sequence`` is the assistant step that asked for the call and ``result_sequence`` the tool
+    step its result will become.  ``batch_call_ids`` are the ids of the calls of the same model turn
+    (their steps are not stored yet while the batch runs).  Tools append action records to
+    ``actions`` and fields for the tool step's ``extra`` to ``step_extra``; the engine stores both
+    with the tool step and announces the actions as events.
+    """
+
+    session_id: str
+    run_id: str | None
+    tool_call_id: str
+    tool_name: str
+    step_sequence: int | None = None
+    result_sequence: int | None = None
+    repository: Any = None
+    batch_call_ids: tuple[str, ...] = ()
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    step_extra: dict[str, Any] = field(default_factory=dict)
+
+
+current_call: ContextVar[ToolCallContext | None] = ContextVar("agio_current_tool_call", default=None)
+
+
+def get_call() -> ToolCallContext | None:
+    """The tool call being executed in this context, if any."""
+    return current_call.get()
+
+
+@contextmanager
+def tool_call_scope(context: ToolCallContext | None) -> Iterator[ToolCallContext | None]:
+    """Make ``context`` current for the duration of one tool call."""
+    token = current_call.set(context)
+    try:
+        yield context
+    finally:
+        current_call.reset(token)
+
+
+# Called with (session_id, repository) when a session's history changes under it (a retry superseded
+# steps), so tools that keep state per session (a workspace, an interpreter) can follow at once.
+history_listeners: list[Callable[[str, Any], None]] = []
+
+
+def history_changed(session_id: str, repository: Any) -> None:
+    """Tell the listeners; one failing never fails the retry (tools re-check before their next action)."""
+    for listener in list(history_listeners):
+        try:
+            listener(session_id, repository)
+        except Exception as exc:  # noqa: BLE001
+            warnings.warn(f"after the retry in session {session_id}: {type(exc).__name__}: {exc}", stacklevel=2)

@@ -1,0 +1,178 @@
+"""The browser toolkit with Debian's chromium against a real server on 127.0.0.1 (allowlisted)."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+import agio_notebook
+from agio_notebook import Agent, ScriptedModel, StepRunner
+from agio_notebook.models.scripted import Reply
+from agio_notebook.storage import TinyDBRepository
+from agio_notebook.toolkits import browser
+
+from actions_support import one_tool_step, run_calls, tool_steps
+
+FORM = b"""<html><head><title>Form</title></head><body><h1>Sign up</h1>
+<form action="/hello" method="get"><input id="name" name="name"><button id="go" type="submit">Go</button></form>
+<a id="next" href="/second">next page</a></body></html>"""
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        parts = urlsplit(self.path)
+        port = self.server.server_address[1]
+        if parts.path == "/":
+            self._send(FORM)
+        elif parts.path == "/second":
+            self._send(b"<html><head><title>Second</title></head><body><p>You made it.</p></body></html>")
+        elif parts.path == "/hello":
+            name = parse_qs(parts.query).get("name", ["?"])[0]
+            self._send(f"<html><head><title>Hi</title></head><body><p>Hello, {name}!</p></body></html>".encode())
+        elif parts.path == "/to-localhost":
+            self.send_response(302)
+            self.send_header("Location", f"http://localhost:{port}/second")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif parts.path == "/websocket":
+            # a WebSocket is not seen by Playwright's route filter; the proxy must refuse it
+            self._send(f"<html><body><script>new WebSocket('ws://localhost:{port}/ws')</script></body></html>"
+                       .encode())
+        else:
+            self.send_error(404)
+
+    def _send(self, body):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGIO_WORKSPACES", str(tmp_path / "ws"))
+    repo = TinyDBRepository(tmp_path / "store")
+    tools = browser(allow=["127.0.0.1"])
+    yield repo, tools
+    tools[0].close()
+    repo.close()
+
+
+def test_navigate_click_fill_and_screenshot_through_a_scripted_agent(env, server):
+    repo, tools = env
+    result = run_calls(repo, "b", tools,
+                       ("navigate_and_extract", {"url": server + "/"}),
+                       ("click", {"selector": "#next"}),
+                       ("fill_form", {"url": server + "/", "form_data": {"#name": "Ada"}, "submit": "#go"}),
+                       ("screenshot", {}))
+    steps = tool_steps(result)
+    assert [s.status for s in steps] == ["ok"] * 4, [s.content for s in steps]
+    assert "Title: Form" in steps[0].content and "# Sign up" in steps[0].content
+    assert "You made it." in steps[1].content
+    assert "Hello, Ada!" in steps[2].content
+    shot = steps[3].extra["actions"][0]["output"]["screenshot"]
+    assert base64.b64decode(shot).startswith(b"\x89PNG")
+    frame = agio_notebook.actions("b", repository=repo)
+    assert list(frame["name"]) == ["navigate_and_extract", "click", "fill_form", "screenshot"]
+    assert frame["screenshot"].iloc[3] == shot and frame["http_status"].iloc[0] == 200
+    # the screenshot is shown in the transcript (live view and saved notebook render the same HTML)
+    from agio_notebook.notebook.transcript import bundle_for_run
+
+    html = bundle_for_run(repo, result.run_id)["text/html"]
+    assert f'src="data:image/png;base64,{shot}"' in html
+
+
+def test_private_addresses_are_blocked_in_the_browser(env, server):
+    repo, tools = env
+    direct = one_tool_step(repo, "p", tools, "navigate_and_extract", url="http://10.0.0.1/")
+    assert direct.status == "error" and "10.0.0.1 is a private address" in direct.content
+    hop = one_tool_step(repo, "p", tools, "navigate_and_extract", url=server + "/to-localhost")
+    assert hop.status == "error" and "localhost resolves to 127.0.0.1" in hop.content
+    page = one_tool_step(repo, "p", tools, "navigate_and_extract", url=server + "/websocket")
+    assert page.status == "ok"
+    proxy = tools[0].close.__self__._proxy
+    deadline = time.monotonic() + 30
+    while not any("localhost resolves to 127.0.0.1" in r for r in proxy.refusals) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert any("localhost resolves to 127.0.0.1" in r for r in proxy.refusals), proxy.refusals
+    ok = one_tool_step(repo, "p", tools, "navigate_and_extract", url=server + "/second")
+    assert ok.status == "ok" and "You made it." in ok.content
+
+
+def test_one_context_per_session_closed_with_the_agent(env, server, tmp_path):
+    repo, tools = env
+    agent = Agent(model=ScriptedModel([Reply.call("navigate_and_extract", url=server + "/"), Reply.say("ok")]),
+                  tools=tools)
+    import asyncio
+
+    asyncio.run(StepRunner(agent, repository=repo).run("s1", "go"))
+    asyncio.run(StepRunner(Agent(model=ScriptedModel([Reply.call("navigate_and_extract", url=server + "/second"),
+                                                       Reply.say("ok")]), tools=tools),
+                           repository=repo).run("s2", "go"))
+    host = tools[0].close.__self__
+    assert set(host.contexts) == {"s1", "s2"}
+    agent.close()
+    assert host.contexts == {} and host._browser is None
+    after = one_tool_step(repo, "s1", tools, "navigate_and_extract", url=server + "/")
+    assert after.status == "error" and "this browser was closed" in after.content
+
+
+def test_chromium_runs_unprivileged_with_its_own_sandbox(env, server):
+    import os
+
+    repo, tools = env
+    assert one_tool_step(repo, "u", tools, "navigate_and_extract", url=server + "/").status == "ok"
+    mine = _descendants(os.getpid())
+    chromium = []
+    for pid in mine:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{pid}/status") as f:
+                uid = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"chromium"):
+            chromium.append((pid, uid, argv))
+    assert chromium, "no chromium process found"
+    assert not [a for _, _, a in chromium if b"--no-sandbox" in a]
+    if os.geteuid() == 0:
+        assert {uid for _, uid, _ in chromium} == {65534}
+
+
+def _descendants(pid: int) -> set[int]:
+    import os
+
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
