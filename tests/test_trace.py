@@ -82,3 +82,24 @@ def test_top_level_trace_and_unknown_run(repo):
     assert len(tr.nodes) == 2 and len(tr.edges) == 1
     with pytest.raises(NotFoundError, match="no run 'nope'"):
         agio_notebook.trace("nope", repository=repo)
+
+
+def test_actions_hang_off_the_tool_step_that_performed_them(repo):
+    from agio_notebook import tool
+    from agio_notebook.toolkits.actions import recorded
+
+    @tool
+    def read_note(name: str) -> str:
+        """Read a note (recorded as an action)."""
+        with recorded("file", "read_note", {"name": name}) as action:
+            action.output = {"bytes": 5}
+            return "hello"
+
+    model = ChunkModel([calls(("read_note", {"name": "a.txt"})), text("it says hello")])
+    result = asyncio.run(StepRunner(Agent(model=model, tools=[read_note]), repository=repo).run(None, "read a.txt"))
+    tr = agio_notebook.trace(result.run_id, repository=repo)
+    action = tr.nodes[tr.nodes["kind"] == "action"]
+    assert len(action) == 1 and action.iloc[0]["label"] == "action file: read_note [ok]"
+    tool_id = tr.nodes[tr.nodes["kind"] == "tool"].iloc[0]["id"]
+    assert (tool_id, action.iloc[0]["id"]) in set(zip(tr.edges["source"], tr.edges["target"]))
+    assert tr.svg().count('class="node') == 5

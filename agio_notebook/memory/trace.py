@@ -3,7 +3,8 @@
 A model step points to the tool steps it asked for; every tool step of a parallel batch points to
 the next model step; ``memory_read`` points to the first model step. Steps outside the run that its
 first steps follow (the retried run's memory, the previous answer) appear as context nodes, so a
-retry shows where it branched. Superseded attempts stay, drawn dashed.
+retry shows where it branched. Superseded attempts stay, drawn dashed. The actions a tool step
+performed (``extra["actions"]``: code run, files written, pages fetched) hang off that step.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from ..core import NotFoundError
 from ..storage.base import Repository
 
 KIND_STYLE = {"user": ("#ddf4ff", "#0969da"), "memory_read": ("#fff8c5", "#9a6700"),
-              "model": ("#fbefff", "#8250df"), "tool": ("#dafbe1", "#1a7f37"), "context": ("#f6f8fa", "#8c959f")}
+              "model": ("#fbefff", "#8250df"), "tool": ("#dafbe1", "#1a7f37"), "context": ("#f6f8fa", "#8c959f"),
+              "action": ("#fff1e5", "#bc4c00")}
 
 
 def step_kind(step: dict[str, Any]) -> str:
@@ -113,6 +115,16 @@ def build_trace(run_id: str, steps: Iterable[dict[str, Any]], context: dict[str,
                      "run_id": d.get("run_id"), "parent_ids": list(d.get("parent_ids") or ())})
     known = {r["id"] for r in rows}
     edges = [(p, d["id"]) for d in own for p in d.get("parent_ids") or () if p in known]
+    for d in own:  # actions link to the tool step that performed them
+        for a in (d.get("extra") or {}).get("actions") or ():
+            if not isinstance(a, dict) or not a.get("action_id"):
+                continue
+            rows.append({"id": a["action_id"], "sequence": d["sequence"], "attempt": d.get("attempt", 1),
+                         "kind": "action", "role": "action",
+                         "label": f"action {a.get('kind', '')}: {a.get('name', '')} [{a.get('status', '')}]",
+                         "status": a.get("status", ""), "superseded": bool(d.get("superseded")),
+                         "run_id": d.get("run_id"), "parent_ids": [d["id"]]})
+            edges.append((d["id"], a["action_id"]))
     nodes = pd.DataFrame(rows, columns=["id", "sequence", "attempt", "kind", "role", "label", "status", "superseded",
                                         "run_id", "parent_ids"])
     nodes = nodes.astype({"sequence": "Int64", "attempt": "Int64", "superseded": "bool"})
