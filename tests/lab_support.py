@@ -88,3 +88,25 @@ def running_lab(root: Path, env: dict[str, str], *extra_args: str) -> Iterator[t
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:
+    """Run All Cells from the menu once the notebook is settled: the kernel is idle and the extension
+    has given each ``%%agio`` cell its highlighting (a click before that can be lost), and retry the
+    click if no cell has started."""
+    page.wait_for_function("document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-KernelStatus') !== null",
+                           timeout=timeout)
+    page.wait_for_function(f"document.querySelectorAll('.jp-Cell[data-agio-highlight]').length >= {agio_cells}",
+                           timeout=timeout)
+    started = ("[...document.querySelectorAll('.jp-InputArea-prompt')]"
+               ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))")
+    for _ in range(3):
+        page.locator(".jp-Cell").first.click()
+        page.get_by_text("Run", exact=True).click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        try:
+            page.wait_for_function(started, timeout=20000)
+            return
+        except Exception:  # noqa: BLE001 - the click was lost: try again
+            continue
+    raise AssertionError("Run All Cells did not start any cell")

@@ -12,7 +12,7 @@ import agio_notebook
 from agio_notebook import Agent, ExecutionConfig, ScriptedModel, StepRunner, fork_session
 from agio_notebook.core import StepEventType as E
 from agio_notebook.models.scripted import Reply
-from agio_notebook.storage import TinyDBRepository
+from agio_notebook.storage import TinyDBRepository, new_repository
 from agio_notebook.toolkits import python_sandbox, workspace_files, workspace_for
 from agio_notebook.toolkits.sandbox import pool
 
@@ -20,9 +20,10 @@ from actions_support import one_tool_step, run_calls, tool_steps
 
 
 @pytest.fixture
-def env(tmp_path, monkeypatch):
+def env(tmp_path, monkeypatch, store_url):
+    """Each test on every backend (TinyDB, SQLite, PostgreSQL): workspaces follow the stored history."""
     monkeypatch.setenv("AGIO_WORKSPACES", str(tmp_path / "ws"))
-    repo = TinyDBRepository(tmp_path / "store")
+    repo = new_repository(store_url)
     yield repo, [*python_sandbox(), *workspace_files()]
     pool.close_all()
     repo.close()

@@ -11,7 +11,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, running_lab
+from lab_support import CHROMIUM, CHROMIUM_ARGS, run_all, running_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,9 +55,7 @@ def test_live_widget_streams_then_the_transcript_replaces_it(lab_with_kernel):
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
         page.wait_for_function("document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-KernelStatus') !== null",
                                timeout=30000)
-        page.locator(".jp-Cell").first.click()
-        page.get_by_text("Run", exact=True).click()
-        page.get_by_text("Run All Cells", exact=True).click()
+        run_all(page, agio_cells=1)
         # while running: the ipywidgets view, with some of the text but not all of it
         live = page.locator(".agio-run.widget-vbox, .widget-vbox.agio-run").first
         live.wait_for(timeout=60000)

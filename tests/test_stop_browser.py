@@ -15,7 +15,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, running_lab
+from lab_support import CHROMIUM, CHROMIUM_ARGS, run_all, running_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,9 +89,7 @@ def test_footer_phases_then_stop_cancels_a_foreground_run(lab_with_kernel):
         page.wait_for_function("document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-KernelStatus') !== null",
                                timeout=60000)
         page.evaluate(WATCH_PHASES)
-        page.locator(".jp-Cell").first.click()
-        page.get_by_text("Run", exact=True).click()
-        page.get_by_text("Run All Cells", exact=True).click()
+        run_all(page, agio_cells=2)
 
         # the slow run: the footer names the tool while it runs
         page.wait_for_function("[...document.querySelectorAll('.agio-phase')]"

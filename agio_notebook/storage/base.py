@@ -20,6 +20,9 @@ from .reports import Pruned, Repaired, StoreStats
 
 @runtime_checkable
 class Repository(Protocol):
+    """``files_root`` (an attribute, may be None): a local folder for files kept beside the store, such
+    as workspaces; a PostgreSQL store has none (files then go to ``./.agio``)."""
+
     # -- the write path ---------------------------------------------------------
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
                steps: Iterable[Step] = (), events: Iterable[StepEvent] = ()) -> None:

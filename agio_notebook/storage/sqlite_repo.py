@@ -25,6 +25,7 @@ class SQLiteRepository(SQLRepository):
         self.root = str(self.path)
         self.lock_timeout = lock_timeout
         self.claims_dir = self.path.with_name(self.path.name + ".claims")
+        self.files_root = self.path.with_name(self.path.name + ".files")  # workspaces and other local files
         self._claims = ClaimFiles()
         super().__init__()
 

@@ -31,6 +31,7 @@ _COMPACT_AFTER_LINES = 64
 class TinyDBRepository(TinyDBMaintenance):
     def __init__(self, path: str | os.PathLike[str] | None = None, *, lock_timeout: float = 10.0):
         self.root = store_root(path)
+        self.files_root = self.root  # workspaces and other local files live in the store directory
         self.lock_timeout = lock_timeout
         self._sessions_dir = self.root / "sessions"
         try:

@@ -34,12 +34,13 @@ _HASH_CHUNK = 1 << 20
 
 
 def workspaces_root(repository: Any = None) -> Path:
-    """Where workspaces live: ``AGIO_WORKSPACES``, else beside the store, else ``./.agio/workspaces``."""
+    """Where workspaces live: ``AGIO_WORKSPACES``, else in the store's local folder for files (a TinyDB
+    store's directory, a SQLite file's ``.files`` folder), else ``./.agio/workspaces``."""
     env = os.environ.get("AGIO_WORKSPACES")
     if env:
         return Path(env).absolute()
-    store = getattr(repository, "root", None)
-    return (Path(store) if store is not None else Path(".agio")).absolute() / "workspaces"
+    local = getattr(repository, "files_root", None)
+    return (Path(local) if local is not None else Path(".agio")).absolute() / "workspaces"
 
 
 def sandbox_owner() -> tuple[int, int] | None:
