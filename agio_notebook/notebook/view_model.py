@@ -40,6 +40,7 @@ class StepView:
     metrics: dict[str, Any] = field(default_factory=dict)
     tool_cards: list[ToolCard] = field(default_factory=list)
     complete: bool = False
+    memory: dict[str, Any] | None = None  # a memory_read step: what was retrieved into the prompt
 
 
 @dataclass
@@ -103,6 +104,8 @@ class RunView:
             view.text = step.get("content") or ""
             view.status, view.attempt = step.get("status", "ok"), step.get("attempt", 1)
             view.superseded, view.metrics, view.complete = step.get("superseded", False), step.get("metrics") or {}, True
+            if (step.get("extra") or {}).get("kind") == "memory_read":
+                view.role, view.text = "memory", ""  # shown as a card from its memory_read event
             if step["role"] == "tool" and step.get("tool_call_id") in self._cards:
                 card = self._cards[step["tool_call_id"]]  # figures and screenshots come whole with the step
                 actions = [a for a in (step.get("extra") or {}).get("actions") or () if isinstance(a, dict)]
@@ -140,6 +143,8 @@ class RunView:
             else:
                 card.status = "rejected" if p.get("error_type") == "rejected" else "error"
                 card.error, card.error_type = p.get("error"), p.get("error_type")
+        elif t is _E.MEMORY_READ:
+            self._step(p["sequence"], "memory").memory = p
         elif t in (_E.ACTION_COMPLETED, _E.ACTION_FAILED):
             card = self._cards.get(p.get("tool_call_id") or "")
             if card is not None:

@@ -6,6 +6,7 @@
  * view and the static HTML fallback of the Python package.
  */
 
+import { renderFeedback, renderMemoryCard, renderTrace } from './memory';
 import { AttemptInfo, renderControls } from './controls';
 
 export const MIME_TYPE = 'application/vnd.agio.run+json';
@@ -24,6 +25,7 @@ export interface Transcript {
   run: Record<string, any> | null;
   session: Record<string, any> | null;
   events: AgioEvent[];
+  trace_svg?: string | null;
   attempts?: AttemptInfo[];
 }
 
@@ -56,6 +58,7 @@ export interface StepView {
   superseded: boolean;
   metrics: Record<string, any>;
   cards: ToolCard[];
+  memory?: Record<string, any>;
 }
 
 export interface RunView {
@@ -64,9 +67,11 @@ export interface RunView {
   session: Record<string, any> | null;
   steps: StepView[];
   runMetrics: Record<string, any>;
+  traceSvg?: string | null;
 }
 
 const TERMINAL = new Set(['run_completed', 'run_failed', 'run_cancelled', 'run_max_steps']);
+const TERMINAL_STATUS = new Set(['completed', 'failed', 'cancelled', 'max_steps', 'interrupted']);
 
 /** Check the shape of a transcript; throw an Error saying what is wrong. */
 export function parseTranscript(data: unknown): Transcript {
@@ -94,7 +99,8 @@ export function parseTranscript(data: unknown): Transcript {
     }
   }
   const attempts = Array.isArray(t.attempts) ? t.attempts : undefined;
-  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events, attempts };
+  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events, attempts,
+    trace_svg: typeof t.trace_svg === 'string' ? t.trace_svg : null };
 }
 
 /** Fold the events into steps and tool cards (the same fold as the Python RunView). */
@@ -130,6 +136,10 @@ export function foldEvents(t: Transcript): RunView {
       view.attempt = st.attempt ?? 1;
       view.superseded = Boolean(st.superseded);
       view.metrics = st.metrics ?? {};
+      if (st.extra?.kind === 'memory_read') {
+        view.role = 'memory';
+        view.text = '';
+      }
       const answered = st.role === 'tool' ? cards.get(st.tool_call_id) : undefined;
       if (answered) {
         // figures and screenshots come whole with the tool step (the action events carry them cut)
@@ -151,6 +161,8 @@ export function foldEvents(t: Transcript): RunView {
           view.cards.push(card);
         }
       }
+    } else if (e.type === 'memory_read' && typeof p.sequence === 'number') {
+      stepFor(p.sequence, 'memory').memory = p;
     } else if (e.type === 'approval_resolved') {
       const card = cards.get(p.tool_call_id);
       if (card && typeof p.arguments === 'string') {
@@ -185,7 +197,7 @@ export function foldEvents(t: Transcript): RunView {
     }
   }
   const steps = [...bySeq.values()].filter(s => s.role !== 'tool').sort((a, b) => a.sequence - b.sequence);
-  return { transcript: t, run, session: t.session, steps, runMetrics };
+  return { transcript: t, run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg };
 }
 
 /** Figures and tables of an action record, and a browser screenshot as a figure. */
@@ -347,7 +359,8 @@ function renderStep(doc: Document, step: StepView): HTMLElement {
   const node = el(doc, 'div', classes);
   node.dataset.sequence = String(step.sequence);
   const label = el(doc, 'div', ['agio-step-label']);
-  let head = `#${step.sequence} ${step.role === 'user' ? 'You' : 'Assistant'}`;
+  const who = step.role === 'user' ? 'You' : step.role === 'memory' ? 'Memory' : 'Assistant';
+  let head = `#${step.sequence} ${who}`;
   if (step.attempt > 1) {
     head += ` · attempt ${step.attempt}`;
   }
@@ -365,6 +378,9 @@ function renderStep(doc: Document, step: StepView): HTMLElement {
   node.append(label);
   if (step.text) {
     node.append(el(doc, 'div', ['agio-text'], step.text));
+  }
+  if (step.memory) {
+    node.append(renderMemoryCard(doc, step.memory));
   }
   for (const card of step.cards) {
     node.append(renderCard(doc, card));
@@ -403,6 +419,10 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
   for (const step of view.steps) {
     root.append(renderStep(doc, step));
   }
+  const trace = renderTrace(doc, view.traceSvg);
+  if (trace) {
+    root.append(trace);
+  }
   if (run.error && run.status !== 'completed') {
     root.append(el(doc, 'div', ['agio-error'], String(run.error)));
   }
@@ -410,6 +430,10 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
   const controls = renderControls(view.transcript, run, doc);
   if (controls) {
     root.append(controls);
+  }
+  const feedback = TERMINAL_STATUS.has(String(run.status)) ? renderFeedback(doc, run.id) : null;
+  if (feedback) {
+    root.append(feedback);
   }
   return root;
 }
