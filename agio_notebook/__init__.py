@@ -32,6 +32,18 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return importlib.import_module(f"{__name__}.scoring")
+    if name == "memory":
+        from . import memory
+
+        return memory
+    if name == "trace":  # agio_notebook.trace(run_id): the run's trace graph
+        from .memory.trace import trace
+
+        return trace
+    if name == "feedback":  # agio_notebook.feedback(): every feedback item as a frame
+        from .memory import feedback
+
+        return feedback
     if name in _SCHEDULING:
         from . import scheduling
 
@@ -54,5 +66,6 @@ def load_ipython_extension(ipython: Any) -> None:
 __all__ = [
     "Agent", "AgentHook", "AgentRun", "AgentSession", "ExecutionConfig", "FunctionModel", "OpenAIModel", "Reply",
     "RunResult", "RunStatus", "ScriptedModel", "Step", "StepEvent", "StepEventType", "StepRole", "StepRunner",
-    "Tool", "default_model", "fork_session", "tool", *_FRAMES, *_EXPLORE, *_SCHEDULING,
+    "Tool", "default_model", "fork_session", "tool", "memory", "trace", "feedback", *_FRAMES, *_EXPLORE,
+    *_SCHEDULING,
 ]

@@ -18,6 +18,7 @@ class Agent:
 
     ``model=None`` picks :func:`agio_notebook.models.default_model` (offline unless an endpoint is
     configured).  ``config`` is the agent's default :class:`ExecutionConfig`; a runner's own wins.
+    ``memory`` is an :class:`agio_notebook.memory.MemoryConfig` (None: the defaults, retrieval on).
     ``model_settings`` (``temperature``, ``max_tokens``, ``tool_choice``, ``extra_body``...) go with every
     model call; a run's ``ExecutionConfig.model_settings`` (e.g. from ``%%agio --settings``) override them.
     """
@@ -27,6 +28,7 @@ class Agent:
     system_prompt: str | None = None
     name: str = "agent"
     config: ExecutionConfig | None = None
+    memory: Any = None
     model_settings: dict[str, Any] | None = None
     registry: ToolRegistry = field(init=False, repr=False)
 
@@ -49,9 +51,9 @@ class Agent:
     def with_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> Agent:
         """The same agent with more tools (e.g. a cell's ``--mcp`` servers); names must stay unique."""
         return Agent(model=self.model, tools=[*self.registry, *tools], system_prompt=self.system_prompt,
-                     name=self.name, config=self.config)
+                     name=self.name, config=self.config, model_settings=self.model_settings, memory=self.memory)
 
     def with_model(self, model: Model) -> Agent:
         """The same agent on another model (e.g. to retry a step with a stronger one)."""
         return Agent(model=model, tools=list(self.registry), system_prompt=self.system_prompt,
-                     name=self.name, config=self.config, model_settings=self.model_settings)
+                     name=self.name, config=self.config, model_settings=self.model_settings, memory=self.memory)

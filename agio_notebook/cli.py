@@ -8,6 +8,7 @@ import sys
 import warnings
 
 from .core import AgioError
+from .storage.maintenance import ACTIONS
 from .terminal import EventPrinter
 
 
@@ -62,51 +63,15 @@ def _runs(args: argparse.Namespace) -> int:
 
 def _store(args: argparse.Namespace) -> int:
     from .storage import open_repository
-    from .storage.export import export_jsonl, export_parquet
+    from .storage.maintenance import run_maintenance
 
-    action = args.action
-    if action == "migrate":
+    if args.action == "migrate":
         return _migrate(args)
-    repo = open_repository(args.store)
-    if action == "stats":
-        print(repo.stats(args.top).to_text())
-    elif action == "verify":
-        problems = repo.verify()
-        for problem in problems:
-            print(f"damaged: {problem}")
-        print(f"{len(problems)} problem(s) found in the store at {repo.root}"
-              + ("; `agio store repair` salvages what is readable" if problems else ""))
-        return 1 if problems else 0
-    elif action == "repair":
-        done = repo.repair()
-        for fixed in done:
-            print(f"repaired {fixed.path.name}: {fixed.records} records kept; the damaged original is {fixed.kept_as}")
-        print(f"{len(done)} file(s) repaired")
-    elif action == "delete":
-        if (args.session is None) == (args.run is None):
-            raise AgioError("agio store delete needs exactly one of --session or --run")
-        gone = repo.delete_session(args.session) if args.session else repo.delete_run(args.run)
-        print(gone.to_text())
-    elif action == "prune":
-        if not args.superseded and args.older_than is None:
-            raise AgioError("agio store prune needs --superseded and/or --older-than DATE")
-        gone = repo.prune(superseded=args.superseded, older_than=args.older_than)
-        print(gone.to_text())
-    elif action == "compact":
-        skipped = repo.compact()
-        for path in skipped:
-            print(f"skipped damaged file {path} (run `agio store repair` first)")
-        print("compacted" + (f"; {len(skipped)} damaged file(s) left as they are" if skipped else ""))
-    elif action == "export":
-        if args.path is None:
-            raise AgioError("agio store export needs a PATH")
-        fmt = args.format or ("jsonl" if args.path.endswith(".jsonl") else "parquet")
-        if fmt == "jsonl":
-            print(f"exported {export_jsonl(repo, args.path, args.session)} records to {args.path}")
-        else:
-            counts = export_parquet(repo, args.path, args.session)
-            print(f"exported {', '.join(f'{n} {t}' for t, n in counts.items())} to {args.path}/")
-    return 0
+    outcome = run_maintenance(open_repository(args.store), args.action, path=args.path, session=args.session,
+                              run=args.run, superseded=args.superseded, older_than=args.older_than,
+                              fmt=args.format, top=args.top)
+    print("\n".join(outcome.lines))
+    return 1 if outcome.failed else 0
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -139,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     runs.add_argument("--session", default=None, help="only this session")
     store = sub.add_parser("store", help="store maintenance: stats, verify, repair, delete, prune, compact, export, "
                                          "migrate")
-    store.add_argument("action", choices=["stats", "verify", "repair", "delete", "prune", "compact", "export",
-                                          "migrate"])
+    store.add_argument("action", choices=[*ACTIONS, "migrate"])
     store.add_argument("path", nargs="?", default=None,
                        help="export: a .jsonl file or a Parquet directory; migrate: the source store")
     store.add_argument("dest", nargs="?", default=None, help="migrate: the target store (path or URL)")

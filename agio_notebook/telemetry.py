@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .core import AgentRun, RunStatus, Step, StepRole, ToolCall, scrub
+from .core.redact import redact_url
 from .execution.hooks import AgentHook, add_default_hook, remove_default_hook
 
 if TYPE_CHECKING:
@@ -197,7 +198,7 @@ def _exporter(endpoint: str | None, protocol: str | None, headers: dict[str, str
         raise ValueError(f"OTLP protocol must be 'grpc' or 'http/protobuf', got {protocol!r}")
     where = endpoint or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
         "OTEL_EXPORTER_OTLP_ENDPOINT") or "the default OTLP endpoint"
-    return exporter, f"{where} ({protocol})"
+    return exporter, f"{redact_url(where)} ({protocol})"
 
 
 class Telemetry:

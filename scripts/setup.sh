@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Set up a development environment from a clean clone: a venv with the package (editable, with test
-# extras), the JupyterLab extension built from source, and — with --browser — Debian's chromium for the
-# extension's end-to-end test; --lab leaves out what only the tests need. Safe to run again; it only
-# redoes a step whose inputs changed.
+# Set up a development environment from a clean clone: Debian's bubblewrap and graphviz, a venv with the
+# package (editable, with test extras), the JupyterLab extension built from source, and — with --browser —
+# what only the tests need (chromium, postgresql, the LiteLLM proxy and an OTLP receiver in venvs of their
+# own); --lab leaves out the test tools. Safe to run again; it only redoes a step whose inputs changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,36 +16,22 @@ for arg in "$@"; do
   esac
 done
 
-if [ "$want_browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then
-  echo "== installing chromium (Debian package) for the browser tests"
-  sudo_cmd=""
-  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium >/dev/null
+# Debian packages: the sandbox (bubblewrap) and graph layout (graphviz's dot) for everyone; with
+# --browser also what only the tests need (chromium for the browser tests, postgresql for the store tests).
+# One `apt-get update` and one install, only for what is missing.
+missing=()
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+if [ "$want_browser" = 1 ]; then
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 fi
-
-if ! command -v bwrap >/dev/null 2>&1; then
-  echo "== installing bubblewrap (Debian package) for the sandboxed Python tool"
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "== installing Debian packages: ${missing[*]}"
   sudo_cmd=""
   [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq bubblewrap >/dev/null
-fi
-
-if ! command -v dot >/dev/null; then
-  echo "== installing graphviz (Debian package) for plan DAG layouts"
-  sudo_cmd=""
-  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq graphviz >/dev/null
-fi
-
-if [ "$want_browser" = 1 ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  echo "== installing postgresql (Debian package) for the PostgreSQL store tests"
-  sudo_cmd=""
-  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql >/dev/null
+  $sudo_cmd apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
 fi
 
 python=${PYTHON:-python3}

@@ -133,7 +133,11 @@ def test_private_addresses_are_blocked(env, server):
     assert meta.status == "error" and "link-local" in meta.content
     for sneaky, reason in ((f"http://[::1]:{port}/page", "loopback"), (f"http://0.0.0.0:{port}/page", "unspecified"),
                            (f"http://2130706433:{port}/page", "loopback"), (f"http://[::ffff:127.0.0.1]:{port}/", "loopback"),
-                           ("file:///etc/passwd", "only http and https")):
+                           ("file:///etc/passwd", "only http and https"),
+                           ("http://100.100.100.200/latest/meta-data/", "a non-public address"),  # cloud metadata
+                           (f"http://[2002:7f00:1::]:{port}/page", "loopback"),  # 6to4 of 127.0.0.1
+                           ("http://[2002:a9fe:a9fe::1]/", "link-local"),  # 6to4 of 169.254.169.254
+                           (f"http://[64:ff9b::7f00:1]:{port}/page", "loopback")):  # NAT64 of 127.0.0.1
         step = fetch(env, "p", sneaky)
         assert step.status == "error" and reason in step.content, (sneaky, step.content)
 

@@ -215,3 +215,42 @@ def test_switching_back_to_an_earlier_attempt_brings_its_workspace_back(env):
     assert files_of(repo, "att") == {"a.txt": "attempt 1"}
     use_attempt(repo, first.run_id, 2)
     assert files_of(repo, "att") == {"a.txt": "attempt 2", "b.txt": "only 2"}
+
+
+@pytest.mark.parametrize("forged", ["{secret}", "../../../../../../../../etc/passwd", "0" * 63 + "g"])
+def test_a_forged_workspace_history_in_the_store_never_names_a_host_file(env, tmp_path, forged):
+    """A store written by someone else (a shared database, a merged migration) is not trusted to name files."""
+    from agio_notebook.core import Step, StepRole, ToolCall
+
+    repo, tools = env
+    secret = tmp_path / "host_secret.txt"
+    secret.write_text("TOP SECRET sk-hostkey")
+    call = ToolCall("c1", "write_file", "{}")
+    repo.commit(steps=[
+        Step(session_id="victim", run_id="r0", sequence=1, role=StepRole.USER, content="hi"),
+        Step(session_id="victim", run_id="r0", sequence=2, role=StepRole.ASSISTANT, tool_calls=[call]),
+        Step(session_id="victim", run_id="r0", sequence=3, role=StepRole.TOOL, tool_call_id="c1", name="write_file",
+             content="ok", extra={"workspace": {"changes": {"notes.txt": forged.format(secret=secret)}}}),
+        Step(session_id="victim", run_id="r0", sequence=4, role=StepRole.ASSISTANT, content="done")])
+    step = one_tool_step(repo, "victim", tools, "read_file", path="notes.txt")
+    assert step.status == "error" and "damaged" in step.error
+    assert "TOP SECRET" not in (step.content or "") + (step.error or "")
+    assert not (workspace_for("victim", repository=repo).dir / "notes.txt").exists()
+
+
+def test_pruning_never_touches_workspaces_another_store_shares(tmp_path, monkeypatch, postgres_server):
+    """A store with no folder of its own for workspaces refuses to prune; PostgreSQL has a folder of its own."""
+    from agio_notebook.storage import InMemoryRepository
+    from agio_notebook.toolkits.errors import ActionError
+    from agio_notebook.toolkits.workspace import prune_workspaces, workspaces_root
+
+    monkeypatch.delenv("AGIO_WORKSPACES", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ActionError, match="no folder of its own"):
+        prune_workspaces(InMemoryRepository())
+    tiny = new_repository(str(tmp_path / ".agio"))
+    pg = new_repository(postgres_server.new_database())
+    assert workspaces_root(pg) != workspaces_root(tiny) and "postgres-" in str(workspaces_root(pg))
+    assert "agio-secret" not in str(workspaces_root(pg))
+    pg.close()
+    tiny.close()

@@ -14,7 +14,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, running_lab
+from lab_support import CHROMIUM, CHROMIUM_ARGS, run_all, running_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 MIME = "application/vnd.agio.batch+json"
@@ -64,15 +64,7 @@ def test_monitor_moves_cancel_works_and_the_saved_summary_renders(lab):
         page.wait_for_function("document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-KernelStatus') !== null",
                                timeout=30000)
         page.wait_for_function("document.body.innerText.includes('agio test | Idle')", timeout=120000)
-        for _ in range(3):  # a click that lands before the kernel is wired runs nothing: try again
-            page.locator(".jp-Cell").first.click()
-            page.get_by_text("Run", exact=True).click()
-            page.get_by_text("Run All Cells", exact=True).click()
-            try:
-                page.wait_for_function("document.body.innerText.includes('[*]')", timeout=20000)
-                break
-            except Exception:
-                continue
+        run_all(page)  # retries a click that lands before the kernel is wired
         monitor = page.locator(".agio-batch-monitor").first
         try:
             monitor.wait_for(timeout=60000)

@@ -100,3 +100,30 @@ def test_a_running_run_has_no_commands(tmp_path):
     _, events = run_events(tmp_path, [text("first")])
     html = build_bundle(events[:1])["text/html"]
     assert "agio-commands" not in html and "%agio retry" not in html
+
+
+def test_malformed_records_are_left_out_of_a_transcript_not_a_traceback():
+    """A damaged or crafted store record must not break %agio replay or the end of a live run."""
+    import warnings
+
+    from agio_notebook.notebook.view_model import fold
+
+    step = {"id": "t1", "session_id": "s", "run_id": "r", "sequence": 3, "role": "tool", "content": "x",
+            "tool_call_id": "c1", "extra": {"actions": ["not a dict", {"output": "nor this"}]}}
+    events = [
+        {"type": "run_started", "run_id": "r", "session_id": "s", "seq": 1, "ts": 0.0,
+         "payload": {"run": {"id": "r", "session_id": "s", "status": "running"}}},
+        {"type": "step_completed", "run_id": "r", "session_id": "s", "seq": 2, "ts": 0.0,
+         "payload": {"step": {"id": "a1", "session_id": "s", "run_id": "r", "sequence": 2, "role": "assistant",
+                              "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]}}},
+        {"type": "action_completed", "run_id": "r", "session_id": "s", "seq": 3, "ts": 0.0,
+         "payload": {"tool_call_id": "c1", "input": {"isolation": {"not": "text"}}}},
+        {"type": "step_completed", "run_id": "r", "session_id": "s", "seq": 4, "ts": 0.0, "payload": {"step": step}},
+        {"type": "tool_call_completed", "run_id": "r", "session_id": "s", "seq": 5, "ts": 0.0, "payload": "junk"},
+    ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        view = fold(events)
+        html = to_html(view)
+    assert view.skipped == 1 and len([w for w in caught if "malformed event" in str(w.message)]) == 1
+    assert "agio" in html and view.run_id == "r"

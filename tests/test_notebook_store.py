@@ -72,7 +72,7 @@ def test_store_commands_and_an_interrupted_run(kernel):
     export = kernel.execute(f"%agio store export {root.parent / 'out.jsonl'}")
     assert "records to" in out(export) and (root.parent / "out.jsonl").exists()
     assert "removed 1 sessions" in out(kernel.execute("%agio store delete --session crashed"))
-    assert out(kernel.execute("%agio store compact")).strip() == "agio: compacted"
+    assert out(kernel.execute("%agio store compact")).strip() == "compacted"  # the same lines as `agio store compact`
 
     bad = kernel.execute("%agio store prune")
     err = error_of(bad)

@@ -149,3 +149,18 @@ def test_an_agent_proposes_a_plan(ex):
     assert h.tasks["write"].result == "done(write with done(find facts))"
     with pytest.raises(SchedulingError, match="not a JSON list"):
         Plan.from_json("no plan here")
+
+
+def test_the_dag_drawing_never_turns_a_task_error_into_markup():
+    """A task's name and error can come from a model: DOT's HTML-like labels would let them add links."""
+    from types import SimpleNamespace
+
+    from agio_notebook.notebook.plan_view import dag_svg
+
+    evil = '<a> URL="javascript:alert(document.domain)" target="_self" label=<b>'
+    failed = SimpleNamespace(status="failed", attempts=2, error=evil)
+    done = SimpleNamespace(status="completed", attempts=1, error=None)
+    svg = dag_svg(SimpleNamespace(tasks={"<b>draft</b>": failed, "review": done},
+                                  edges=lambda: [("<b>draft</b>", "review")]))
+    assert svg is not None and "<svg" in svg
+    assert "xlink:href" not in svg and "<b>draft" not in svg and "&lt;b&gt;draft" in svg

@@ -284,6 +284,8 @@ def test_single_tool_execution_and_seed_calls(ex):
     ({"inputs": ["x"], "concurrency": 0}, "concurrency must be at least 1"),
     ({"inputs": ["x"], "address": "127.0.0.1:6379"}, "use it with backend='ray'"),
     ({"inputs": ["x"], "backend": "dask"}, "unknown backend 'dask'"),
+    ({"inputs": pd.DataFrame({"score": [1.5, None]}), "prompt": "Score {score:.1f}"}, "cannot be filled"),
+    ({"inputs": pd.DataFrame({"text": ["x"]}), "prompt": "{text.upper}{text.nope}"}, "cannot be filled"),
 ])
 def test_bad_input_gets_one_clear_line(ex, kwargs, message):
     probe = Probe()
@@ -291,6 +293,12 @@ def test_bad_input_gets_one_clear_line(ex, kwargs, message):
         batch(slow_agent(probe), executor=ex, **kwargs)
     assert "\n" not in str(info.value)
     assert probe.calls == {}
+
+
+def test_a_dataframe_of_one_unnamed_column_is_its_own_prompt(ex):
+    probe = Probe()
+    handle = batch(slow_agent(probe, 0.0), pd.DataFrame(["first", "second"]), executor=ex).wait(30)
+    assert sorted(handle.results().final_text) == ["echo: first", "echo: second"]
 
 
 def test_duplicate_name_with_different_inputs_is_refused_and_loses_nothing(ex):

@@ -175,6 +175,12 @@ def test_bad_store_urls_get_one_clear_line(tmp_path, postgres_server):
         new_repository(refused)
     assert "hunter2" not in str(info.value) and "***" in str(info.value)
     assert "\n" not in str(info.value)
+    # libpq quotes a token it cannot parse, and a password can also sit in the query string
+    for url, secret in ((f"postgresql://agio:s3cr%et@127.0.0.1:{free_port()}/agio", "s3cr%et"),
+                        (f"postgresql://agio@127.0.0.1:{free_port()}/agio?password=hunter2&port=x", "hunter2")):
+        with pytest.raises(StoreError) as info:
+            new_repository(url)
+        assert secret not in str(info.value) and "cannot connect to the PostgreSQL store" in str(info.value)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

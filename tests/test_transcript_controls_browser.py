@@ -16,7 +16,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import Page, sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, loaded_extension_entry, running_lab, source_extension_entry
+from lab_support import CHROMIUM, CHROMIUM_ARGS, loaded_extension_entry, run_all, running_lab, source_extension_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "test-output"
@@ -126,9 +126,7 @@ def test_controls_insert_and_run_one_cell_live_and_after_reopening(lab_env):
         with running_lab(root, env) as (base, token):
             assert loaded_extension_entry(base, token) == source_extension_entry()
             browser, page, _ = open_notebook(pw, base, token, "controls.ipynb")
-            cell(page, 0).click()
-            page.get_by_text("Run", exact=True).click()
-            page.get_by_text("Run All Cells", exact=True).click()
+            run_all(page)
             wait_transcript(page, 2, "agio Run")
             first = cell(page, 2).locator(".agio-run")
             run_id, session_id = first.get_attribute("data-agio-run"), None

@@ -30,6 +30,7 @@ class StepEventType(str, Enum):
     RUN_CANCELLED = "run_cancelled"
     RUN_MAX_STEPS = "run_max_steps"
     RUN_BUDGET_EXCEEDED = "run_budget_exceeded"
+    MEMORY_READ = "memory_read"
     # built-in actions (agio_notebook.toolkits): one started + one completed/failed per action
     ACTION_STARTED = "action_started"
     ACTION_COMPLETED = "action_completed"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, Iterable
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 MASK = "***"
 
@@ -40,3 +41,25 @@ def scrub(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+_SECRET_PARAMS = ("password", "sslpassword", "passfile", "sslkey", "token", "api_key", "apikey")
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secret values a URL carries (its password, as written and decoded; secret query values)."""
+    found: list[str] = []
+    match = re.match(r"^[a-z0-9+.-]+://([^/?#]*)@", url, re.I)
+    if match and ":" in match.group(1):
+        raw = match.group(1).split(":", 1)[1]
+        found += [raw, unquote(raw)]
+    for key, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if key.lower() in _SECRET_PARAMS and value:
+            found += [value, quote(value)]
+    return [f for f in found if f]
+
+
+def redact_url(url: str) -> str:
+    """A URL without its password (in the authority or the query), for messages."""
+    text = re.sub(r"^([a-z0-9+.-]+://[^:/?#@]+):[^@]*@", r"\1:***@", url, flags=re.I)
+    return re.sub(r"(?i)([?&](?:%s)=)[^&#]*" % "|".join(_SECRET_PARAMS), r"\1***", text)

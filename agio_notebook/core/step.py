@@ -95,6 +95,8 @@ class Step:
     id: str = field(default_factory=new_id)
     created_at: float = field(default_factory=now)
     extra: dict[str, Any] = field(default_factory=dict)
+    # the trace graph: the steps this one follows (model -> its tools -> next model; memory_read -> model)
+    parent_ids: list[str] = field(default_factory=list)
 
     # -- the chat message view -------------------------------------------------
     def to_message(self) -> dict[str, Any]:
@@ -132,6 +134,7 @@ class Step:
             "attempt": self.attempt,
             "superseded": self.superseded,
             "created_at": self.created_at,
+            "parent_ids": list(self.parent_ids),
         }
         if self.extra:
             d["extra"] = self.extra
@@ -156,4 +159,5 @@ class Step:
             superseded=d.get("superseded", False),
             created_at=d.get("created_at", 0.0),
             extra=d.get("extra") or {},
+            parent_ids=list(d.get("parent_ids") or ()),
         )

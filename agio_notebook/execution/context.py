@@ -15,9 +15,44 @@ from ..storage.base import Repository
 
 
 def steps_to_messages(steps: Iterable[Step], system_prompt: str | None = None) -> list[dict[str, Any]]:
+    """Chat messages; a ``memory_read`` step after the last user step extends the system prompt instead
+    (so a retry or resume sees the memory its run recorded)."""
+    current = [s for s in steps if not s.superseded]
+    block = inherited_memory(current)
+    if block:
+        system_prompt = f"{system_prompt}\n\n{block}" if system_prompt else block
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    messages.extend(s.to_message() for s in steps if not s.superseded)
+    messages.extend(s.to_message() for s in current if not is_memory_step(s))
     return messages
+
+
+def is_memory_step(step: Step) -> bool:
+    return step.extra.get("kind") == "memory_read"
+
+
+def inherited_memory(steps: list[Step]) -> str | None:
+    """The memory block recorded after the last user step, if any."""
+    for step in reversed(steps):
+        if is_memory_step(step):
+            return step.content
+        if step.role is StepRole.USER:
+            return None
+    return None
+
+
+def trailing_ids(steps: list[Step]) -> list[str]:
+    """What the next step follows in the trace graph: the last tool batch, or the last step."""
+    current = [s for s in steps if not s.superseded]
+    if not current:
+        return []
+    if current[-1].role is not StepRole.TOOL:
+        return [current[-1].id]
+    batch = []
+    for step in reversed(current):
+        if step.role is not StepRole.TOOL:
+            break
+        batch.append(step.id)
+    return batch[::-1]
 
 
 def build_context_from_steps(session_id: str, repository: Repository,

@@ -21,9 +21,11 @@ def fork_session(original_session_id: str, fork_at_sequence: int, repository: Re
     origin = repository.get_session(original_session_id)
     session = AgentSession(title=origin.title if origin else None, forked_from=original_session_id,
                            forked_at=fork_at_sequence)
-    copies = [replace(s, id=new_id(), session_id=session.session_id, run_id=None,
+    kept = [s for s in steps if s.sequence <= fork_at_sequence]
+    new_ids = {s.id: new_id() for s in kept}  # the trace graph's parent ids point at the copies
+    copies = [replace(s, id=new_ids[s.id], session_id=session.session_id, run_id=None,
                       tool_calls=list(s.tool_calls), extra={**s.extra, "copied_from": s.id},
-                      metrics=replace(s.metrics))
-              for s in steps if s.sequence <= fork_at_sequence]
+                      metrics=replace(s.metrics), parent_ids=[new_ids.get(p, p) for p in s.parent_ids])
+              for s in kept]
     repository.commit(session=session, steps=copies)
     return session.session_id

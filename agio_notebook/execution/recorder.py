@@ -16,10 +16,11 @@ from ..storage.base import Repository
 
 class RunRecorder:
     __slots__ = ("run", "repository", "messages", "steps", "events", "_seq", "_next_sequence",
-                 "_pending_steps", "_pending_events", "_pending_session", "_run_dirty", "_started")
+                 "_pending_steps", "_pending_events", "_pending_session", "_run_dirty", "_started", "tail",
+                 "_tail_tools")
 
     def __init__(self, run: AgentRun, repository: Repository, messages: list[dict[str, Any]],
-                 next_sequence: int, session: AgentSession | None = None):
+                 next_sequence: int, session: AgentSession | None = None, tail: list[str] | None = None):
         self.run = run
         self.repository = repository
         self.messages = messages
@@ -32,6 +33,8 @@ class RunRecorder:
         self._pending_session = session
         self._run_dirty = True
         self._started = now()
+        self.tail = list(tail or ())  # ids the next step follows in the trace graph
+        self._tail_tools = False
 
     # -- numbering -------------------------------------------------------------
     @property
@@ -59,7 +62,9 @@ class RunRecorder:
         run = self.run
         if run.attempt > 1 and step.run_id == run.id:
             step.attempt = run.attempt  # a retry's steps are that attempt's
-        self.messages.append(step.to_message())
+        self._link(step)
+        if step.extra.get("kind") != "memory_read":  # memory goes into the system prompt instead
+            self.messages.append(step.to_message())
         self.steps.append(step)
         self._pending_steps.append(step)
         if run.start_sequence is None:
@@ -92,6 +97,25 @@ class RunRecorder:
             m.tool_ms += s.duration_ms or 0.0
             if step.status != "ok":
                 m.tool_errors += 1
+
+    def _link(self, step: Step) -> None:
+        """Parent ids: a tool step follows its model step; anything else follows the tail (all of a
+        parallel tool batch, or the last step)."""
+        if step.role is StepRole.TOOL:
+            if not step.parent_ids:
+                step.parent_ids = list(self._batch_parent or self.tail)
+            if not self._tail_tools:
+                self.tail, self._tail_tools = [], True
+            self.tail.append(step.id)
+            return
+        if not step.parent_ids:
+            step.parent_ids = list(self.tail)
+        self.tail, self._tail_tools = [step.id], False
+
+    @property
+    def _batch_parent(self) -> list[str]:
+        last = self.steps[-1] if self.steps else None
+        return list(last.parent_ids) if last is not None and last.role is StepRole.TOOL else []
 
     def update_step(self, step: Step) -> None:
         """A changed version of an already stored step (e.g. tool time filled in, superseded)."""

@@ -34,7 +34,8 @@ def request_of(repository: Repository, step: Step) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     if ref.get("system") is not None:
         messages.append({"role": "system", "content": ref["system"]})
-    messages.extend(s.to_message() for s in _context_at(repository, step))
+    # a memory_read step is not a message: its text is part of the stored system prompt
+    messages.extend(s.to_message() for s in _context_at(repository, step) if s.extra.get("kind") != "memory_read")
     if len(messages) != ref["count"] or messages_digest(messages) != ref["sha256"]:
         raise AgioError(f"cannot rebuild the request of step {step.sequence} of session {step.session_id}: "
                         f"the stored steps before it no longer match what was sent ({len(messages)} messages "

@@ -67,7 +67,8 @@ def plan_retry(repository: Repository, run_id: str, from_seq: int | None, active
     if not steps:
         raise NotFoundError(f"session {run.session_id} of run {run_id} has no steps")
     if from_seq is None:
-        own = [s for s in steps if s.run_id == run_id and s.role is not StepRole.USER]
+        own = [s for s in steps if s.run_id == run_id and s.role is not StepRole.USER
+               and s.extra.get("kind") != "memory_read"]  # a retry reuses the recorded memory
         if not own:
             raise InvalidOperationError(f"run {run_id} has no current model step to retry; pass from_seq")
         from_seq = own[0].sequence

@@ -20,9 +20,10 @@ from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationErr
 from ..models.recording import Recording
 from ..storage import Repository, open_repository
 from .approval import Approver
-from .context import pending_tool_calls, steps_to_messages
+from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
 from .fork import fork_session
 from .hooks import AgentHook, HookCaller, default_hooks
+from .memory_read import memory_event_payload, memory_read_sequence, read_memory
 from .recorder import RunRecorder
 from .requests import redact_for
 from .retry import plan_resume, plan_retry
@@ -168,7 +169,8 @@ class StepRunner:
                                             error="interrupted"))
                 new.append(Step(session_id=session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
                                 role=StepRole.USER, content=query))
-                return new
+                memory = read_memory(self.agent, repo, query, rec)  # before the first model call
+                return new + [memory] if memory is not None else new
 
             async for event in self._lifecycle(rec, setup, recording=_recording):
                 yield event
@@ -187,19 +189,24 @@ class StepRunner:
                                     "use `await runner.run(...)` instead")
 
     async def retry_stream(self, run_id: str, from_seq: int | None = None,
-                           agent: Agent | None = None, *, reuse: bool = False) -> AsyncIterator[StepEvent]:
+                           agent: Agent | None = None, fresh_memory: bool = False, *, reuse: bool = False
+                           ) -> AsyncIterator[StepEvent]:
         """Regenerate run ``run_id`` from ``from_seq`` (default: its first model step).
 
         Steps from ``from_seq`` on are kept but marked superseded; the new attempt never sees them.
-        ``agent`` retries with another agent/model. ``reuse`` answers a model call whose exact request
-        (messages, tools, settings) was recorded before from the record; recorded calls of
-        ``side_effects=True`` tools follow their ``on_replay`` policy either way.
+        ``agent`` retries with another agent/model. The retry sends the memory the run recorded,
+        unless ``fresh_memory`` (or a ``from_seq`` at the memory_read step) asks to retrieve again.
+        ``reuse`` answers a model call whose exact request (messages, tools, settings) was recorded
+        before from the record; recorded calls of ``side_effects=True`` tools follow their ``on_replay``
+        policy either way.
         """
         if agent is not None and agent is not self.agent:
             other = StepRunner(agent, self.hooks, self.config, self.repository, self.approver)
-            async for event in other.retry_stream(run_id, from_seq, reuse=reuse):
+            async for event in other.retry_stream(run_id, from_seq, fresh_memory=fresh_memory, reuse=reuse):
                 yield event
             return
+        if fresh_memory and from_seq is None:
+            from_seq = memory_read_sequence(self.repository, run_id)
         plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # clear errors before waiting
         async with _claimed(self.repository, plan.session_id, self.config.session_wait):
             plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # what is stored now
@@ -211,12 +218,20 @@ class StepRunner:
             rec = RetryRecorder(base.run, self.repository, base.messages, plan.from_seq, plan=plan)
             rec.run.retry_of = plan.old_run.id
             rec.run.attempt = plan.attempt
-            async for event in self._lifecycle(rec, list, recording=recording):
+            rec.tail = base.tail  # the trace graph continues from the retry's context
+
+            def setup() -> list[Step]:
+                if any(is_memory_step(s) for s in plan.superseded):  # asked to retrieve afresh
+                    memory = read_memory(self.agent, self.repository, plan.old_run.query or "", rec)
+                    return [memory] if memory is not None else []
+                return []
+
+            async for event in self._lifecycle(rec, setup, recording=recording):
                 yield event
 
-    async def retry(self, run_id: str, from_seq: int | None = None, agent: Agent | None = None, *,
-                    reuse: bool = False) -> RunResult:
-        return await self._collect(self.retry_stream(run_id, from_seq, agent, reuse=reuse))
+    async def retry(self, run_id: str, from_seq: int | None = None, agent: Agent | None = None,
+                    fresh_memory: bool = False, *, reuse: bool = False) -> RunResult:
+        return await self._collect(self.retry_stream(run_id, from_seq, agent, fresh_memory, reuse=reuse))
 
     async def fork_stream(self, session_id: str, at: int, query: str | None = None, *,
                           reuse: bool = False) -> AsyncIterator[StepEvent]:
@@ -273,7 +288,7 @@ class StepRunner:
         if next_sequence is None:
             next_sequence = context[-1].sequence + 1 if context else 1
         return RunRecorder(run, self.repository, steps_to_messages(context, agent.system_prompt), next_sequence,
-                           new_session)
+                           new_session, tail=trailing_ids(context))
 
     async def _lifecycle(self, rec: RunRecorder, setup: Callable[[], list[Step]],
                          pending: tuple[Step, list[str]] | None = None,
@@ -286,6 +301,8 @@ class StepRunner:
             for step in new_steps:
                 rec.record_step(step)
                 opening.append(rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()}))
+                if is_memory_step(step):
+                    opening.append(rec.emit(_E.MEMORY_READ, memory_event_payload(step)))
             rec.mark_run_dirty()
             rec.checkpoint()
             await hooks.call("on_run_start", run)

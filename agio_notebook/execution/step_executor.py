@@ -23,7 +23,7 @@ from ..models.replay import response_chunks, step_response
 from ..models.request import MessageChain, fingerprint_parts, tools_digest
 from ..models.settings import check_settings, merge_settings
 from ..tools import ToolCallContext, ToolRegistry, ToolResult
-from .approval import ApprovalDecision, ApprovalRequest, Approver
+from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .budget import Budget
 from .hooks import HookCaller
 from .recorder import RunRecorder
@@ -312,10 +312,13 @@ class StepExecutor:
             result = results[call.id]
             tool_step = Step(session_id=run.session_id, run_id=run.id, sequence=sequences[call.id],
                              role=StepRole.TOOL, content=result.content, tool_call_id=call.id, name=call.name,
-                             status=result.status, error=result.error,
+                             status=result.status, error=result.error, parent_ids=[step.id],
                              metrics=StepMetrics(tool_ms=result.duration_ms, duration_ms=result.duration_ms))
             if call.id in approvals:
-                tool_step.extra["approval"] = approvals[call.id]
+                tool_step.extra["approval"] = approval = approvals[call.id]
+                if approval["edited"] and approval["approved"]:  # the model learns its call was changed
+                    tool_step.content = f"{tool_step.content}\n\n" + edited_note(
+                        approval["proposed_arguments"], approval["arguments"])
             tool_step.extra.update(result.step_extra)
             if result.actions:
                 tool_step.extra["actions"] = result.actions
@@ -350,7 +353,8 @@ class StepExecutor:
             decision = await self.approver(ApprovalRequest(call.id, call.name, arguments))
         final_args = decision.arguments if decision.arguments is not None else arguments
         approvals[call.id] = {"approved": decision.approved, "reason": decision.reason,
-                              "edited": decision.arguments is not None}
+                              "edited": decision.arguments is not None,
+                              "proposed_arguments": call.arguments, "arguments": json.dumps(final_args)}
         yield rec.emit(_E.APPROVAL_RESOLVED, {"tool_call_id": call.id, "name": call.name,
                                               "approved": decision.approved,
                                               "arguments": json.dumps(final_args), "reason": decision.reason})

@@ -92,7 +92,8 @@ class RecordedCall:
     def messages(self) -> list[dict[str, Any]]:
         """The recorded request's messages, rebuilt from the steps the model had seen."""
         head = [{"role": "system", "content": self.system}] if self.system is not None else []
-        return head + [s.to_message() for s in self.session.context(self.step)]
+        # a memory_read step is not a message: its text is part of the stored system prompt
+        return head + [s.to_message() for s in self.session.context(self.step) if s.extra.get("kind") != "memory_read"]
 
 
 def recorded_calls(steps: Iterable[Step], run_ids: set[str] | None = None, *,

@@ -23,6 +23,7 @@ from .. import frames
 from ..agent import Agent
 from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, StepEvent, StepEventType, new_id
 from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
+from ..execution.approval import check_arguments
 from ..execution.attempts import list_attempts, use_attempt
 from ..execution.retry import plan_retry
 from ..execution.runner import active_run_ids
@@ -30,6 +31,7 @@ from ..models import OpenAIModel, default_model
 from ..models.settings import merge_settings
 from ..storage import iter_events, open_repository
 from ..storage.base import Repository
+from .feedback import feedback_and_proposal
 from .controls import attempts_frame
 from .live_view import LiveView, close_tree
 from .transcript import build_bundle, bundle_for_run
@@ -124,6 +126,19 @@ class RunHandle:
     def use_attempt(self, number: int) -> AgentRun:
         """Make attempt ``number`` of this run current again (its steps are what the model sees next)."""
         return self._controller.use_attempt(self._require_id(), number)
+
+    def feedback(self, rating: Any, comment: str = "", *, step: int | str | None = None,
+                 propose: bool = True) -> Any:
+        """+1 or -1 (and a comment) on this run or one of its steps; returns the proposed experience
+        (review it with ``agio_notebook.memory.accept/reject``), or the feedback with ``propose=False``."""
+        item, proposal = self._controller.feedback(self._require_id(), rating, comment, step=step, propose=propose)
+        return proposal if proposal is not None else item
+
+    def trace(self) -> Any:
+        """This run's trace graph (shows as a drawing; ``.nodes`` and ``.edges`` are DataFrames)."""
+        from ..memory.trace import trace
+
+        return trace(self._require_id(), repository=self._controller.repository)
 
     def _require_id(self) -> str:
         if self.run_id is None:
@@ -268,6 +283,16 @@ class Controller:
         """The notebook's agent that ran a stored run (by its name), e.g. after a kernel restart."""
         namespace = getattr(self.shell, "user_ns", None) or {}
         return next((v for v in namespace.values() if isinstance(v, Agent) and name and v.name == name), None)
+
+    def feedback(self, run_id: str, rating: Any, comment: str = "", *, step: int | str | None = None,
+                 propose: bool = True) -> tuple[Any, Any]:
+        """Store feedback; with ``propose``, the agent's extractor proposes an experience from it."""
+        return feedback_and_proposal(self.repository, run_id, rating, comment, step=step, propose=propose,
+                                     agent=self._agent_of(run_id))
+
+    def _agent_of(self, run_id: str) -> Agent:
+        known = self.handles.get(run_id)
+        return known.agent if known is not None and known.agent is not None else self.default_agent()
 
     def replay(self, run_id: str) -> dict[str, Any]:
         if self.repository.get_run(run_id) is None:
@@ -421,6 +446,10 @@ async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> A
             edited = json.loads(args.value)
         except ValueError as exc:
             note.value = f"<span style='color:#cf222e'>arguments are not valid JSON: {escape(str(exc))}</span>"
+            return
+        problem = check_arguments(handle.agent.registry.get(request.name) if handle.agent else None, edited)
+        if problem is not None:  # the card stays open: fix the arguments, or reject
+            note.value = f"<span style='color:#cf222e'>{escape(problem)}</span>"
             return
         if not decided.done():
             decided.set_result(ApprovalDecision(True, edited if edited != request.arguments else None))

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import ipywidgets as widgets
 
 from ..core import StepEvent, StepEventType
-from .render import card_html, footer_html, header_html, metrics_line, role_color, step_label
+from .render import card_html, footer_html, header_html, memory_card_html, metrics_line, role_color, step_label
 from .view_model import RunView, StepView
 
 SEGMENT_CHARS = 2000
@@ -67,6 +67,10 @@ class _StepBlock:
             pos += len(piece)
             _write(self.segments[-1], f'<span style="white-space:pre-wrap">{escape(self.raw[-1])}</span>', counter)
         self.flushed_chars = pos
+        if step.memory is not None and "memory" not in self.cards:
+            self.cards["memory"] = widgets.HTML(memory_card_html(step.memory))
+            self.card_box.children = (*self.card_box.children, self.cards["memory"])
+            self.counter[0] += 1
         for card in step.tool_cards:
             state = (card.status, card.result, card.error, card.arguments, len(card.displays), card.diff)
             if self.card_state.get(card.tool_call_id) == state:

@@ -34,12 +34,13 @@ def dag_svg(handle: PlanHandle) -> str | None:
     g = graphviz.Digraph(graph_attr={"rankdir": "LR", "bgcolor": "transparent"},
                          node_attr={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
                                     "fontsize": "11"})
+    text = graphviz.nohtml  # task names and errors may come from a model: never DOT's HTML-like labels
     for name, st in handle.tasks.items():
         label = f"{name}\n{st.status}" + (f" (attempt {st.attempts})" if st.attempts > 1 else "")
-        g.node(name, label=label, fillcolor=FILL.get(st.status, "#ffffff"), tooltip=st.error or st.status,
-               id=f"agio-task-{name}")
+        g.node(text(name), label=text(label), fillcolor=FILL.get(st.status, "#ffffff"),
+               tooltip=text(st.error or st.status), id=text(f"agio-task-{name}"))
     for a, b in handle.edges():
-        g.edge(a, b)
+        g.edge(text(a), text(b))
     try:
         return g.pipe(format="svg", encoding="utf-8")
     except (graphviz.ExecutableNotFound, graphviz.CalledProcessError):

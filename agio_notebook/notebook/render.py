@@ -124,13 +124,33 @@ def card_html(card: ToolCard) -> str:
 
 
 def role_color(role: str) -> str:
-    """The colour of a step's left border: users blue, the assistant purple."""
-    return "#0969da" if role == "user" else "#8250df"
+    """The colour of a step's left border: users blue, the assistant purple, memory amber."""
+    return "#0969da" if role == "user" else "#9a6700" if role == "memory" else "#8250df"
+
+
+def memory_card_html(memory: dict) -> str:
+    """The memory_read card: what was retrieved, collapsed; the exact injected text inside."""
+    items = memory.get("items") or []
+    skills = sum(1 for i in items if i.get("kind") == "skill")
+    rows = "".join(
+        f'<li class="agio-memory-item agio-memory-{escape(str(i.get("kind")))}">'
+        f'<b>{escape(str(i.get("kind")))}</b> '
+        + (escape(str(i.get("name") or "")) + ": " + escape(str(i.get("text") or "")) if i.get("kind") == "skill"
+           else escape(str(i.get("situation") or "")) + " — " + escape(str(i.get("lesson") or "")))
+        + f' <span style="color:#57606a;font-size:11px">{escape(str(i.get("id", ""))[:8])}</span></li>'
+        for i in items)
+    return (f'<details class="agio-memory-card" style="border:1px solid #d0d7de;border-radius:6px;margin:4px 0;'
+            f'padding:2px 8px"><summary><b>Memory</b> · {skills} skill(s), {len(items) - skills} '
+            f'experience(s) · {escape(str(memory.get("mode", "")))}</summary><ul style="margin:2px 0">{rows}</ul>'
+            f'<div style="color:#57606a;font-size:11px">added to the system prompt</div>'
+            f'<pre class="agio-memory-text" style="{_MONO};margin:2px 0;white-space:pre-wrap">'
+            f'{escape(str(memory.get("text") or ""))}</pre></details>')
 
 
 def step_label(step: StepView, tip: str) -> str:
     """``#3 Assistant · attempt 2 · <metrics>`` as escaped HTML, the same live and saved."""
-    return (f"#{step.sequence} {'You' if step.role == 'user' else 'Assistant'}"
+    who = {"user": "You", "memory": "Memory"}.get(step.role, "Assistant")
+    return (f"#{step.sequence} {who}"
             + (f" · attempt {step.attempt}" if step.attempt > 1 else "")
             + (" · superseded" if step.superseded else "")
             + (f' · <span class="agio-metrics">{escape(tip)}</span>' if tip and step.role == "assistant" else ""))
@@ -144,7 +164,9 @@ def step_html(step: StepView) -> str:
     tip = metrics_line(step.metrics)
     head = f'<div style="font-size:11px;color:#57606a" title="{escape(tip)}">{step_label(step, tip)}</div>'
     text = f'<div style="white-space:pre-wrap">{escape(step.text)}</div>' if step.text else ""
-    return f'<div class="{css}" style="{style}">{head}{text}{"".join(card_html(c) for c in step.tool_cards)}</div>'
+    memory = memory_card_html(step.memory) if step.memory else ""
+    return (f'<div class="{css}" style="{style}">{head}{text}{memory}'
+            f'{"".join(card_html(c) for c in step.tool_cards)}</div>')
 
 
 def header_html(view: RunView) -> str:
@@ -190,6 +212,9 @@ def to_text(view: RunView) -> str:
     for step in view.conversation():
         mark = " (superseded)" if step.superseded else ""
         who = "user" if step.role == "user" else "assistant"
+        if step.memory:
+            lines.append(f"#{step.sequence} memory: " + ", ".join(
+                f"{i.get('kind')} {str(i.get('id', ''))[:8]}" for i in step.memory.get("items") or []))
         if step.text:
             lines.append(f"#{step.sequence} {who}{mark}: {step.text}")
         for card in step.tool_cards:

@@ -55,10 +55,23 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
     if run_dict is not None and not view.done and run_dict.get("status") not in (None, "running"):
         # a run with no terminal event (interrupted: its process died) shows its stored status
         view.status, view.error = run_dict["status"], run_dict.get("error")
+    payload["trace_svg"] = trace_svg(view.run_id, payload["events"])  # drawn by the JupyterLab extension
     lines = command_lines(view, payload["attempts"])
     html = to_html(view, commands_html(lines))
     text = to_text(view) + ("\n" + commands_text(lines) if lines else "")
     return {MIME_TYPE: payload, "text/html": html, "text/plain": text}
+
+
+def trace_svg(run_id: str | None, events: list[dict[str, Any]]) -> str | None:
+    """The run's trace graph as SVG, or None without steps or without Graphviz."""
+    from ..memory.trace import trace_from_events
+
+    if run_id is None or not any(e["type"] == StepEventType.STEP_COMPLETED.value for e in events):
+        return None
+    try:
+        return trace_from_events(run_id, events).svg()
+    except (RuntimeError, OSError):
+        return None
 
 
 def bundle_for_run(repository: Repository, run_id: str) -> dict[str, Any]:

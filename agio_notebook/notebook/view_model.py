@@ -3,6 +3,7 @@ and the JupyterLab renderer all draw. Built from the event stream only."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -40,6 +41,7 @@ class StepView:
     metrics: dict[str, Any] = field(default_factory=dict)
     tool_cards: list[ToolCard] = field(default_factory=list)
     complete: bool = False
+    memory: dict[str, Any] | None = None  # a memory_read step: what was retrieved into the prompt
 
 
 @dataclass
@@ -58,6 +60,7 @@ class RunView:
     steps: list[StepView] = field(default_factory=list)
     forked_from: str | None = None
     forked_at: int | None = None
+    skipped: int = 0  # malformed events left out
     _by_seq: dict[int, StepView] = field(default_factory=dict, repr=False)
     _cards: dict[str, ToolCard] = field(default_factory=dict, repr=False)
 
@@ -73,9 +76,16 @@ class RunView:
         return view
 
     def apply(self, event: StepEvent | dict[str, Any]) -> None:
-        """Fold one event (object or wire dict) into the view."""
-        if isinstance(event, dict):
-            event = StepEvent.from_dict(event)
+        """Fold one event (object or wire dict) into the view; a malformed one is skipped, with a warning."""
+        try:
+            self._apply(StepEvent.from_dict(event) if isinstance(event, dict) else event)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            self.skipped += 1
+            if self.skipped == 1:  # once per view: a damaged record must not become a traceback
+                warnings.warn(f"agio: a malformed event was left out of the transcript ({type(exc).__name__}: "
+                              f"{exc})", stacklevel=2)
+
+    def _apply(self, event: StepEvent) -> None:
         t, p = event.type, event.payload
         if t is _E.STEP_DELTA:
             if "content" in p:
@@ -95,11 +105,13 @@ class RunView:
             view.text = step.get("content") or ""
             view.status, view.attempt = step.get("status", "ok"), step.get("attempt", 1)
             view.superseded, view.metrics, view.complete = step.get("superseded", False), step.get("metrics") or {}, True
+            if (step.get("extra") or {}).get("kind") == "memory_read":
+                view.role, view.text = "memory", ""  # shown as a card from its memory_read event
             if step["role"] == "tool" and step.get("tool_call_id") in self._cards:
                 card = self._cards[step["tool_call_id"]]  # figures and screenshots come whole with the step
-                actions = (step.get("extra") or {}).get("actions") or ()
+                actions = [a for a in (step.get("extra") or {}).get("actions") or () if isinstance(a, dict)]
                 card.displays = [d for a in actions for d in action_displays(a)]
-                diffs = [(a.get("output") or {}).get("diff") for a in actions]
+                diffs = [a["output"].get("diff") for a in actions if isinstance(a.get("output"), dict)]
                 card.diff = "".join(d for d in diffs if isinstance(d, str)) or None
             if step["role"] == "assistant":
                 for call in step.get("tool_calls") or ():
@@ -133,10 +145,13 @@ class RunView:
             else:
                 card.status = "rejected" if p.get("error_type") == "rejected" else "error"
                 card.error, card.error_type = p.get("error"), p.get("error_type")
+        elif t is _E.MEMORY_READ:
+            self._step(p["sequence"], "memory").memory = p
         elif t in (_E.ACTION_COMPLETED, _E.ACTION_FAILED):
             card = self._cards.get(p.get("tool_call_id") or "")
             if card is not None:
-                card.isolation = (p.get("input") or {}).get("isolation") or card.isolation
+                isolation = (p.get("input") or {}).get("isolation")
+                card.isolation = isolation if isinstance(isolation, str) else card.isolation
         elif t is _E.METRICS:
             self.run_metrics = p.get("run") or self.run_metrics
             view = self._by_seq.get(p["sequence"])
@@ -150,7 +165,9 @@ class RunView:
 
 def action_displays(action: dict[str, Any]) -> list[dict[str, Any]]:
     """The rich outputs of an action record: its displays, and a browser screenshot as a PNG."""
-    out = action.get("output") or {}
+    out = action.get("output")
+    if not isinstance(out, dict):
+        return []
     shown = [d for d in out.get("displays") or () if isinstance(d, dict) and d.get("mime") in ("image/png", "text/html")]
     if isinstance(out.get("screenshot"), str):
         shown.append({"mime": "image/png", "data": out["screenshot"]})

@@ -1,44 +1,20 @@
-"""A background thread with its own asyncio loop, where runs execute.
+"""Where a notebook's runs execute: a background loop of their own (``execution.background``).
 
-ipykernel 7 runs cells as anyio tasks, and asyncio tasks a cell creates stall once the cell
-finishes; nest_asyncio is archived and breaks there. A thread with its own loop keeps a run going
-(and its widgets updating) whether or not the cell that started it is still executing. Output from
-the thread is attributed to the right cell by restoring that cell's parent header in the thread.
+nest_asyncio is archived and breaks on ipykernel 7; a thread with its own loop keeps a run going (and
+its widgets updating) whether or not the cell that started it is still executing. Output from the
+thread is attributed to the right cell by restoring that cell's parent header in the thread.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import threading
-from typing import Any, Coroutine
+from typing import Any
 
-_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
+from ..execution.background import BackgroundLoop
 
+_RUNS = BackgroundLoop("agio-runs")
 
-def worker_loop() -> asyncio.AbstractEventLoop:
-    """The process's run loop, started on first use (a daemon thread: it never blocks exit)."""
-    global _loop
-    with _lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            ready = threading.Event()
-
-            def serve() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
-
-            threading.Thread(target=serve, name="agio-runs", daemon=True).start()
-            ready.wait()
-            _loop = loop
-        return _loop
-
-
-def submit(coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
-    """Run ``coro`` on the worker loop; cancelling the returned future cancels the task."""
-    return asyncio.run_coroutine_threadsafe(coro, worker_loop())
+worker_loop = _RUNS.loop
+submit = _RUNS.submit
 
 
 def clicks_reach_a_busy_cell() -> bool:

@@ -62,7 +62,23 @@ def _rows(inputs: Any, prompt: str | None) -> tuple[list[dict[str, Any]], list[s
     if missing:
         raise SchedulingError(f"the prompt template uses column {missing[0]!r}, which the inputs do not have "
                               f"(columns: {', '.join(columns)})")
-    return rows, [prompt.format(**r) for r in rows], columns
+    return rows, [fill(prompt, r) for r in rows], columns
+
+
+class _ByColumn(string.Formatter):
+    """``{name}`` (and ``{0}`` for a column named 0) looked up among the row's columns by name."""
+
+    def get_value(self, key: Any, args: Any, kwargs: Any) -> Any:
+        return kwargs[str(key)]
+
+
+def fill(prompt: str, row: dict[str, Any]) -> str:
+    """The prompt for one input row; a value the template cannot use is one clear line."""
+    try:
+        return _ByColumn().vformat(prompt, (), row)
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:
+        raise SchedulingError(f"the prompt template cannot be filled from row {row!r:.120}: "
+                              f"{type(exc).__name__}: {exc}") from None
 
 
 def _fingerprint(queries: list[str]) -> str:
@@ -306,7 +322,7 @@ def resume_batch(name: str, agent: Agent | None = None, *, executor: Executor | 
     o = stored["options"]
     rl = o.get("rate_limit")
     rows = stored["inputs"]
-    queries = [stored["prompt"].format(**r) if stored.get("prompt") else r["input"] for r in rows]
+    queries = [fill(stored["prompt"], r) if stored.get("prompt") else r["input"] for r in rows]
     if _fingerprint(queries) != stored["fingerprint"]:
         raise SchedulingError(f"batch {name!r} is stored inconsistently (its inputs do not match its fingerprint)")
     _agents[name] = agent

@@ -20,8 +20,8 @@ from .reports import Pruned, Repaired, StoreStats
 
 @runtime_checkable
 class Repository(Protocol):
-    """``files_root`` (an attribute, may be None): a local folder for files kept beside the store, such
-    as workspaces; a PostgreSQL store has none (files then go to ``./.agio``)."""
+    """``files_root`` (an attribute, may be None): a local folder of this store's own for files kept beside
+    it, such as workspaces (a PostgreSQL store's is ``./.agio/postgres-<hash of its URL>``)."""
 
     # -- the write path ---------------------------------------------------------
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,

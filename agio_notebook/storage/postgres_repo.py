@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+import hashlib
 import os
 import socket
 import time
 import zlib
+from pathlib import Path
+from typing import Any
 
-from ..core import SessionBusyError, StoreError
+from ..core import SessionBusyError, StoreError, scrub
 from .claims import Holder
-from .sql import SQLRepository, redact_url
+from ..core.redact import redact_url, url_secrets
+from .sql import SQLRepository
 
 
 def _lock_key(session_id: str) -> int:
@@ -27,6 +29,9 @@ class PostgresRepository(SQLRepository):
     def __init__(self, url: str, *, connect_timeout: float = 10.0):
         self.url = url
         self.root = redact_url(url)
+        # local files (workspaces) of this database's sessions, in a folder of its own
+        digest = hashlib.sha1(self.root.encode()).hexdigest()[:12]
+        self.files_root = Path(".agio").absolute() / f"postgres-{digest}"
         self.connect_timeout = connect_timeout
         super().__init__()
 
@@ -37,9 +42,9 @@ class PostgresRepository(SQLRepository):
             raise StoreError("a postgresql:// store needs psycopg: pip install 'agio-notebook[postgres]'") from None
         try:
             return psycopg.connect(self.url, connect_timeout=max(1, int(self.connect_timeout)))
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to the PostgreSQL store at {self.root}: "
-                             f"{' '.join(str(exc).split())}") from None
+        except psycopg.Error as exc:  # libpq quotes the token it could not parse: it may be the password
+            detail = scrub(" ".join(str(exc).split()), url_secrets(self.url))
+            raise StoreError(f"cannot connect to the PostgreSQL store at {self.root}: {detail}") from None
 
     def _end_read(self) -> None:
         self._conn.rollback()

@@ -9,12 +9,13 @@ and connection setup: the upsert is ``INSERT … ON CONFLICT … DO UPDATE`` in 
 
 from __future__ import annotations
 
-import re
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
+
 
 from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
 from .claims import Holder
@@ -94,6 +95,23 @@ class SQLRepository:
             self._end_read()
             return rows
 
+    @contextmanager
+    def _transaction(self, session_id: str | None = None) -> Iterator[Any]:
+        """A cursor whose work is committed on exit, or rolled back and reported as one StoreError line."""
+        with self._lock:
+            cur = self._conn.cursor()
+            try:
+                yield cur
+                self._conn.commit()
+            except Exception as exc:
+                self._conn.rollback()
+                if session_id is not None and self._is_unique_violation(exc) and "agio_steps" in str(exc):
+                    raise StoreError(f"session {session_id}: a sequence in this batch is already taken by a current "
+                                     "step (another run wrote to this session); nothing was written") from None
+                raise StoreError(f"cannot write to the store at {self.root}: {_one_line(exc)}") from None
+            finally:
+                cur.close()
+
     def _end_read(self) -> None:
         """Close the read transaction a query opened (PostgreSQL), so the next read sees new commits."""
 
@@ -127,58 +145,36 @@ class SQLRepository:
                       step_rows[0][1] if step_rows else event_rows[0][2] if event_rows else None)
         if session_id is None:
             return
-        with self._lock:
-            cur = self._conn.cursor()
-            try:
-                if session is not None:
-                    self._execute(cur, "INSERT INTO agio_sessions (session_id, created_at, doc) VALUES (?, ?, ?) "
-                                       "ON CONFLICT (session_id) DO UPDATE SET created_at = excluded.created_at, "
-                                       "doc = excluded.doc",
-                                  (session.session_id, session.created_at, _dumps(session.to_dict())))
-                elif session_id not in self._sessions_seen:  # the first write to a session created implicitly
-                    implicit = AgentSession(session_id=session_id)
-                    self._execute(cur, "INSERT INTO agio_sessions (session_id, created_at, doc) VALUES (?, ?, ?) "
-                                       "ON CONFLICT (session_id) DO NOTHING",
-                                  (session_id, implicit.created_at, _dumps(implicit.to_dict())))
-                if run is not None:
-                    self._execute(cur, "INSERT INTO agio_runs (id, session_id, started_at, status, doc) "
-                                       "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-                                       "status = excluded.status, doc = excluded.doc",
-                                  (run.id, run.session_id, run.started_at, run.status.value, _dumps(run.to_dict())))
-                self._executemany(cur, "INSERT INTO agio_steps (id, session_id, sequence, attempt, superseded, doc) "
-                                       "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-                                       "sequence = excluded.sequence, attempt = excluded.attempt, "
-                                       "superseded = excluded.superseded, doc = excluded.doc", step_rows)
-                self._executemany(cur, "INSERT INTO agio_events (run_id, seq, session_id, doc) VALUES (?, ?, ?, ?) "
-                                       "ON CONFLICT (run_id, seq) DO UPDATE SET doc = excluded.doc", event_rows)
-                self._conn.commit()
-                self._sessions_seen.add(session_id)
-            except Exception as exc:
-                self._conn.rollback()
-                if self._is_unique_violation(exc) and "agio_steps" in str(exc):
-                    raise StoreError(f"session {session_id}: a sequence in this batch is already taken by a current "
-                                     "step (another run wrote to this session); nothing was written") from None
-                raise StoreError(f"cannot write to the store at {self.root}: {_one_line(exc)}") from None
-            finally:
-                cur.close()
+        with self._transaction(session_id) as cur:
+            if session is not None:
+                self._execute(cur, "INSERT INTO agio_sessions (session_id, created_at, doc) VALUES (?, ?, ?) "
+                                   "ON CONFLICT (session_id) DO UPDATE SET created_at = excluded.created_at, "
+                                   "doc = excluded.doc",
+                              (session.session_id, session.created_at, _dumps(session.to_dict())))
+            elif session_id not in self._sessions_seen:  # the first write to a session created implicitly
+                implicit = AgentSession(session_id=session_id)
+                self._execute(cur, "INSERT INTO agio_sessions (session_id, created_at, doc) VALUES (?, ?, ?) "
+                                   "ON CONFLICT (session_id) DO NOTHING",
+                              (session_id, implicit.created_at, _dumps(implicit.to_dict())))
+            if run is not None:
+                self._execute(cur, "INSERT INTO agio_runs (id, session_id, started_at, status, doc) "
+                                   "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                                   "status = excluded.status, doc = excluded.doc",
+                              (run.id, run.session_id, run.started_at, run.status.value, _dumps(run.to_dict())))
+            self._executemany(cur, "INSERT INTO agio_steps (id, session_id, sequence, attempt, superseded, doc) "
+                                   "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                                   "sequence = excluded.sequence, attempt = excluded.attempt, "
+                                   "superseded = excluded.superseded, doc = excluded.doc", step_rows)
+            self._executemany(cur, "INSERT INTO agio_events (run_id, seq, session_id, doc) VALUES (?, ?, ?, ?) "
+                                   "ON CONFLICT (run_id, seq) DO UPDATE SET doc = excluded.doc", event_rows)
+        self._sessions_seen.add(session_id)
 
     def _is_unique_violation(self, exc: Exception) -> bool:
         raise NotImplementedError
 
     def delete_steps(self, session_id: str, start_seq: int) -> int:
-        with self._lock:
-            cur = self._conn.cursor()
-            try:
-                self._execute(cur, "DELETE FROM agio_steps WHERE session_id = ? AND sequence >= ?",
-                              (session_id, start_seq))
-                count = cur.rowcount
-                self._conn.commit()
-            except Exception as exc:
-                self._conn.rollback()
-                raise StoreError(f"cannot write to the store at {self.root}: {_one_line(exc)}") from None
-            finally:
-                cur.close()
-            return count
+        return self._write([("DELETE FROM agio_steps WHERE session_id = ? AND sequence >= ?",
+                             (session_id, start_seq))])[0]
 
     # -- reads ------------------------------------------------------------------------------
     def get_session(self, session_id: str) -> AgentSession | None:
@@ -259,22 +255,14 @@ class SQLRepository:
         """Serialise appends to one journal so versions follow commit order (SQLite: the write lock does)."""
 
     def _append_journal(self, name: str, rows: list[tuple[str, str, str | None]]) -> None:
-        with self._lock:
-            cur = self._conn.cursor()
-            try:
-                self._journal_lock(cur, name)
-                top = self._execute(cur, "SELECT COALESCE(MAX(version), 0) FROM agio_journal WHERE name = ?",
-                                    (name,)).fetchone()[0]
-                self._executemany(cur, "INSERT INTO agio_journal (name, tbl, key, doc, version) VALUES (?, ?, ?, ?, ?) "
-                                       "ON CONFLICT (name, tbl, key) DO UPDATE SET doc = excluded.doc, "
-                                       "version = excluded.version",
-                                  [(name, table, key, doc, int(top) + i + 1) for i, (table, key, doc) in enumerate(rows)])
-                self._conn.commit()
-            except Exception as exc:
-                self._conn.rollback()
-                raise StoreError(f"cannot write to the store at {self.root}: {_one_line(exc)}") from None
-            finally:
-                cur.close()
+        with self._transaction() as cur:
+            self._journal_lock(cur, name)
+            top = self._execute(cur, "SELECT COALESCE(MAX(version), 0) FROM agio_journal WHERE name = ?",
+                                (name,)).fetchone()[0]
+            self._executemany(cur, "INSERT INTO agio_journal (name, tbl, key, doc, version) VALUES (?, ?, ?, ?, ?) "
+                                   "ON CONFLICT (name, tbl, key) DO UPDATE SET doc = excluded.doc, "
+                                   "version = excluded.version",
+                              [(name, table, key, doc, int(top) + i + 1) for i, (table, key, doc) in enumerate(rows)])
 
     # -- claims: one run per session at a time, across processes --------------------------------
     def _lock_claim(self, session_id: str, what: str) -> Holder | None:
@@ -382,20 +370,13 @@ class SQLRepository:
         return []
 
     def _write(self, statements: list[tuple[str, Sequence[Any]]]) -> list[int]:
-        with self._lock:
-            cur = self._conn.cursor()
-            try:
-                counts = []
-                for statement, params in statements:
-                    self._execute(cur, statement, params)
-                    counts.append(max(cur.rowcount, 0))
-                self._conn.commit()
-                return counts
-            except Exception as exc:
-                self._conn.rollback()
-                raise StoreError(f"cannot write to the store at {self.root}: {_one_line(exc)}") from None
-            finally:
-                cur.close()
+        """Run statements in one transaction; how many rows each touched."""
+        counts = []
+        with self._transaction() as cur:
+            for statement, params in statements:
+                self._execute(cur, statement, params)
+                counts.append(max(cur.rowcount, 0))
+        return counts
 
     def _refuse_if_claimed(self, session_id: str) -> None:
         holder = self.session_holder(session_id) if session_id not in self._held else Holder(what="this process")
@@ -470,8 +451,3 @@ class SQLRepository:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def redact_url(url: str) -> str:
-    """A database URL without its password, for messages."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)

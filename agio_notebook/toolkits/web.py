@@ -38,14 +38,36 @@ class WebLimits:
         check_positive(self, zero_ok=("max_redirects",))
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries (mapped, 6to4, Teredo, NAT64): it is where packets end up."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
 def blocked_reason(address: IPAddress) -> str | None:
-    if address.version == 6 and address.ipv4_mapped is not None:  # type: ignore[union-attr]
-        address = address.ipv4_mapped  # type: ignore[union-attr]
+    """Why an address may not be fetched (None: a public address). Anything not globally routable is
+    blocked: loopback, private, link-local, shared (100.64.0.0/10, cloud metadata and carrier NAT), ..."""
+    if address.version == 6:
+        embedded = _embedded_ipv4(address)  # type: ignore[arg-type]
+        if embedded is not None:
+            address = embedded
     for label, flag in (("loopback", address.is_loopback), ("unspecified", address.is_unspecified),
                         ("link-local", address.is_link_local), ("multicast", address.is_multicast),
                         ("reserved", address.is_reserved), ("private", address.is_private)):
         if flag:
             return label
+    if not address.is_global:
+        return "non-public"  # e.g. shared 100.64.0.0/10 (cloud metadata, carrier NAT)
     return None
 
 

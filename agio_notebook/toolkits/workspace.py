@@ -20,6 +20,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import threading
@@ -29,6 +30,7 @@ from typing import Any, Callable, Iterable
 from ..tools.context import ToolCallContext, history_listeners
 from .errors import ActionError
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 SANDBOX_UID = 65534  # "nobody": what sandboxed code runs as when the kernel runs as root
 _HASH_CHUNK = 1 << 20
 
@@ -329,6 +331,10 @@ class Workspace:
             for rel, sha in delta.items():
                 if sha is None:
                     target.pop(rel, None)
+                elif not isinstance(sha, str) or not _SHA256.fullmatch(sha) or not isinstance(rel, str):
+                    # the store is not trusted to name host files: a blob is only ever a content hash
+                    raise ActionError(f"the workspace history in the store is damaged ({rel!r} names no content "
+                                      "hash); nothing was restored")
                 else:
                     target[rel] = sha
         reason = "a forked session" if state is None else "a retry or fork"
@@ -354,6 +360,8 @@ class Workspace:
             if rel in keep:
                 continue
             blob = self.blobs / sha[:2] / sha
+            if not _SHA256.fullmatch(sha) or not blob.resolve().is_relative_to(self.blobs.resolve()):
+                raise ActionError(f"workspace snapshot names no content hash for {rel!r}; nothing was restored")
             if not blob.exists():
                 raise ActionError(f"workspace snapshot is missing the content of {rel!r} (blob {sha[:12]})")
             # written through the no-follow descriptor walk, like every write into the workspace
@@ -414,6 +422,11 @@ def prune_workspaces(repository: Any, root: Path | None = None) -> dict[str, int
     no run is in progress (a running action's blobs are referenced only once its step is stored).
     Returns ``{"workspaces": removed, "blobs": removed}``.
     """
+    if root is None and os.environ.get("AGIO_WORKSPACES") is None and getattr(repository, "files_root", None) is None:
+        # its workspaces would share ./.agio/workspaces with other stores: removing "unknown" sessions
+        # there would delete theirs
+        raise ActionError("this store has no folder of its own for workspaces; pass root= (the folder its "
+                          "workspaces are in) to prune them")
     base = (root or workspaces_root(repository)).absolute()
     sessions = {s.session_id for s in repository.list_sessions()}
     referenced: set[str] = set()

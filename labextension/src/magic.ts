@@ -14,7 +14,7 @@ export interface MagicRequest {
 }
 
 /** Only these characters may reach a command line: IPython expands `$x` and `{x}` in magics. */
-const SAFE_ARG = /^[A-Za-z0-9_.:-]+$/;
+const SAFE_ARG = /^[A-Za-z0-9_][A-Za-z0-9_.:-]*$/;  // no leading "-": an id never reads as a flag
 
 export function safeArg(value: unknown): string | null {
   const text = typeof value === 'number' && Number.isInteger(value) ? String(value) : value;

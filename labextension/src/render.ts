@@ -6,6 +6,7 @@
  * view and the static HTML fallback of the Python package.
  */
 
+import { renderFeedback, renderMemoryCard, renderTrace } from './memory';
 import { AttemptInfo, renderControls } from './controls';
 
 export const MIME_TYPE = 'application/vnd.agio.run+json';
@@ -24,6 +25,7 @@ export interface Transcript {
   run: Record<string, any> | null;
   session: Record<string, any> | null;
   events: AgioEvent[];
+  trace_svg?: string | null;
   attempts?: AttemptInfo[];
 }
 
@@ -57,6 +59,7 @@ export interface StepView {
   superseded: boolean;
   metrics: Record<string, any>;
   cards: ToolCard[];
+  memory?: Record<string, any>;
 }
 
 export interface RunView {
@@ -65,9 +68,11 @@ export interface RunView {
   session: Record<string, any> | null;
   steps: StepView[];
   runMetrics: Record<string, any>;
+  traceSvg?: string | null;
 }
 
 const TERMINAL = new Set(['run_completed', 'run_failed', 'run_cancelled', 'run_max_steps', 'run_budget_exceeded']);
+const TERMINAL_STATUS = new Set(['completed', 'failed', 'cancelled', 'max_steps', 'interrupted', 'budget_exceeded']);
 
 /** Check the shape of a transcript; throw an Error saying what is wrong. */
 export function parseTranscript(data: unknown): Transcript {
@@ -95,7 +100,8 @@ export function parseTranscript(data: unknown): Transcript {
     }
   }
   const attempts = Array.isArray(t.attempts) ? t.attempts : undefined;
-  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events, attempts };
+  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events, attempts,
+    trace_svg: typeof t.trace_svg === 'string' ? t.trace_svg : null };
 }
 
 /** Fold the events into steps and tool cards (the same fold as the Python RunView). */
@@ -131,6 +137,10 @@ export function foldEvents(t: Transcript): RunView {
       view.attempt = st.attempt ?? 1;
       view.superseded = Boolean(st.superseded);
       view.metrics = st.metrics ?? {};
+      if (st.extra?.kind === 'memory_read') {
+        view.role = 'memory';
+        view.text = '';
+      }
       const answered = st.role === 'tool' ? cards.get(st.tool_call_id) : undefined;
       if (answered) {
         // figures and screenshots come whole with the tool step (the action events carry them cut)
@@ -152,6 +162,8 @@ export function foldEvents(t: Transcript): RunView {
           view.cards.push(card);
         }
       }
+    } else if (e.type === 'memory_read' && typeof p.sequence === 'number') {
+      stepFor(p.sequence, 'memory').memory = p;
     } else if (e.type === 'approval_resolved') {
       const card = cards.get(p.tool_call_id);
       if (card && typeof p.arguments === 'string') {
@@ -187,7 +199,7 @@ export function foldEvents(t: Transcript): RunView {
     }
   }
   const steps = [...bySeq.values()].filter(s => s.role !== 'tool').sort((a, b) => a.sequence - b.sequence);
-  return { transcript: t, run, session: t.session, steps, runMetrics };
+  return { transcript: t, run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg };
 }
 
 /** Figures and tables of an action record, and a browser screenshot as a figure. */
@@ -357,7 +369,8 @@ function renderStep(doc: Document, step: StepView): HTMLElement {
   const node = el(doc, 'div', classes);
   node.dataset.sequence = String(step.sequence);
   const label = el(doc, 'div', ['agio-step-label']);
-  let head = `#${step.sequence} ${step.role === 'user' ? 'You' : 'Assistant'}`;
+  const who = step.role === 'user' ? 'You' : step.role === 'memory' ? 'Memory' : 'Assistant';
+  let head = `#${step.sequence} ${who}`;
   if (step.attempt > 1) {
     head += ` · attempt ${step.attempt}`;
   }
@@ -375,6 +388,9 @@ function renderStep(doc: Document, step: StepView): HTMLElement {
   node.append(label);
   if (step.text) {
     node.append(el(doc, 'div', ['agio-text'], step.text));
+  }
+  if (step.memory) {
+    node.append(renderMemoryCard(doc, step.memory));
   }
   for (const card of step.cards) {
     node.append(renderCard(doc, card));
@@ -413,6 +429,10 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
   for (const step of view.steps) {
     root.append(renderStep(doc, step));
   }
+  const trace = renderTrace(doc, view.traceSvg);
+  if (trace) {
+    root.append(trace);
+  }
   if (run.error && run.status !== 'completed') {
     root.append(el(doc, 'div', ['agio-error'], String(run.error)));
   }
@@ -420,6 +440,10 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
   const controls = renderControls(view.transcript, run, doc);
   if (controls) {
     root.append(controls);
+  }
+  const feedback = TERMINAL_STATUS.has(String(run.status)) ? renderFeedback(doc, run.id) : null;
+  if (feedback) {
+    root.append(feedback);
   }
   return root;
 }

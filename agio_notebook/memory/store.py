@@ -1,0 +1,223 @@
+"""MemoryStore: skills, experiences, feedback, proposals and vectors in the store directory.
+
+The records live in the store's named journal "memory" (tables skills, experiences, feedback,
+proposals, vectors): ``<store>/memory.jsonl`` in the TinyDB store, rows of ``agio_journal`` in a
+SQL store. The BM25 index is derived and lives beside it (``<store>/memory-index/``; for SQLite
+``<file>.memory-index/``; elsewhere a scratch directory, rebuilt when the process starts).
+See ``docs/memory.md``.
+
+Writes are appends to the journal (one write, one fsync), so adding a record costs the same however
+many are stored; the index follows each change incrementally, including changes other kernels
+appended (seen when the journal is refreshed).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import weakref
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..core import NotFoundError, now
+from ..storage.base import Repository
+from ..storage.journal import Journal
+from .index import LexicalIndex
+from .records import GLOBAL, TABLES, Feedback, Proposal, Record, Skill, from_doc, to_doc
+
+_KEYS = {name: (lambda d: d["id"]) for name in (*TABLES, "vectors")}
+_KEYS["vectors"] = lambda d: f"{d['model']}:{d['id']}"
+_KINDS = {"skills": "skill", "experiences": "experience"}
+
+
+class MemoryStore:
+    """``MemoryStore(directory)`` keeps its own journal file there; :func:`memory_for` gives a
+    repository's memory (its named journal "memory", the index beside the store)."""
+
+    def __init__(self, root: Path | str | None = None, *, journal: Any = None, index_dir: Path | str | None = None,
+                 lock_timeout: float = 10.0):
+        if journal is None:
+            if root is None:
+                raise ValueError("MemoryStore needs a directory or a journal")
+            Path(root).mkdir(parents=True, exist_ok=True)
+            journal = Journal(Path(root) / "memory.jsonl", _KEYS, lock_timeout)
+        self._lock = threading.RLock()
+        self._journal = journal
+        self._journal.refresh()
+        self.index = LexicalIndex(Path(index_dir) if index_dir is not None else Path(root) / "memory-index")
+        self.sync_index()
+        self._journal.on_change = self._on_change  # from now on the index follows every change
+
+    # -- index upkeep ---------------------------------------------------------------------
+    def sync_index(self) -> int:
+        """Bring the derived index in line with the journal; returns how many records were re-indexed."""
+        with self._lock:
+            indexed = self.index.versions()
+            stale: list[tuple[str, str, str, str, float]] = []
+            live: set[str] = set()
+            for table, kind in _KINDS.items():
+                cls = TABLES[table]
+                for key, doc in self._journal.tables.get(table, {}).items():
+                    live.add(key)
+                    if indexed.get(key) != doc["updated_at"]:
+                        rec = from_doc(cls, doc)
+                        stale.append((key, kind, rec.scope, rec.search_text(), rec.updated_at))
+            if stale:
+                self.index.upsert(stale)
+            gone = [k for k in indexed if k not in live]
+            if gone:
+                self.index.delete(gone)
+            return len(stale)
+
+    def _on_change(self, table: str, key: str, doc: dict[str, Any] | None) -> None:
+        kind = _KINDS.get(table)
+        if kind is None:
+            return
+        if doc is None:
+            self.index.delete([key])
+            return
+        rec = from_doc(TABLES[table], doc)
+        self.index.upsert([(key, kind, rec.scope, rec.search_text(), rec.updated_at)])
+
+    def refresh(self) -> None:
+        """See what other kernels appended (a ``stat`` when nothing changed)."""
+        with self._lock:
+            self._journal.refresh()
+
+    # -- generic reads/writes ---------------------------------------------------------------
+    def docs(self, table: str) -> list[dict[str, Any]]:
+        self.refresh()
+        return list(self._journal.tables.get(table, {}).values())
+
+    def get(self, table: str, key: str) -> dict[str, Any] | None:
+        self.refresh()
+        return self._journal.tables.get(table, {}).get(key)
+
+    def put(self, table: str, objs: Iterable[Any]) -> None:
+        records = [(table, to_doc(o)) for o in objs]
+        with self._lock:
+            self._journal.append(records)
+
+    def put_many(self, records: list[tuple[str, dict[str, Any]]], deletes: list[tuple[str, str]] = ()) -> None:
+        """One durable append of upserts and deletes across tables (all or nothing)."""
+        with self._lock:
+            self._journal.append(records, list(deletes))
+
+    # -- records --------------------------------------------------------------------------
+    def add(self, record: Record) -> Record:
+        self.put("skills" if isinstance(record, Skill) else "experiences", [record])
+        return record
+
+    def record(self, record_id: str) -> Record:
+        for table in ("skills", "experiences"):
+            doc = self.get(table, record_id)
+            if doc is not None:
+                return from_doc(TABLES[table], doc)
+        raise NotFoundError(f"no skill or experience {record_id!r} in memory")
+
+    def records(self, table: str) -> list[Record]:
+        cls = TABLES[table]
+        return [from_doc(cls, d) for d in self.docs(table)]
+
+    def by_ids(self, table: str, ids: list[str]) -> list[Record]:
+        cls, docs = TABLES[table], self._journal.tables.get(table, {})
+        return [from_doc(cls, docs[i]) for i in ids if i in docs]
+
+    def edit(self, record_id: str, **changes: Any) -> Record:
+        rec = self.record(record_id)
+        bad = [k for k in changes if k not in rec.EDITABLE]
+        if bad:
+            raise ValueError(f"cannot edit {', '.join(bad)} of a {rec.kind}; editable: {', '.join(rec.EDITABLE)}")
+        new = replace(rec, **changes, updated_at=now())
+        return self.add(new)
+
+    def delete(self, record_id: str) -> None:
+        rec = self.record(record_id)
+        table = "skills" if isinstance(rec, Skill) else "experiences"
+        with self._lock:
+            self._journal.append((), [(table, record_id)])
+
+    def count_use(self, records: list[Record]) -> None:
+        """One append bumping the usage count of records a run retrieved."""
+        if not records:
+            return
+        self.put_many([("skills" if isinstance(r, Skill) else "experiences",
+                        to_doc(replace(r, usage_count=r.usage_count + 1))) for r in records])
+
+    # -- feedback and proposals -------------------------------------------------------------------
+    def feedback_items(self) -> list[Feedback]:
+        return [from_doc(Feedback, d) for d in self.docs("feedback")]
+
+    def proposals(self) -> list[Proposal]:
+        return [from_doc(Proposal, d) for d in self.docs("proposals")]
+
+    def proposal(self, proposal_id: str) -> Proposal:
+        doc = self.get("proposals", proposal_id)
+        if doc is None:
+            raise NotFoundError(f"no proposed experience {proposal_id!r}")
+        return from_doc(Proposal, doc)
+
+    # -- vectors (hybrid retrieval) -------------------------------------------------------------
+    def vectors(self, model: str) -> dict[str, dict[str, Any]]:
+        """Stored embeddings for ``model``: record id -> {"updated_at", "vector"}."""
+        prefix = f"{model}:"
+        return {d["id"]: d for k, d in self._journal.tables.get("vectors", {}).items() if k.startswith(prefix)}
+
+    def put_vectors(self, model: str, items: list[tuple[Record, list[float]]]) -> None:
+        self.put_many([("vectors", {"id": r.id, "model": model, "updated_at": r.updated_at, "vector": v})
+                       for r, v in items])
+
+    def close(self) -> None:
+        with self._lock:
+            self._journal.close()
+            self.index.close()
+
+
+def scopes_for(scope: str | None) -> tuple[str, ...]:
+    return (GLOBAL,) if scope in (None, GLOBAL) else (scope, GLOBAL)
+
+
+_stores: "weakref.WeakKeyDictionary[Any, MemoryStore]" = weakref.WeakKeyDictionary()
+
+
+def _index_dir(repository: Repository) -> Path:
+    """Where the derived index of a repository's memory lives: beside its files when it has any."""
+    root = getattr(repository, "root", None)
+    path = getattr(repository, "path", None)
+    if root is not None and Path(root).is_dir():
+        return Path(root) / "memory-index"
+    if isinstance(path, Path) and path.parent.is_dir():  # an SQLite file
+        return path.with_name(path.name + ".memory-index")
+    return Path(tempfile.mkdtemp(prefix="agio-memory-index-"))
+
+
+def memory_for(repository: Repository | None = None) -> MemoryStore:
+    """The memory of a repository (the default store when None)."""
+    if repository is None:
+        from ..storage import open_repository
+
+        repository = open_repository()
+    store = _stores.get(repository)
+    if store is None:
+        if hasattr(repository, "journal"):
+            store = MemoryStore(journal=repository.journal("memory", _KEYS), index_dir=_index_dir(repository))
+        else:  # a store without named journals (in-memory): a scratch directory for this process
+            store = MemoryStore(tempfile.mkdtemp(prefix="agio-memory-"))
+        _stores[repository] = store
+    return store
+
+
+def existing_memory(repository: Repository) -> MemoryStore | None:
+    """The repository's memory if anything was ever stored in it (a run without memory opens nothing)."""
+    store = _stores.get(repository)
+    if store is not None:
+        return store
+    root = getattr(repository, "root", None)
+    if root is not None and Path(root).is_dir():
+        found = (Path(root) / "memory.jsonl").exists()
+    elif hasattr(repository, "journal_names"):
+        found = "memory" in repository.journal_names("memory")
+    else:
+        found = False
+    return memory_for(repository) if found else None

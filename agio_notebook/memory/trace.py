@@ -1,0 +1,158 @@
+"""The trace graph of a run: its steps as nodes, parent ids as edges, laid out by Graphviz ``dot``.
+
+A model step points to the tool steps it asked for; every tool step of a parallel batch points to
+the next model step; ``memory_read`` points to the first model step. Steps outside the run that its
+first steps follow (the retried run's memory, the previous answer) appear as context nodes, so a
+retry shows where it branched. Superseded attempts stay, drawn dashed. The actions a tool step
+performed (``extra["actions"]``: code run, files written, pages fetched) hang off that step.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import pandas as pd
+
+from ..core import NotFoundError
+from ..storage.base import Repository
+
+KIND_STYLE = {"user": ("#ddf4ff", "#0969da"), "memory_read": ("#fff8c5", "#9a6700"),
+              "model": ("#fbefff", "#8250df"), "tool": ("#dafbe1", "#1a7f37"), "context": ("#f6f8fa", "#8c959f"),
+              "action": ("#fff1e5", "#bc4c00")}
+
+
+def step_kind(step: dict[str, Any]) -> str:
+    if (step.get("extra") or {}).get("kind") == "memory_read":
+        return "memory_read"
+    return {"assistant": "model", "user": "user", "tool": "tool"}.get(step["role"], step["role"])
+
+
+def _label(step: dict[str, Any], kind: str) -> str:
+    head = f"#{step['sequence']}" + (f" (attempt {step.get('attempt', 1)})" if step.get("attempt", 1) > 1 else "")
+    if kind == "memory_read":
+        items = ((step.get("extra") or {}).get("memory") or {}).get("items") or []
+        return f"{head} memory: {len(items)} item(s)"
+    if kind == "tool":
+        return f"{head} tool {step.get('name') or ''} [{step.get('status', 'ok')}]"
+    if kind == "model":
+        calls = [c["function"]["name"] for c in step.get("tool_calls") or ()]
+        text = (step.get("content") or "").strip().replace("\n", " ")
+        body = f"calls {', '.join(calls)}" if calls else (text[:32] + ("…" if len(text) > 32 else ""))
+        return f"{head} model: {body}"
+    text = (step.get("content") or "").strip().replace("\n", " ")
+    return f"{head} {kind}: {text[:32]}" + ("…" if len(text) > 32 else "")
+
+
+@dataclass
+class Trace:
+    """``nodes`` (one row per step) and ``edges`` (parent -> child); displays as an SVG drawing."""
+
+    run_id: str
+    nodes: pd.DataFrame
+    edges: pd.DataFrame
+
+    def dot_source(self) -> str:
+        lines = ["digraph trace {", '  rankdir=TB; node [shape=box, style="rounded,filled", fontname="Helvetica",'
+                 ' fontsize=10]; edge [color="#8c959f"];']
+        for row in self.nodes.itertuples():
+            fill, line = KIND_STYLE.get(row.kind, KIND_STYLE["context"])
+            style = "rounded,filled,dashed" if row.superseded or row.kind == "context" else "rounded,filled"
+            lines.append(f'  "{row.id}" [label="{_dot_escape(row.label)}", fillcolor="{fill}", color="{line}", '
+                         f'style="{style}", id="step-{row.id}", class="agio-node agio-node-{row.kind}"];')
+        for row in self.edges.itertuples():
+            lines.append(f'  "{row.source}" -> "{row.target}";')
+        lines.append("}")
+        return "\n".join(lines)
+
+    def svg(self) -> str:
+        """The drawing, laid out by Graphviz (Debian package ``graphviz``)."""
+        return render_svg(self.dot_source())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        text = f"<agio trace of run {self.run_id[:8]}: {len(self.nodes)} steps, {len(self.edges)} edges>"
+        try:
+            return {"image/svg+xml": self.svg(), "text/plain": text}
+        except RuntimeError as exc:
+            return {"text/plain": f"{text} ({exc})"}
+
+    def __repr__(self) -> str:
+        return f"<agio trace of run {self.run_id[:8]}: {len(self.nodes)} steps, {len(self.edges)} edges>"
+
+
+def _dot_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def render_svg(dot: str, timeout: float = 30.0) -> str:
+    exe = shutil.which("dot")
+    if exe is None:
+        raise RuntimeError("Graphviz is not installed (the `dot` program draws the trace; apt install graphviz)")
+    done = subprocess.run([exe, "-Tsvg"], input=dot.encode(), capture_output=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"dot failed: {done.stderr.decode(errors='replace')[:200]}")
+    svg = done.stdout.decode()
+    return svg[svg.index("<svg"):]  # drop the XML prolog and doctype: the drawing embeds in HTML as is
+
+
+def build_trace(run_id: str, steps: Iterable[dict[str, Any]], context: dict[str, dict[str, Any]]) -> Trace:
+    """Nodes and edges from step dicts of the run (all attempts), with its outside parents from ``context``."""
+    own = sorted(steps, key=lambda d: (d["sequence"], d.get("attempt", 1)))
+    ids = {d["id"] for d in own}
+    outside = []
+    for d in own:
+        for p in d.get("parent_ids") or ():
+            if p not in ids and p in context and all(o["id"] != p for o in outside):
+                outside.append(context[p])
+    rows = []
+    for d, is_context in [*((o, True) for o in outside), *((d, False) for d in own)]:
+        kind = step_kind(d)
+        rows.append({"id": d["id"], "sequence": d["sequence"], "attempt": d.get("attempt", 1),
+                     "kind": "context" if is_context else kind, "role": d["role"], "label": _label(d, kind),
+                     "status": d.get("status", "ok"), "superseded": bool(d.get("superseded")),
+                     "run_id": d.get("run_id"), "parent_ids": list(d.get("parent_ids") or ())})
+    known = {r["id"] for r in rows}
+    edges = [(p, d["id"]) for d in own for p in d.get("parent_ids") or () if p in known]
+    for d in own:  # actions link to the tool step that performed them
+        for a in (d.get("extra") or {}).get("actions") or ():
+            if not isinstance(a, dict) or not a.get("action_id"):
+                continue
+            rows.append({"id": a["action_id"], "sequence": d["sequence"], "attempt": d.get("attempt", 1),
+                         "kind": "action", "role": "action",
+                         "label": f"action {a.get('kind', '')}: {a.get('name', '')} [{a.get('status', '')}]",
+                         "status": a.get("status", ""), "superseded": bool(d.get("superseded")),
+                         "run_id": d.get("run_id"), "parent_ids": [d["id"]]})
+            edges.append((d["id"], a["action_id"]))
+    nodes = pd.DataFrame(rows, columns=["id", "sequence", "attempt", "kind", "role", "label", "status", "superseded",
+                                        "run_id", "parent_ids"])
+    nodes = nodes.astype({"sequence": "Int64", "attempt": "Int64", "superseded": "bool"})
+    return Trace(run_id, nodes, pd.DataFrame(edges, columns=["source", "target"], dtype="string"))
+
+
+def trace(run_id: str, *, repository: Repository | None = None) -> Trace:
+    """The trace graph of a stored run (``.nodes``, ``.edges``; shows as a drawing in a notebook)."""
+    if repository is None:
+        from ..storage import open_repository
+
+        repository = open_repository()
+    run = repository.get_run(run_id)
+    if run is None:
+        raise NotFoundError(f"no run {run_id!r} in the store")
+    all_steps = [s.to_dict() for s in repository.get_steps(run.session_id, include_superseded=True)]
+    own = [d for d in all_steps if d.get("run_id") == run_id]
+    return build_trace(run_id, own, {d["id"]: d for d in all_steps})
+
+
+def trace_from_events(run_id: str, events: Iterable[dict[str, Any]]) -> Trace:
+    """The same graph from a transcript's events (what a saved notebook keeps)."""
+    steps: dict[str, dict[str, Any]] = {}
+    for e in events:
+        if e.get("type") == "step_completed":
+            step = e["payload"]["step"]
+            steps[step["id"]] = step
+    own = [d for d in steps.values() if d.get("run_id") == run_id]
+    return build_trace(run_id, own, steps)
+
+
