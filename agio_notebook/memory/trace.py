@@ -57,13 +57,15 @@ class Trace:
     def dot_source(self) -> str:
         lines = ["digraph trace {", '  rankdir=TB; node [shape=box, style="rounded,filled", fontname="Helvetica",'
                  ' fontsize=10]; edge [color="#8c959f"];']
+        q = _dot_escape  # ids and labels come from the store: quoted and escaped, never DOT markup
         for row in self.nodes.itertuples():
-            fill, line = KIND_STYLE.get(row.kind, KIND_STYLE["context"])
-            style = "rounded,filled,dashed" if row.superseded or row.kind == "context" else "rounded,filled"
-            lines.append(f'  "{row.id}" [label="{_dot_escape(row.label)}", fillcolor="{fill}", color="{line}", '
-                         f'style="{style}", id="step-{row.id}", class="agio-node agio-node-{row.kind}"];')
+            kind = row.kind if row.kind in KIND_STYLE else "context"
+            fill, line = KIND_STYLE[kind]
+            style = "rounded,filled,dashed" if row.superseded or kind == "context" else "rounded,filled"
+            lines.append(f'  "{q(row.id)}" [label="{q(row.label)}", fillcolor="{fill}", color="{line}", '
+                         f'style="{style}", id="step-{q(row.id)}", class="agio-node agio-node-{kind}"];')
         for row in self.edges.itertuples():
-            lines.append(f'  "{row.source}" -> "{row.target}";')
+            lines.append(f'  "{q(row.source)}" -> "{q(row.target)}";')
         lines.append("}")
         return "\n".join(lines)
 
@@ -82,8 +84,8 @@ class Trace:
         return f"<agio trace of run {self.run_id[:8]}: {len(self.nodes)} steps, {len(self.edges)} edges>"
 
 
-def _dot_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+def _dot_escape(text: object) -> str:
+    return str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
 def render_svg(dot: str, timeout: float = 30.0) -> str:
