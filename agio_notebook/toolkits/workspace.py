@@ -404,12 +404,11 @@ def workspace_for(session_id: str, root: Path | None = None, repository: Any = N
 
 
 def _follow_retry(session_id: str, repository: Any) -> None:
-    """A retry superseded steps: restore the session's workspaces (known here or at the default root)."""
-    known = [ws for (_, sid), ws in _workspaces.items() if sid == session_id]
-    default = workspace_for(session_id, repository=repository)
-    for ws in {id(w): w for w in [*known, default]}.values():
-        if ws.state_file.exists():
-            ws.sync(ToolCallContext(session_id, None, "", "", repository=repository))
+    """A retry superseded steps: restore the session's workspace of this store (another store's session
+    with the same id is not this one)."""
+    ws = workspace_for(session_id, repository=repository)
+    if ws.state_file.exists():
+        ws.sync(ToolCallContext(session_id, None, "", "", repository=repository))
 
 
 history_listeners.append(_follow_retry)
