@@ -257,3 +257,36 @@ def test_agio_store_migrate_from_the_command_line(tmp_path, postgres_server):
     assert merged.returncode == 0, merged.stderr
     stats = subprocess.run([*agio, "--store", dst, "store", "stats"], capture_output=True, text=True, timeout=120)
     assert "sessions 2" in stats.stdout and "runs     3" in stats.stdout
+
+
+def test_maintenance_says_the_same_on_every_backend(store_url, tmp_path):
+    """stats, prune, delete, verify, compact and export through `agio store`, on each backend."""
+    from test_store_maintenance import OLD, add_runs, retried_session
+
+    repo = new_repository(store_url)
+    for n in range(6):
+        add_runs(repo, f"s{n}", 5, when=OLD if n < 2 else None)
+    retried_session(repo, "retried")
+    repo.close()
+
+    def agio(*args):
+        done = subprocess.run([sys.executable, "-m", "agio_notebook", "--store", store_url, *args],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert agio("store", "stats").splitlines()[:3] == ["sessions 7", "runs     32 (completed 32)", "steps    127"]
+    assert "0 problem(s) found" in agio("store", "verify")
+    assert agio("store", "prune", "--superseded").strip().startswith("removed 0 sessions, 1 runs, 3 steps")
+    assert agio("store", "prune", "--older-than", "2021-01-01").strip().startswith("removed 2 sessions, 10 runs, 40 steps")
+    run_id = new_repository(store_url).list_runs("s3")[0].id
+    assert agio("store", "delete", "--run", run_id).strip().startswith("removed 0 sessions, 1 runs, 4 steps")
+    assert agio("store", "delete", "--session", "s4").strip().startswith("removed 1 sessions, 5 runs, 20 steps")
+    agio("store", "compact")
+    assert "exported" in agio("store", "export", str(tmp_path / "out"))
+    fresh = new_repository(store_url)
+    assert sorted(s.session_id for s in fresh.list_sessions()) == ["retried", "s2", "s3", "s5"]
+    assert len(fresh.get_steps("s3")) == 16 and fresh.get_run(run_id) is None
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(tmp_path / "out" / "steps.parquet").num_rows == len(list(fresh.iter_step_dicts()))
