@@ -52,7 +52,6 @@ def test_sigkill_at_random_moments_loses_no_delivered_step(store_url):
     rng = random.Random(11)
     reported: dict[str, tuple[str, int]] = {}
     interrupted = 0
-    started = time.monotonic()
     for round_ in range(12):
         proc = subprocess.Popen([*ENGINE, str(root), "s", "loop", "100000"], stdout=subprocess.PIPE, text=True)
         first = proc.stdout.readline()
@@ -68,7 +67,6 @@ def test_sigkill_at_random_moments_loses_no_delivered_step(store_url):
             assert repo.get_run(last_run).status in (RunStatus.INTERRUPTED, RunStatus.COMPLETED)
         interrupted = sum(r.status is RunStatus.INTERRUPTED for r in repo.list_runs("s"))
         repo.close()
-    assert time.monotonic() - started < 60
     assert len(reported) > 40
     assert interrupted >= 3  # most kills land inside a run, and each such run is found
 
