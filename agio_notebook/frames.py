@@ -73,32 +73,54 @@ def _step_docs(repo: Repository, session_id: str | None, run_id: str | None) -> 
 def steps(session_id: str | None = None, run_id: str | None = None, *,
           repository: Repository | None = None) -> pd.DataFrame:
     """One row per step (all sessions unless filtered), in session and sequence order."""
-    docs = _step_docs(repository or open_repository(), session_id, run_id)
+    repo = repository or open_repository()
+    columns = getattr(repo, "step_columns", None)  # a store that keeps the frame's columns itself (SQL)
+    if columns is not None and run_id is None:
+        return _steps_frame(columns(session_id))
+    return _steps_frame(_step_columns(_step_docs(repo, session_id, run_id)))
+
+
+_STEP_FIELDS = ("session_id", "run_id", "sequence", "attempt", "superseded", "role", "status", "content",
+                "tool_call_id", "name", "error", "created_at", "id")
+
+
+def _step_columns(docs: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The steps frame's columns from step documents (the shape ``Repository.step_columns`` returns)."""
+    col: dict[str, list[Any]] = {key: [d.get(key) for d in docs] for key in _STEP_FIELDS}
+    col["attempt"] = [d.get("attempt", 1) for d in docs]
+    col["status"] = [d.get("status", "ok") for d in docs]
+    calls = [d.get("tool_calls") or () for d in docs]
+    col["tool_calls"] = [len(c) for c in calls]
+    col["tool_names"] = [",".join(x["function"]["name"] for x in c) if c else None for c in calls]
     metrics = [d.get("metrics") or {} for d in docs]
+    for key in (*STEP_METRICS, "cost"):
+        col[key] = [m.get(key) for m in metrics]
+    return col
+
+
+def _steps_frame(c: dict[str, list[Any]]) -> pd.DataFrame:
     col = {
-        "session_id": _text([d["session_id"] for d in docs]),
-        "run_id": _text([d.get("run_id") for d in docs]),
-        "sequence": _int([d["sequence"] for d in docs]),
-        "attempt": _int([d.get("attempt", 1) for d in docs]),
-        "superseded": pd.Series([bool(d.get("superseded")) for d in docs], dtype="bool"),
-        "current": pd.Series([not d.get("superseded") for d in docs], dtype="bool"),
-        "role": _cat([d["role"] for d in docs], ROLES),
-        "status": _cat([d.get("status", "ok") for d in docs], STEP_STATUSES),
-        "content": _text([d.get("content") for d in docs]),
-        "tool_calls": _int([len(d.get("tool_calls") or ()) for d in docs]),
-        "tool_names": _text([",".join(c["function"]["name"] for c in d["tool_calls"]) if d.get("tool_calls")
-                             else None for d in docs]),
-        "tool_call_id": _text([d.get("tool_call_id") for d in docs]),
-        "name": _text([d.get("name") for d in docs]),
-        "error": _text([d.get("error") for d in docs]),
-        "created_at": _utc([d.get("created_at") for d in docs]),
+        "session_id": _text(c["session_id"]),
+        "run_id": _text(c["run_id"]),
+        "sequence": _int(c["sequence"]),
+        "attempt": _int(c["attempt"]),
+        "superseded": pd.Series([bool(v) for v in c["superseded"]], dtype="bool"),
+        "current": pd.Series([not v for v in c["superseded"]], dtype="bool"),
+        "role": _cat(c["role"], ROLES),
+        "status": _cat(c["status"], STEP_STATUSES),
+        "content": _text(c["content"]),
+        "tool_calls": _int(c["tool_calls"]),
+        "tool_names": _text(c["tool_names"]),
+        "tool_call_id": _text(c["tool_call_id"]),
+        "name": _text(c["name"]),
+        "error": _text(c["error"]),
+        "created_at": _utc(c["created_at"]),
     }
     for key in STEP_METRICS:
-        values = [m.get(key) for m in metrics]
-        col[key] = _float(values) if key.endswith("_ms") else _int(values)
+        col[key] = _float(c[key]) if key.endswith("_ms") else _int(c[key])
     # USD; NaN when unknown (no price for the model, or not a model step), never 0
-    col["cost"] = _float([m.get("cost") for m in metrics])
-    col["step_id"] = _text([d["id"] for d in docs])
+    col["cost"] = _float(c["cost"])
+    col["step_id"] = _text(c["id"])
     return pd.DataFrame(col)
 
 

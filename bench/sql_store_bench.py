@@ -20,11 +20,10 @@ import sys
 import tempfile
 import time
 
-import orjson
-
 from agio_notebook import frames
 from agio_notebook.core import Step, StepEvent, StepEventType, StepMetrics, StepRole
 from agio_notebook.storage import PostgresRepository, SQLiteRepository
+from agio_notebook.storage.sql import _STEP_UPSERT, _step_row
 
 SESSIONS = 1000
 DISK_DIR = os.environ.get("BENCH_DISK_DIR", "/var/tmp")
@@ -44,11 +43,9 @@ def bulk_fill(repo, start: int, stop: int) -> None:
     batch = []
     for n in range(start, stop):
         sid, seq = f"s{n % SESSIONS:04d}", 1_000_000 + n // SESSIONS
-        step = make_step(sid, seq)
-        batch.append((step.id, sid, seq, 1, 0, orjson.dumps(step.to_dict()).decode()))
+        batch.append(_step_row(make_step(sid, seq)))
         if len(batch) == 20_000 or n == stop - 1:
-            cur.executemany(repo._sql("INSERT INTO agio_steps (id, session_id, sequence, attempt, superseded, doc) "
-                                      "VALUES (?, ?, ?, ?, ?, ?)"), batch)
+            cur.executemany(repo._sql(_STEP_UPSERT), batch)
             repo._conn.commit()
             batch = []
     cur.close()

@@ -33,8 +33,14 @@ _TABLES = (
     "started_at DOUBLE PRECISION, status TEXT NOT NULL, doc TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS agio_runs_status ON agio_runs (status)",
     "CREATE INDEX IF NOT EXISTS agio_runs_session ON agio_runs (session_id, started_at)",
+    # a step's doc is kept without its content; content and what the steps frame shows are columns, so
+    # the frame of a million steps is read without parsing a million documents
     "CREATE TABLE IF NOT EXISTS agio_steps (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, sequence INTEGER "
-    "NOT NULL, attempt INTEGER NOT NULL, superseded INTEGER NOT NULL, doc TEXT NOT NULL)",
+    "NOT NULL, attempt INTEGER NOT NULL, superseded INTEGER NOT NULL, run_id TEXT, role TEXT, status TEXT, "
+    "content TEXT, tool_calls INTEGER, tool_names TEXT, tool_call_id TEXT, name TEXT, error TEXT, "
+    "created_at DOUBLE PRECISION, prompt_tokens BIGINT, completion_tokens BIGINT, total_tokens BIGINT, "
+    "cached_tokens BIGINT, ttft_ms DOUBLE PRECISION, model_ms DOUBLE PRECISION, tool_ms DOUBLE PRECISION, "
+    "duration_ms DOUBLE PRECISION, cost DOUBLE PRECISION, doc TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS agio_steps_session ON agio_steps (session_id, sequence, attempt)",
     # two runs may never hold one sequence of a session: the store refuses the second write
     "CREATE UNIQUE INDEX IF NOT EXISTS agio_steps_current ON agio_steps (session_id, sequence) WHERE superseded = 0",
@@ -51,6 +57,36 @@ def _dumps(doc: dict[str, Any]) -> str:
 
 def _loads(text: str) -> dict[str, Any]:
     return orjson.loads(text)
+
+
+# the steps frame's columns, stored beside each step's doc (``step_columns`` reads them back)
+FRAME_COLUMNS = ("session_id", "run_id", "sequence", "attempt", "superseded", "role", "status", "content",
+                 "tool_calls", "tool_names", "tool_call_id", "name", "error", "created_at", "prompt_tokens",
+                 "completion_tokens", "total_tokens", "cached_tokens", "ttft_ms", "model_ms", "tool_ms",
+                 "duration_ms", "cost", "id")
+_METRICS = FRAME_COLUMNS[14:23]
+_STEP_COLUMNS = (*FRAME_COLUMNS, "doc")
+_STEP_UPSERT = (f"INSERT INTO agio_steps ({', '.join(_STEP_COLUMNS)}) VALUES ({', '.join('?' * len(_STEP_COLUMNS))}) "
+                "ON CONFLICT (id) DO UPDATE SET "
+                + ", ".join(f"{c} = excluded.{c}" for c in _STEP_COLUMNS if c not in ("id", "session_id")))
+
+
+def _step_row(step: Step) -> tuple[Any, ...]:
+    doc = step.to_dict()
+    content = doc.pop("content")
+    metrics = doc.get("metrics") or {}
+    calls = doc.get("tool_calls") or []
+    names = ",".join(c["function"]["name"] for c in calls) if calls else None
+    return (step.session_id, step.run_id, step.sequence, step.attempt, int(step.superseded), doc["role"],
+            doc.get("status", "ok"), content, len(calls), names, step.tool_call_id, step.name, step.error,
+            step.created_at, *(metrics.get(k) for k in _METRICS), step.id, _dumps(doc))
+
+
+def _step_doc(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A step's doc from (doc without content, content)."""
+    doc = _loads(row[0])
+    doc["content"] = row[1]
+    return doc
 
 
 class SQLRepository:
@@ -138,11 +174,10 @@ class SQLRepository:
     # -- the write path ---------------------------------------------------------------------
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
                steps: Iterable[Step] = (), events: Iterable[StepEvent] = ()) -> None:
-        step_rows = [(s.id, s.session_id, s.sequence, s.attempt, int(s.superseded), _dumps(s.to_dict()))
-                     for s in steps]
+        step_rows = [_step_row(s) for s in steps]
         event_rows = [(e.run_id, e.seq, e.session_id, _dumps(e.to_dict())) for e in events]
         session_id = (session.session_id if session else run.session_id if run else
-                      step_rows[0][1] if step_rows else event_rows[0][2] if event_rows else None)
+                      step_rows[0][0] if step_rows else event_rows[0][2] if event_rows else None)
         if session_id is None:
             return
         with self._transaction(session_id) as cur:
@@ -161,10 +196,7 @@ class SQLRepository:
                                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
                                    "status = excluded.status, doc = excluded.doc",
                               (run.id, run.session_id, run.started_at, run.status.value, _dumps(run.to_dict())))
-            self._executemany(cur, "INSERT INTO agio_steps (id, session_id, sequence, attempt, superseded, doc) "
-                                   "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-                                   "sequence = excluded.sequence, attempt = excluded.attempt, "
-                                   "superseded = excluded.superseded, doc = excluded.doc", step_rows)
+            self._executemany(cur, _STEP_UPSERT, step_rows)
             self._executemany(cur, "INSERT INTO agio_events (run_id, seq, session_id, doc) VALUES (?, ?, ?, ?) "
                                    "ON CONFLICT (run_id, seq) DO UPDATE SET doc = excluded.doc", event_rows)
         self._sessions_seen.add(session_id)
@@ -196,14 +228,14 @@ class SQLRepository:
         if end_seq is not None:
             where.append("sequence <= ?")
             params.append(end_seq)
-        rows = self._query(f"SELECT doc FROM agio_steps WHERE {' AND '.join(where)} ORDER BY sequence, attempt",
-                           params)
-        return [Step.from_dict(_loads(r[0])) for r in rows]
+        rows = self._query(f"SELECT doc, content FROM agio_steps WHERE {' AND '.join(where)} "
+                           "ORDER BY sequence, attempt", params)
+        return [Step.from_dict(_step_doc(r)) for r in rows]
 
     def get_last_step(self, session_id: str) -> Step | None:
-        rows = self._query("SELECT doc FROM agio_steps WHERE session_id = ? AND superseded = 0 "
+        rows = self._query("SELECT doc, content FROM agio_steps WHERE session_id = ? AND superseded = 0 "
                            "ORDER BY sequence DESC, attempt DESC LIMIT 1", (session_id,))
-        return Step.from_dict(_loads(rows[0][0])) if rows else None
+        return Step.from_dict(_step_doc(rows[0])) if rows else None
 
     def get_run(self, run_id: str) -> AgentRun | None:
         rows = self._query("SELECT doc FROM agio_runs WHERE id = ?", (run_id,))
@@ -224,11 +256,19 @@ class SQLRepository:
 
     def iter_step_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         if session_id is None:
-            rows = self._query("SELECT doc FROM agio_steps")
+            rows = self._query("SELECT doc, content FROM agio_steps")
         else:
-            rows = self._query("SELECT doc FROM agio_steps WHERE session_id = ?", (session_id,))
+            rows = self._query("SELECT doc, content FROM agio_steps WHERE session_id = ?", (session_id,))
         for row in rows:
-            yield _loads(row[0])
+            yield _step_doc(row)
+
+    def step_columns(self, session_id: str | None = None) -> dict[str, list[Any]]:
+        """What the steps frame shows, as columns in session and sequence order, read without parsing docs."""
+        where, params = ("WHERE session_id = ?", (session_id,)) if session_id is not None else ("", ())
+        rows = self._query(f"SELECT {', '.join(FRAME_COLUMNS)} FROM agio_steps {where} "
+                           "ORDER BY session_id, sequence, attempt", params)
+        columns = list(zip(*rows)) if rows else [()] * len(FRAME_COLUMNS)
+        return {name: list(values) for name, values in zip(FRAME_COLUMNS, columns)}
 
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         self.recover_interrupted(session_id)
@@ -341,7 +381,7 @@ class SQLRepository:
         events = self._query("SELECT COUNT(*) FROM agio_events")[0][0]
         statuses = dict(self._query("SELECT status, COUNT(*) FROM agio_runs GROUP BY status"))
         sizes: dict[str, list[int]] = {}
-        for sid, count, size in self._query("SELECT session_id, COUNT(*), SUM(LENGTH(doc)) FROM agio_steps "
+        for sid, count, size in self._query("SELECT session_id, COUNT(*), SUM(LENGTH(doc) + COALESCE(LENGTH(content), 0)) FROM agio_steps "
                                             "GROUP BY session_id"):
             sizes[sid] = [int(count), 0, int(size or 0)]
         for sid, count, size in self._query("SELECT session_id, COUNT(*), SUM(LENGTH(doc)) FROM agio_runs "
