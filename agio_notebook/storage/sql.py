@@ -262,13 +262,13 @@ class SQLRepository:
         for row in rows:
             yield _step_doc(row)
 
-    def step_columns(self, session_id: str | None = None) -> dict[str, list[Any]]:
+    def step_columns(self, session_id: str | None = None) -> dict[str, Sequence[Any]]:
         """What the steps frame shows, as columns in session and sequence order, read without parsing docs."""
         where, params = ("WHERE session_id = ?", (session_id,)) if session_id is not None else ("", ())
         rows = self._query(f"SELECT {', '.join(FRAME_COLUMNS)} FROM agio_steps {where} "
                            "ORDER BY session_id, sequence, attempt", params)
-        columns = list(zip(*rows)) if rows else [()] * len(FRAME_COLUMNS)
-        return {name: list(values) for name, values in zip(FRAME_COLUMNS, columns)}
+        columns = zip(*rows) if rows else [()] * len(FRAME_COLUMNS)
+        return dict(zip(FRAME_COLUMNS, columns))
 
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         self.recover_interrupted(session_id)
