@@ -14,15 +14,15 @@ history: :class:`MessageChain`.
 from __future__ import annotations
 
 import hashlib
-import json
+import orjson
 from typing import Any, Mapping, Sequence
 
 _EMPTY = hashlib.sha256(b"").hexdigest()
 
 
 def canonical_json(value: Any) -> str:
-    """One spelling per value: sorted keys, no spaces, non-ASCII kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """One spelling per value: sorted keys, no spaces, non-ASCII kept (orjson: the engine calls this per turn)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _link(previous: str, message: Mapping[str, Any]) -> str:
