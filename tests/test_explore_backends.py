@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from agio_notebook import Agent, Reply, ScriptedModel, StepRunner, frames, tool
+from agio_notebook import Agent, Reply, ScriptedModel, StepRunner, frames
 from agio_notebook.explore import diff, sweep, tree
 from agio_notebook.models import ReplayModel
 from agio_notebook.scoring import regex
 from agio_notebook.storage import InMemoryRepository, new_repository
-
-
-@tool
-def weather(city: str) -> str:
-    """Weather of a city."""
-    return "sunny"
+from explore_support import weather
 
 
 def test_explore_on_every_backend(store_url):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 
 import pytest
@@ -12,7 +11,7 @@ from agio_notebook.core import RunStatus, StepEventType as E
 from agio_notebook.models import pricing
 from agio_notebook.models.base import Usage
 from agio_notebook.models.pricing import PricingError, cost_of, set_prices
-from agio_notebook.storage import TinyDBRepository
+from explore_support import go, repo
 
 
 @pytest.fixture(autouse=True)
@@ -20,17 +19,6 @@ def clean_prices():
     set_prices({}, replace=True)
     yield
     set_prices({}, replace=True)
-
-
-@pytest.fixture
-def repo(tmp_path):
-    r = TinyDBRepository(tmp_path / "store")
-    yield r
-    r.close()
-
-
-def go(coro):
-    return asyncio.run(coro)
 
 
 def test_package_prices_per_prompt_completion_and_cached_token():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 import agio_notebook
@@ -14,6 +12,7 @@ from agio_notebook.explore.diff import MIME_TYPE, DiffError, align, text_ops
 from agio_notebook.models.base import Usage
 from agio_notebook.models.pricing import set_prices
 from agio_notebook.storage import TinyDBRepository
+from explore_support import go, repo
 
 
 @tool
@@ -22,22 +21,11 @@ def weather(city: str) -> str:
     return {"Paris": "sunny", "Oslo": "rain"}[city]
 
 
-@pytest.fixture
-def repo(tmp_path):
-    r = TinyDBRepository(tmp_path / "store")
-    yield r
-    r.close()
-
-
 @pytest.fixture(autouse=True)
 def prices():
     set_prices({"m1": {"prompt": 1.0, "completion": 2.0}, "m2": {"prompt": 3.0, "completion": 4.0}})
     yield
     set_prices({}, replace=True)
-
-
-def go(coro):
-    return asyncio.run(coro)
 
 
 def u(p, c):

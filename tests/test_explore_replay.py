@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -11,8 +10,9 @@ from agio_notebook import Agent, Reply, ScriptedModel, StepRunner, tool
 from agio_notebook.core import NotFoundError, RunStatus
 from agio_notebook.models import ReplayMismatchError, ReplayModel, export_cassette
 from agio_notebook.models.replay import message_diff
-from agio_notebook.storage import InMemoryRepository, TinyDBRepository
+from agio_notebook.storage import InMemoryRepository
 from agio_notebook.testing import agio_cassette, agio_store  # noqa: F401 - fixtures
+from explore_support import go, repo
 
 CALLS = {"weather": 0}
 
@@ -22,10 +22,6 @@ def weather(city: str) -> str:
     """Current weather of a city."""
     CALLS["weather"] += 1
     return {"Paris": "sunny, 21C", "Oslo": "rain, 9C"}.get(city, "unknown")
-
-
-def go(coro):
-    return asyncio.run(coro)
 
 
 def record(repo, queries=("Weather in Paris?",), system="Be brief."):
@@ -38,13 +34,6 @@ def record(repo, queries=("Weather in Paris?",), system="Be brief."):
         results.append(go(runner.run(session, q)))
         session = results[-1].session_id
     return results
-
-
-@pytest.fixture
-def repo(tmp_path):
-    r = TinyDBRepository(tmp_path / "store")
-    yield r
-    r.close()
 
 
 def test_replay_round_trip_from_run(repo):

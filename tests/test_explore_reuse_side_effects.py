@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from agio_notebook import Agent, Reply, ScriptedModel, StepRunner, frames, tool
 from agio_notebook.core import RunStatus, StepEventType as E
 from agio_notebook.execution import ApprovalDecision
 from agio_notebook.models import ReplayModel
-from agio_notebook.storage import InMemoryRepository, TinyDBRepository
-
-
-@pytest.fixture
-def repo(tmp_path):
-    r = TinyDBRepository(tmp_path / "store")
-    yield r
-    r.close()
-
-
-def go(coro):
-    return asyncio.run(coro)
+from agio_notebook.storage import InMemoryRepository
+from explore_support import go, repo
 
 
 def mailer(policy):

@@ -2,33 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 
 import pandas as pd
 import pytest
 
 import agio_notebook
-from agio_notebook import Agent, FunctionModel, Reply, ScriptedModel, StepRunner, frames, tool
+from agio_notebook import Agent, FunctionModel, Reply, ScriptedModel, StepRunner, frames
 from agio_notebook.core import NotFoundError
 from agio_notebook.explore.sweep import SweepError, interval
 from agio_notebook.models.base import Usage
 from agio_notebook.models.pricing import PricingError, set_prices
 from agio_notebook.scoring import ScoredRun, called_before_answer, exact, llm_judge, regex, score_runs
-from agio_notebook.storage import TinyDBRepository
-
-
-@tool
-def weather(city: str) -> str:
-    """Weather of a city."""
-    return "sunny"
-
-
-@pytest.fixture
-def repo(tmp_path):
-    r = TinyDBRepository(tmp_path / "store")
-    yield r
-    r.close()
+from explore_support import go, repo, weather
 
 
 @pytest.fixture(autouse=True)
@@ -36,10 +22,6 @@ def prices():
     set_prices({"careful": {"prompt": 1.0, "completion": 1.0}, "hasty": {"prompt": 1.0, "completion": 1.0}})
     yield
     set_prices({}, replace=True)
-
-
-def go(coro):
-    return asyncio.run(coro)
 
 
 def conversation(repo):

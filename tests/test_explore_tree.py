@@ -2,32 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 import agio_notebook
 from agio_notebook import Agent, Reply, ScriptedModel, StepRunner, tool
 from agio_notebook.core import NotFoundError
 from agio_notebook.explore.tree import MIME_TYPE
-from agio_notebook.storage import TinyDBRepository
-
-
-@tool
-def weather(city: str) -> str:
-    """Weather of a city."""
-    return "sunny"
-
-
-@pytest.fixture
-def repo(tmp_path):
-    r = TinyDBRepository(tmp_path / "store")
-    yield r
-    r.close()
-
-
-def go(coro):
-    return asyncio.run(coro)
+from explore_support import go, repo, weather
 
 
 def build(repo):
