@@ -9,30 +9,17 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 from playwright.sync_api import sync_playwright
 
-from kernel_support import KERNEL_NAME, install_kernelspec
 from lab_support import CHROMIUM, CHROMIUM_ARGS, running_lab
-from test_actions_notebook import CELL, SETUP
+from test_actions_notebook import executed_interpreter_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def lab(tmp_path):
-    install_kernelspec(tmp_path / "jupyter")
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(CELL)]
-    env = {"AGIO_STORE": str(tmp_path / "store"), "AGIO_WORKSPACES": str(tmp_path / "ws"), "OPENAI_API_KEY": ""}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        NotebookClient(nb, kernel_name=KERNEL_NAME, timeout=180,
-                       resources={"metadata": {"path": str(tmp_path)}}).execute()
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    nb = executed_interpreter_notebook(tmp_path)
     root = tmp_path / "lab"
     root.mkdir()
     nb.metadata["kernelspec"] = {"name": "agio-absent", "display_name": "absent", "language": "python"}

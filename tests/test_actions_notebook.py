@@ -87,7 +87,8 @@ def test_unknown_toolkit_is_one_clear_line(kernel):
     assert reply["evalue"] == "%agio: unknown toolkit(s) teleport (choose from python, files, web, browser)"
 
 
-def test_saved_notebook_keeps_the_figure(tmp_path):
+def executed_interpreter_notebook(tmp_path):
+    """The code-interpreter cell run in a real kernel through nbclient, as a saved notebook would hold it."""
     install_kernelspec(tmp_path / "jupyter")
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(CELL)]
@@ -100,6 +101,11 @@ def test_saved_notebook_keeps_the_figure(tmp_path):
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    return nb
+
+
+def test_saved_notebook_keeps_the_figure(tmp_path):
+    nb = executed_interpreter_notebook(tmp_path)
     path = tmp_path / "saved.ipynb"
     nbformat.write(nb, path)
     reread = nbformat.read(path, as_version=4)
