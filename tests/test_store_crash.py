@@ -103,3 +103,38 @@ def test_killed_right_after_each_kind_of_step_then_resumed_and_retried(store_url
     assert retried.status is RunStatus.COMPLETED and retried.run.retry_of == run.id
     assert repo.get_run(run.id).superseded_by == retried.run_id
     assert repo.verify() == []
+
+
+def test_a_dead_writers_leftovers_are_settled_when_the_store_opens(tmp_path):
+    """A writer killed mid-write leaves its lease naming it and, at worst, a record cut short and a run
+    the index never heard of. Opening the store settles all three, so verify() finds nothing."""
+    import orjson
+
+    from agio_notebook.core import AgentRun
+
+    repo = new_repository(tmp_path)
+    runner = StepRunner(Agent(model=FunctionModel(lambda m, t: "hi")), repository=repo)
+    done = asyncio.run(runner.run("s", "hello"))
+    lease, journal = repo.claim_file("s"), repo.session_file("s")
+    repo.close()
+    assert lease.read_bytes() == b""  # a clean release empties the lease
+
+    orphan = AgentRun(session_id="s", status=RunStatus.RUNNING)  # written to the session, never to the index
+    lease.write_bytes(orjson.dumps({"pid": 2 ** 22 + 1, "host": "h", "what": "a run", "since": time.time()}))
+    with journal.open("ab") as f:
+        f.write(b'{"t":"runs","d":%s}\n' % orjson.dumps(orphan.to_dict()))
+        f.write(b'{"t":"steps","d":{"id":"cut sh')  # the kill landed inside this write
+    with (tmp_path / "index.jsonl").open("ab") as f:
+        f.write(b'{"t":"runs","d":{"id":"also cut')  # or inside the index's
+
+    with pytest.warns(Warning, match="incomplete record .* it is removed") as seen:
+        repo = new_repository(tmp_path)
+    assert {Path(str(w.message).split(":")[0].split()[-1]).name for w in seen} >= {"s.jsonl", "index.jsonl"}
+    assert repo.verify() == []
+    assert journal.read_bytes().endswith(b"\n") and (tmp_path / "index.jsonl").read_bytes().endswith(b"\n")
+    runs = {r.id: r for r in repo.list_runs("s")}
+    assert runs[done.run_id].status is RunStatus.COMPLETED
+    assert runs[orphan.id].status is RunStatus.INTERRUPTED
+    assert "in process 4194305 on h" in runs[orphan.id].error
+    assert lease.read_bytes() == b""  # settled once: the next open has nothing to visit
+    repo.close()

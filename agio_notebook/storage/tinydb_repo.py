@@ -39,8 +39,7 @@ class TinyDBRepository(TinyDBMaintenance):
         except OSError as exc:
             raise StoreError(f"cannot create the store at {self.root}: {exc}") from None
         self._check_meta()
-        self._index = Journal(self.root / "index.jsonl", INDEX_KEYS, lock_timeout)
-        self._index.refresh()
+        self._index = Journal(self.root / "index.jsonl", INDEX_KEYS, lock_timeout)  # read by recovery below
         self._journals: dict[str, Journal] = {}
         self._lock = threading.RLock()
         self._repaired = False
@@ -169,10 +168,11 @@ class TinyDBRepository(TinyDBMaintenance):
         """Mark ``interrupted`` every run left ``running`` in a session nobody holds; returns their ids."""
         found: list[str] = []
         with self._lock:
+            sessions = self._sessions_left_by_dead_holders() if session_id is None else set()
             self._index.refresh()
-            sessions = {d["session_id"] for d in self._index.tables.get("runs", {}).values()
-                        if d.get("status") == RunStatus.RUNNING.value
-                        and (session_id is None or d["session_id"] == session_id)}
+            sessions |= {d["session_id"] for d in self._index.tables.get("runs", {}).values()
+                         if d.get("status") == RunStatus.RUNNING.value
+                         and (session_id is None or d["session_id"] == session_id)}
             for sid in sorted(sessions):
                 if self._claims.holds(sid) or self.session_holder(sid) is not None:
                     continue
@@ -186,6 +186,36 @@ class TinyDBRepository(TinyDBMaintenance):
                     report(Damage(self.session_file(sid), f"its interrupted runs could not be marked: {exc}"))
                 finally:
                     self._claims.release(sid)
+        return found
+
+    def _sessions_left_by_dead_holders(self) -> set[str]:
+        """Sessions whose lease still names a holder that nobody holds: its process died mid-run.
+
+        A clean release empties the lease, so only a crash leaves one behind. Such a session may
+        hold a run the index never heard of, or a record cut short, so recovery visits it.
+        """
+        found = set()
+        for lease in self._sessions_dir.glob("*.claim"):
+            try:
+                if lease.stat().st_size == 0 or ClaimFiles.holder(lease) is not None:
+                    continue
+            except OSError:
+                continue
+            journal = Journal(lease.with_suffix(".jsonl"), SESSION_KEYS, self.lock_timeout)
+            try:
+                with journal.lock:  # writes finish under this lock: a cut record is the dead writer's
+                    journal.refresh(repair=True)
+            except (LockTimeout, OSError):
+                continue
+            finally:
+                journal.close()
+            found.update(journal.tables.get("session", {}))  # claimed and released: the lease is cleared
+        if found:  # the dead writer may have been cut short writing the index too
+            try:
+                with self._index.lock:
+                    self._index.refresh(repair=True)
+            except LockTimeout:
+                pass  # a live writer holds it: its next write cuts what a dead one left
         return found
 
     def _interrupt_runs(self, session_id: str, previous: Holder | None) -> list[str]:
