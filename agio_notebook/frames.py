@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 
 from .core import StoreError
@@ -27,24 +28,35 @@ ACTION_KINDS = ["code_execution", "file_operation", "web_browsing", "tool_call"]
 RUN_STATUSES = ["running", "completed", "failed", "cancelled", "max_steps", "interrupted", "budget_exceeded"]
 
 
-def _utc(values: list[Any]) -> pd.Series:
-    return pd.to_datetime(pd.Series(values, dtype="float64"), unit="s", utc=True)
+# The helpers take a list or a column of another library (an Arrow array from the SQLite store's
+# fast read): ``pd.array`` converts either without a Python object per value when it can.
+def _plain(values: Any) -> Any:
+    """A list or a NumPy array: an Arrow column becomes NumPy (None for a missing text value)."""
+    return values.to_numpy(zero_copy_only=False) if hasattr(values, "combine_chunks") else values
 
 
-def _int(values: list[Any]) -> pd.Series:
-    return pd.Series(values, dtype="Int64")
+def _utc(values: Any) -> pd.Series:
+    return pd.to_datetime(_float(values), unit="s", utc=True)
 
 
-def _float(values: list[Any]) -> pd.Series:
-    return pd.Series([float("nan") if v is None else v for v in values], dtype="float64")
+def _int(values: Any) -> pd.Series:
+    return pd.Series(pd.array(values, dtype="Int64"))
 
 
-def _cat(values: list[Any], categories: list[str]) -> pd.Series:
-    return pd.Series(pd.Categorical(values, categories=categories))
+def _float(values: Any) -> pd.Series:
+    return pd.Series(pd.array(values, dtype="Float64").to_numpy(dtype="float64", na_value=float("nan")))
 
 
-def _text(values: list[Any]) -> pd.Series:
-    return pd.Series(values, dtype="string")
+def _bool(values: Any) -> pd.Series:
+    return pd.Series(np.asarray(_plain(values), dtype=bool))
+
+
+def _cat(values: Any, categories: list[str]) -> pd.Series:
+    return pd.Series(pd.Categorical(_plain(values), categories=categories))
+
+
+def _text(values: Any) -> pd.Series:
+    return pd.Series(pd.array(values, dtype="string"))
 
 
 def _step_docs(repo: Repository, session_id: str | None, run_id: str | None) -> list[dict[str, Any]]:
@@ -84,7 +96,7 @@ _STEP_FIELDS = ("session_id", "run_id", "sequence", "attempt", "superseded", "ro
                 "tool_call_id", "name", "error", "created_at", "id")
 
 
-def _step_columns(docs: list[dict[str, Any]]) -> dict[str, list[Any]]:
+def _step_columns(docs: list[dict[str, Any]]) -> dict[str, Any]:
     """The steps frame's columns from step documents (the shape ``Repository.step_columns`` returns)."""
     col: dict[str, list[Any]] = {key: [d.get(key) for d in docs] for key in _STEP_FIELDS}
     col["attempt"] = [d.get("attempt", 1) for d in docs]
@@ -98,14 +110,14 @@ def _step_columns(docs: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return col
 
 
-def _steps_frame(c: dict[str, list[Any]]) -> pd.DataFrame:
+def _steps_frame(c: dict[str, Any]) -> pd.DataFrame:
     col = {
         "session_id": _text(c["session_id"]),
         "run_id": _text(c["run_id"]),
         "sequence": _int(c["sequence"]),
         "attempt": _int(c["attempt"]),
-        "superseded": pd.Series([bool(v) for v in c["superseded"]], dtype="bool"),
-        "current": pd.Series([not v for v in c["superseded"]], dtype="bool"),
+        "superseded": _bool(c["superseded"]),
+        "current": ~_bool(c["superseded"]),
         "role": _cat(c["role"], ROLES),
         "status": _cat(c["status"], STEP_STATUSES),
         "content": _text(c["content"]),

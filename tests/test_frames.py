@@ -97,3 +97,24 @@ def test_an_unreadable_session_is_skipped_with_a_warning_naming_it(tmp_path):
     with pytest.warns(UserWarning, match="bad.jsonl"):
         df = frames.steps(repository=TinyDBRepository(tmp_path / "store"))
     assert list(df["content"]) == ["good"]
+
+
+def test_sqlite_whole_store_frame_types_columns_that_start_empty(tmp_path):
+    """The SQLite store reads the whole-store frame through Arrow, which types a column from the values
+    it reads: a cost or an error that is missing for the first thousands of steps still comes through."""
+    from agio_notebook.core import Step, StepMetrics, StepRole
+
+    repo = new_repository(f"sqlite:///{tmp_path}/agio.db")
+    quiet = [Step(session_id="a", run_id="r", sequence=n, role=StepRole.USER, content=f"q{n}")
+             for n in range(1, 3001)]
+    loud = Step(session_id="b", run_id="r", sequence=1, role=StepRole.ASSISTANT, content="late", error="boom",
+                metrics=StepMetrics(model_ms=12, total_tokens=7, cost=0.25))
+    repo.commit(steps=[*quiet, loud])
+    whole = frames.steps(repository=repo)
+    assert len(whole) == 3001 and list(whole["session_id"].iloc[[0, -1]]) == ["a", "b"]
+    last = whole.iloc[-1]
+    assert (last["error"], last["cost"], last["model_ms"], last["total_tokens"]) == ("boom", 0.25, 12.0, 7)
+    assert whole["cost"].iloc[:-1].isna().all() and whole["error"].iloc[:-1].isna().all()
+    one = frames.steps("b", repository=repo)  # the per-session read goes through sqlite3: same frame
+    pd.testing.assert_frame_equal(whole.iloc[[-1]].reset_index(drop=True), one)
+    repo.close()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..core import StoreError
 from .claims import ClaimFiles, Holder
 from .layout import session_file_name
-from .sql import SQLRepository
+from .sql import FRAME_COLUMNS, SQLRepository
 
 
 class SQLiteRepository(SQLRepository):
@@ -38,6 +38,31 @@ class SQLiteRepository(SQLRepository):
             return conn
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the SQLite store at {self.path}: {exc}") from None
+
+    def step_columns(self, session_id: str | None = None) -> dict[str, Sequence[Any]]:
+        """The whole store's frame columns read straight into Arrow when the ``sqlite`` extra is there.
+
+        A million rows through ``sqlite3`` cost a Python tuple each and a value object per column;
+        the ADBC driver reads them in C (3x faster), and pandas takes the Arrow columns as they are.
+        One session's frame is small, so it keeps the shared connection.
+        """
+        if session_id is not None:
+            return super().step_columns(session_id)
+        try:
+            import adbc_driver_sqlite.dbapi as adbc
+            from adbc_driver_sqlite import StatementOptions
+        except ImportError:
+            return super().step_columns(session_id)
+        try:
+            with adbc.connect(str(self.path)) as conn, conn.cursor() as cur:
+                # one batch: the driver infers each column's type from the batch it reads, so a column
+                # whose first thousand values are NULL (a cost, an error) would not type the rest
+                cur.adbc_statement.set_options(**{StatementOptions.BATCH_ROWS.value: str(2 ** 30)})
+                cur.execute(f"SELECT {', '.join(FRAME_COLUMNS)} FROM agio_steps ORDER BY session_id, sequence, attempt")
+                table = cur.fetch_arrow_table()
+        except Exception as exc:  # noqa: BLE001 - the driver's own error classes: one clear line
+            raise StoreError(f"cannot read the SQLite store at {self.path}: {exc}") from None
+        return {name: table.column(name) for name in FRAME_COLUMNS}
 
     def _is_unique_violation(self, exc: Exception) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
