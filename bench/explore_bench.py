@@ -6,9 +6,10 @@
   with a model that answers after ``--latency`` seconds per call (50 ms: faster than any hosted
   model), then replayed with ``ReplayModel.from_session`` into an in-memory store and into a TinyDB
   store. The ratio is recorded wall time / replay wall time. Target >= 20x.
-- sweep: 100 variants of one step on a zero-latency model; the sweep's wall time per run against the
-  same 100 forks run as one batch by the scheduling executor (``scheduling.batch.run_jobs``), and run
-  directly by ``StepRunner.fork`` one after another. Target: sweep per-run time within 2x of the batch's.
+- sweep: 100 variants of one step on a zero-latency model. A sweep is itself one batch of the
+  scheduling executor (each execution forks and runs); its wall time per run against the same 100
+  forks made first and run as one plain batch (``scheduling.batch.run_jobs``), and run directly by
+  ``StepRunner.fork`` one after another. Target: sweep per-run time within 2x of the batch's.
 
     .venv/bin/python bench/explore_bench.py [--latency 0.05]
 """

@@ -175,21 +175,39 @@ def test_score_runs_on_stored_runs(repo):
 
 def test_a_run_that_cannot_start_is_a_failed_row(repo, monkeypatch):
     session = conversation(repo)
-    real_fork = StepRunner.fork
+    real_fork = StepRunner.fork_stream
     calls = []
 
     async def flaky_fork(self, *args, **kwargs):
         calls.append(args)
         if len(calls) == 2:
             raise RuntimeError("the store is busy")
-        return await real_fork(self, *args, **kwargs)
+        async for event in real_fork(self, *args, **kwargs):
+            yield event
 
-    monkeypatch.setattr(StepRunner, "fork", flaky_fork)
+    monkeypatch.setattr(StepRunner, "fork_stream", flaky_fork)
     result = agio_notebook.sweep(session, at=4, agent=Agent(model=models()[1]), repeats=3, repository=repo,
                                  monitor=False, concurrency=1)
     frame = result.frame
     assert frame["status"].tolist() == ["completed", "failed", "completed"]
     assert frame["error"].iloc[1] == "RuntimeError: the store is busy" and pd.isna(frame["run_id"].iloc[1])
+
+
+def test_the_sweep_is_one_batch_of_the_executor(repo):
+    """Its runs are execution records of one batch: queued, capped and logged like any batch's."""
+    from agio_notebook import scheduling
+
+    session = conversation(repo)
+    result = agio_notebook.sweep(session, at=3, agent=Agent(model=models()[1]), prompts=["a?", "b?"], repeats=2,
+                                 repository=repo, monitor=False, concurrency=2)
+    records = scheduling.executions(batch=result.batch, repository=repo)
+    assert len(records) == 4 and set(records["status"]) == {"completed"}
+    assert sorted(records["run_id"]) == sorted(result.frame["run_id"])
+    assert sorted(records["session_id"]) == sorted(result.frame["session_id"])  # the forks' sessions
+    stored = scheduling.default_executor(repo).store.records(result.batch)
+    assert {r.request["fork"]["session_id"] for r in stored} == {session}
+    assert sorted(r.request["query"] for r in stored) == ["a?", "a?", "b?", "b?"]
+    assert scheduling.default_executor(repo).batches[result.batch].concurrency == 2
 
 
 def test_public_names():

@@ -213,6 +213,29 @@ def test_token_budget_per_batch_stops_the_rest(ex):
     assert m["tokens"] <= 25 + 15  # at most one run in flight overshoots
 
 
+def test_cost_budget_per_batch_stops_the_rest(repo, ex):
+    from agio_notebook import Reply
+    from agio_notebook.models.base import Usage
+    from agio_notebook.models.pricing import PricingError, set_prices
+
+    set_prices({"dear": {"prompt": 1.0, "completion": 1.0}})
+    try:
+        dear = Agent(model=ScriptedModel([Reply("ok", usage=Usage(100_000, 0, 100_000))], name="dear", loop=True))
+        # $0.10 a run; $0.25 to spend: runs 1-3 start (the 3rd with the $0.05 left as its own max_cost)
+        h = batch(dear, [f"i{i}" for i in range(6)], concurrency=1, batch_max_cost=0.25, executor=ex).wait(60)
+        res = h.results()
+        assert list(res["status"]) == ["completed"] * 3 + ["cancelled"] * 3
+        assert res["cost"].iloc[:3].sum() == pytest.approx(0.3) and res["run_id"].iloc[3:].isna().all()
+        assert res["error"].iloc[3] == "the batch's cost budget ($0.25) is spent"
+        assert h.metrics()["cost"] == pytest.approx(0.3)
+        with pytest.raises(PricingError, match="no price known for model 'cheap'"):
+            batch(Agent(model=ScriptedModel(["x"], name="cheap")), ["a"], batch_max_cost=1.0, executor=ex)
+        with pytest.raises(SchedulingError, match="batch_max_cost must be a positive amount"):
+            batch(dear, ["a"], batch_max_cost=0, executor=ex)
+    finally:
+        set_prices({}, replace=True)
+
+
 def test_cancel_one_item_and_the_batch_and_not_a_finished_batch(repo, ex):
     probe = Probe()
     h = batch(slow_agent(probe, 30.0), [f"c{i}" for i in range(5)], concurrency=2, executor=ex)

@@ -67,7 +67,15 @@ class StepMetrics:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> StepMetrics:
-        return cls(**{k: v for k, v in (d or {}).items() if k in cls.__slots__})
+        if not d:
+            return cls()
+        if d.keys() <= _METRIC_FIELDS:  # what this version wrote (a store read per step of every run's context)
+            return cls(**d)
+        return cls(**{k: v for k, v in d.items() if k in _METRIC_FIELDS})
+
+
+_METRIC_FIELDS = frozenset(StepMetrics.__slots__)
+_ROLES = {r.value: r for r in StepRole}
 
 
 @dataclass(slots=True)
@@ -147,7 +155,7 @@ class Step:
             session_id=d["session_id"],
             run_id=d.get("run_id"),
             sequence=d["sequence"],
-            role=StepRole(d["role"]),
+            role=_ROLES.get(d["role"]) or StepRole(d["role"]),
             content=d.get("content"),
             tool_calls=[ToolCall.from_dict(c) for c in d.get("tool_calls") or ()],
             tool_call_id=d.get("tool_call_id"),

@@ -1,34 +1,17 @@
-"""How explore runs many runs: one function, ``run_jobs``, so the batch executor can take over in one line.
+"""``run_coroutine``: a coroutine run to the end from plain code or from a notebook cell.
 
-Until ``agio_notebook.scheduling`` has its batch executor, jobs run on one event loop, at most
-``concurrency`` at a time. ``run_coroutine`` runs a coroutine to the end from plain code or from a
-notebook cell (whose loop is already running) on a worker thread with a loop of its own.
+A cell's loop is already running, so there the coroutine runs on a worker thread with a loop of its
+own (scorers are coroutines: an LLM judge awaits its model). Sweeps run their runs on the
+scheduling executor; this is for the work around them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
+from typing import Any, Callable, Coroutine, TypeVar
 
 T = TypeVar("T")
-Job = Callable[[], Awaitable[T]]
-
-
-async def run_jobs(jobs: Sequence[Job[T]], concurrency: int = 4,
-                   should_start: Callable[[int], bool] | None = None) -> list[T | None]:
-    """Run ``jobs`` concurrently; a job ``should_start`` refuses is not run (its result is ``None``)."""
-    limit = asyncio.Semaphore(max(1, concurrency))
-    results: list[T | None] = [None] * len(jobs)
-
-    async def one(i: int) -> None:
-        async with limit:
-            if should_start is not None and not should_start(i):
-                return
-            results[i] = await jobs[i]()
-
-    await asyncio.gather(*(one(i) for i in range(len(jobs))))
-    return results
 
 
 def run_coroutine(coro: Coroutine[Any, Any, T], on_wait: Callable[[], None] | None = None,

@@ -2,13 +2,15 @@
 
 The source session is forked just before step ``at`` once per variant and repeat, and each fork
 continues from there: with the step's user message (or a prompt variant in its place) when ``at`` is
-a user step, or by asking the model again when it is a model step. Runs go through
-:func:`~agio_notebook.explore.runner.run_jobs`. Each run is scored; the results frame has a row per
-run, and the summary a row per variant with means and 95% intervals (Student's t).
+a user step, or by asking the model again when it is a model step. The runs are one batch of the
+scheduling executor (its concurrency cap, fair queue, records and cost budget); each run is scored
+once the batch ends. The results frame has a row per run, and the summary a row per variant with
+means and 95% intervals (Student's t).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import math
@@ -20,14 +22,14 @@ import pandas as pd
 
 from ..agent import Agent
 from ..core import (AgentRun, AgioError, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus,
-                    StepRole)
-from ..execution import StepRunner
+                    StepRole, new_id)
 from ..execution.retry import check_continuation_point, check_sequence_exists
 from ..models.pricing import check_priced, format_cost
 from ..models.settings import KNOWN_SETTINGS, check_settings, merge_settings
 from ..storage import open_repository
 from ..storage.base import Repository
-from .runner import run_coroutine, run_jobs
+from ..scheduling import BatchHandle, ExecStatus, ExecutionRequest, default_executor
+from .runner import run_coroutine
 from .scoring import ScoredRun, ScoreError, Scorer, score_run, scorer_name, stored_scores
 
 AXES = ("agent", "model", "prompt", "settings")
@@ -145,16 +147,21 @@ def interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, 
 
 
 class SweepResult:
-    """The runs of a sweep: ``frame`` (a row per run), ``summary`` (a row per variant), a comparison view."""
+    """The runs of a sweep: ``frame`` (a row per run), ``summary`` (a row per variant), a comparison view.
+
+    ``batch`` names the executor batch the runs went through (its records and logs:
+    ``scheduling.executions(batch=...)``).
+    """
 
     def __init__(self, jobs: list[Job], axes: list[str], score_names: list[str], source: str, at: int,
-                 repository: Repository):
+                 repository: Repository, batch: str | None = None):
         self.jobs = jobs
         self.axes = axes
         self.score_names = score_names
         self.source = source
         self.at = at
         self.repository = repository
+        self.batch = batch
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -359,40 +366,61 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
     axes = [a for a in AXES if a in chosen[0].labels]
     jobs = [Job(i, v, r) for i, (v, r) in enumerate((v, r) for v in chosen for r in range(1, repeats + 1))]
     names = [scorer_name(s) for s in scorers]
-    spent = [0.0]
-
-    def should_start(i: int) -> bool:
-        if max_cost is not None and spent[0] >= max_cost:
-            jobs[i].skipped = f"sweep budget max_cost (${max_cost:g}) spent before this run started"
-            return False
-        return True
-
-    def job_fn(job: Job) -> Callable[[], Any]:
-        async def go() -> None:
-            config = job.variant.config or job.variant.agent.config
-            if max_cost is not None:
-                config = replace(config or ExecutionConfig(), max_cost=max(0.0, max_cost - spent[0]))
-            runner = StepRunner(job.variant.agent, config=config, repository=repository)
-            try:
-                if step.role is StepRole.USER:
-                    query = job.variant.prompt if job.variant.prompt is not None else (step.content or "")
-                    result = await (runner.fork(session_id, at - 1, query, reuse=reuse) if at > 1
-                                    else runner.run(None, query))
-                else:
-                    result = await runner.fork(session_id, at - 1, reuse=reuse)
-            except Exception as exc:  # noqa: BLE001 - one run that cannot start is a row, not a stopped sweep
-                job.skipped, job.skipped_status = f"{type(exc).__name__}: {exc}", "failed"
-                return
-            job.run = result.run
-            spent[0] += result.run.metrics.cost or 0.0
-            job.scores = await score_run(ScoredRun(result.run, result.steps), scorers)
-            if job.scores:
-                result.run.scores = stored_scores(job.scores)
-                repository.commit(run=result.run)
-        return go
-
+    executor = default_executor(repository)
+    batch_name = f"sweep-{new_id()[:8]}"
+    state = executor.batch_state(batch_name, concurrency=concurrency, max_cost=max_cost)
+    fork = (session_id, at - 1) if at > 1 else None
+    requests = []
+    for job in jobs:
+        query = None
+        if step.role is StepRole.USER:
+            query = job.variant.prompt if job.variant.prompt is not None else (step.content or "")
+        requests.append((ExecutionRequest(agent=job.variant.agent, config=job.variant.config, query=query,
+                                          fork=fork, reuse=reuse, batch=batch_name, index=job.index,
+                                          inputs={**job.variant.labels, "repeat": job.repeat}), None))
+    ids = executor.submit_many(requests)
+    handle = BatchHandle(batch_name, executor, state, [])
     mon = Monitor(jobs, monitor)
-    run_coroutine(run_jobs([job_fn(j) for j in jobs], concurrency, should_start),
-                  on_wait=mon.update if mon.handle is not None else None)
+
+    def collect() -> None:
+        """Each finished execution becomes its job's run (or the reason it has none)."""
+        for job, execution_id in zip(jobs, ids):
+            rec = executor.records[execution_id]
+            if job.run is not None or job.skipped is not None or not rec.status.is_terminal:
+                continue
+            run = repository.get_run(rec.run_id) if rec.run_id else None
+            if run is not None:
+                job.run = run
+            elif rec.status is ExecStatus.CANCELLED and max_cost is not None and "cost budget" in (rec.error or ""):
+                job.skipped = f"sweep budget max_cost (${max_cost:g}) spent before this run started"
+            else:
+                job.skipped, job.skipped_status = rec.error or rec.status.value, (
+                    "cancelled" if rec.status is ExecStatus.CANCELLED else "failed")
+
+    while not handle.done:  # an interrupt cancels the batch
+        handle.wait(0.1 if mon.handle is not None else None)
+        collect()
+        mon.update()
+    collect()
     mon.update()
-    return SweepResult(jobs, axes, names, session_id, at, repository)
+
+    async def score(job: Job) -> None:
+        if job.run is None:
+            return
+        scored = ScoredRun.load(job.run.id, repository)
+        job.scores = await score_run(scored, scorers)
+        if job.scores:
+            job.run.scores = stored_scores(job.scores)
+            repository.commit(run=job.run)
+
+    async def score_all() -> None:
+        limit = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(job: Job) -> None:
+            async with limit:
+                await score(job)
+        await asyncio.gather(*(one(j) for j in jobs))
+
+    if scorers:
+        run_coroutine(score_all())
+    return SweepResult(jobs, axes, names, session_id, at, repository, batch_name)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 from ..agent import Agent
 from ..core import InvalidOperationError, RunStatus, new_id, now
+from ..models.pricing import check_priced
 from ..storage import Repository
 from . import loop as sched_loop
 from .errors import SchedulingError
@@ -189,7 +190,7 @@ _agents: dict[str, Agent] = {}  # batch name -> the agent it ran with in this pr
 def batch(agent: Agent, inputs: Any, *, prompt: str | None = None, name: str | None = None,
           concurrency: int = 8, priority: int = 0, timeout: float | None = None, retries: int = 0,
           retry_delay: float = 1.0, rate_limit: RateLimit | dict[str, Any] | None = None,
-          max_tokens: int | None = None, batch_max_tokens: int | None = None,
+          max_tokens: int | None = None, batch_max_tokens: int | None = None, batch_max_cost: float | None = None,
           executor: Executor | None = None, repository: Repository | None = None,
           backend: Any = None, address: str | None = None) -> BatchHandle:
     """Run ``agent`` on every input, in the background; returns a :class:`BatchHandle` at once.
@@ -198,7 +199,8 @@ def batch(agent: Agent, inputs: Any, *, prompt: str | None = None, name: str | N
     ``prompt``. ``name`` makes the batch resumable by name (same inputs: only unfinished items run).
     ``rate_limit``: a :class:`RateLimit` or ``{"rpm": .., "tpm": .., "endpoint": ..}``, shared by every
     batch naming the same endpoint. ``max_tokens`` is each execution's token budget,
-    ``batch_max_tokens`` the whole batch's. ``backend="ray"`` runs the items on Ray (``address=``
+    ``batch_max_tokens`` the whole batch's; ``batch_max_cost`` (USD) ends the batch once it is spent,
+    each run getting what is left as its own ``max_cost``. ``backend="ray"`` runs the items on Ray (``address=``
     for an existing cluster).
     """
     if not isinstance(agent, Agent):
@@ -209,6 +211,10 @@ def batch(agent: Agent, inputs: Any, *, prompt: str | None = None, name: str | N
         raise SchedulingError(f"retry_delay must be >= 0, got {retry_delay}")
     if batch_max_tokens is not None and batch_max_tokens < 1:
         raise SchedulingError(f"batch_max_tokens must be >= 1, got {batch_max_tokens}")
+    if batch_max_cost is not None:
+        if batch_max_cost <= 0:
+            raise SchedulingError(f"batch_max_cost must be a positive amount of USD, got {batch_max_cost!r}")
+        check_priced(agent.model_name)  # an unknown price would make the budget meaningless
     if backend not in (None, "local", "ray"):
         raise SchedulingError(f"unknown backend {backend!r}; use 'local' or 'ray'")
     if address is not None and backend != "ray":
@@ -220,6 +226,7 @@ def batch(agent: Agent, inputs: Any, *, prompt: str | None = None, name: str | N
     name = name or f"batch-{new_id()[:8]}"
     options = {"concurrency": concurrency, "priority": priority, "timeout": timeout, "retries": retries,
                "retry_delay": retry_delay, "max_tokens": max_tokens, "batch_max_tokens": batch_max_tokens,
+               "batch_max_cost": batch_max_cost,
                "rate_limit": None if rate_limit is None else {"rpm": rate_limit.rpm, "tpm": rate_limit.tpm,
                                                                "endpoint": rate_limit.endpoint}}
     fingerprint = _fingerprint(queries)
@@ -252,7 +259,8 @@ def _executor_for(repository: Repository | None, backend: Any, address: str | No
 def _start(executor: Executor, agent: Agent, name: str, rows: list[dict[str, Any]], queries: list[str],
            columns: list[str], options: dict[str, Any], rate_limit: RateLimit | None) -> BatchHandle:
     done = {r.index: r for r in _reconcile(executor, executor.store.records(name))}
-    state = executor.batch_state(name, concurrency=options["concurrency"], max_tokens=options["batch_max_tokens"])
+    state = executor.batch_state(name, concurrency=options["concurrency"], max_tokens=options["batch_max_tokens"],
+                                 max_cost=options.get("batch_max_cost"))
     todo: list[tuple[ExecutionRequest, ExecutionRecord | None]] = []
     for index, (row, query) in enumerate(zip(rows, queries)):
         rec = done.get(index)

@@ -57,11 +57,17 @@ def cost_of(model_name: str | None, prompt_tokens: int, completion_tokens: int) 
 class ExecutionRequest:
     """What to execute: ``query`` sent to ``agent`` (a run), or one call of ``tool`` (a tool execution).
 
-    ``session_id`` runs in that session (e.g. a fork) instead of a new one per execution.
+    ``session_id`` runs in that session instead of a new one per execution. ``fork=(session, at)``
+    runs in a new fork of ``session`` at step ``at`` (what a sweep runs): ``query`` is sent there, or
+    with ``query=None`` the fork's last user step or pending tool calls are answered; ``reuse``
+    answers model calls identical to the source's recorded ones from the record.
     """
 
     agent: Agent | None = None
-    query: str = ""
+    query: str | None = ""
+    config: ExecutionConfig | None = None  # the run's config (default: the agent's)
+    fork: tuple[str, int] | None = None
+    reuse: bool = False
     tool: Tool | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
     batch: str = SINGLE
@@ -82,7 +88,8 @@ class ExecutionRequest:
         if self.tool is not None:
             return {"kind": "tool", "tool": self.tool.name, "arguments": self.arguments}
         return {"kind": "run", "query": self.query, "inputs": self.inputs,
-                **({"session_id": self.session_id} if self.session_id else {})}
+                **({"session_id": self.session_id} if self.session_id else {}),
+                **({"fork": {"session_id": self.fork[0], "at": self.fork[1]}} if self.fork else {})}
 
 
 @dataclass
@@ -92,6 +99,7 @@ class BatchState:
     id: str
     concurrency: int = 8
     max_tokens: int | None = None  # the batch's token budget
+    max_cost: float | None = None  # the batch's budget in USD
     ids: list[str] = field(default_factory=list)
     running: int = 0
     waiting: int = 0  # backing off before a retry
@@ -130,6 +138,7 @@ class _Catcher(AgentHook):
 
     async def on_run_start(self, run: Any) -> None:
         self.started(run.id)
+        self.record.session_id = run.session_id  # a fork's session exists only once its run starts
 
     async def on_error(self, run: Any, error: BaseException) -> None:
         self.error = error
@@ -165,18 +174,25 @@ class Executor:
         self.pool = WorkerPool(self)
 
     # -- submitting -----------------------------------------------------------------------------
-    def batch_state(self, batch: str, *, concurrency: int = 8, max_tokens: int | None = None) -> BatchState:
+    def batch_state(self, batch: str, *, concurrency: int = 8, max_tokens: int | None = None,
+                    max_cost: float | None = None) -> BatchState:
         """The state of ``batch``, created with these limits if new (called before its submits)."""
         def make() -> BatchState:
             state = self.batches.get(batch)
             if state is None or state.done.done():
-                state = self.batches[batch] = BatchState(batch, concurrency=concurrency, max_tokens=max_tokens)
+                state = self.batches[batch] = BatchState(batch, concurrency=concurrency, max_tokens=max_tokens,
+                                                         max_cost=max_cost)
             return state
         return sched_loop.call(make)
 
+    def _check(self, request: ExecutionRequest) -> None:
+        _check_request(request)
+        if request.fork is not None and self.backend is not None:
+            raise SchedulingError("forks run on the local backend (a Ray worker starts from its own copy of the store)")
+
     def submit(self, request: ExecutionRequest, *, record: ExecutionRecord | None = None) -> str:
         """Queue ``request``; returns its execution id at once (the seed's submit)."""
-        _check_request(request)
+        self._check(request)
         rec = record or ExecutionRecord(batch=request.batch, index=request.index, request=request.describe(),
                                         priority=request.priority, parent=request.parent)
         rec.agent_name = request.agent.name if request.agent is not None else None
@@ -188,7 +204,7 @@ class Executor:
         """Queue many at once (one hop to the loop, one flush)."""
         jobs = []
         for request, record in requests:
-            _check_request(request)
+            self._check(request)
             rec = record or ExecutionRecord(batch=request.batch, index=request.index, request=request.describe(),
                                             priority=request.priority, parent=request.parent)
             rec.agent_name = request.agent.name if request.agent is not None else None
@@ -253,7 +269,7 @@ class Executor:
         rec.status = ExecStatus.RUNNING
         t0 = now()
         rec.started_at = rec.started_at or t0
-        if req.tool is None:
+        if req.tool is None and req.fork is None:
             rec.session_id = req.session_id or (_session_for(rec) if req.resumable else f"{rec.batch}-{rec.id}")
         self.store.put(rec)
         self.store.log(rec, f"attempt {rec.attempts} started" + (f" in session {rec.session_id}" if rec.session_id else ""))
@@ -268,11 +284,13 @@ class Executor:
             budget = _budget(req.max_tokens, state)
             if budget is not None and budget <= 0:
                 raise _BudgetSpent(f"the batch's token budget ({state.max_tokens}) is spent")
+            if _cost_left(state) == 0.0:
+                raise _BudgetSpent(_cost_spent(state))
             async with asyncio.timeout(req.timeout):
                 if req.tool is not None:
                     status, result, message = await self._run_tool(req)
                 else:
-                    status, result, message, run = await self._run_agent(req, rec, catcher, budget)
+                    status, result, message, run = await self._run_agent(req, rec, catcher, budget, _cost_left(state))
             error = catcher.error
         except _BudgetSpent as exc:
             status, message = ExecStatus.CANCELLED, str(exc)
@@ -303,7 +321,8 @@ class Executor:
         rec.completion_tokens += tokens[1]
         rec.total_tokens += tokens[2]
         state.tokens += tokens[2]
-        attempt_cost = cost_of(rec.model_name, tokens[0], tokens[1])
+        attempt_cost = run.metrics.cost if run is not None and run.metrics.cost is not None else (
+            cost_of(rec.model_name, tokens[0], tokens[1]))  # the run's own cost knows the user's price table
         if attempt_cost is not None:
             rec.cost = (rec.cost or 0.0) + attempt_cost
             state.cost = (state.cost or 0.0) + attempt_cost
@@ -322,16 +341,21 @@ class Executor:
             self._finish(job, state, status, result, message, (t1 - t0) * 1000.0)
         if state.max_tokens is not None and state.tokens >= state.max_tokens:
             self._cancel_queued(state, f"the batch's token budget ({state.max_tokens}) is spent")
+        if _cost_left(state) == 0.0:
+            self._cancel_queued(state, _cost_spent(state))
         self._pump()
         self._maybe_done(state)
 
     async def _run_agent(self, req: ExecutionRequest, rec: ExecutionRecord, catcher: _Catcher,
-                         budget: int | None) -> tuple[ExecStatus, str | None, str | None, AgentRun]:
+                         budget: int | None, cost_left: float | None
+                         ) -> tuple[ExecStatus, str | None, str | None, AgentRun]:
         agent = req.agent
         assert agent is not None
-        config = agent.config or ExecutionConfig()
+        config = req.config or agent.config or ExecutionConfig()
         if budget is not None:
             config = dataclasses.replace(config, max_tokens=budget)
+        if cost_left is not None:  # what the batch has left is this run's budget too
+            config = dataclasses.replace(config, max_cost=min(cost_left, config.max_cost or cost_left))
         limiter = None
         if req.rate_limit is not None:
             limiter = limiter_for(req.rate_limit, req.rate_limit.endpoint or agent.model_name)
@@ -348,7 +372,11 @@ class Executor:
             if limiter is not None:
                 agent = agent.with_model(LimitedModel(agent.model, limiter))  # type: ignore[arg-type]
             runner = StepRunner(agent, hooks=[catcher], config=config, repository=self.repository)
-            run = await _final_run(runner.run_stream(rec.session_id, req.query))
+            if req.fork is not None:
+                stream = runner.fork_stream(*req.fork, req.query, reuse=req.reuse)
+            else:
+                stream = runner.run_stream(rec.session_id, req.query or "")
+            run = await _final_run(stream)
         if run.status is RunStatus.COMPLETED:
             return ExecStatus.COMPLETED, run.final_text, None, run
         if run.status is RunStatus.CANCELLED:
@@ -598,6 +626,15 @@ class _BudgetSpent(Exception):
     pass
 
 
+def _cost_left(state: BatchState) -> float | None:
+    """USD the batch may still spend (None: no budget)."""
+    return None if state.max_cost is None else max(0.0, state.max_cost - (state.cost or 0.0))
+
+
+def _cost_spent(state: BatchState) -> str:
+    return f"the batch's cost budget (${state.max_cost:g}) is spent"
+
+
 def _budget(per_item: int | None, state: BatchState) -> int | None:
     left = None if state.max_tokens is None else state.max_tokens - state.tokens
     if per_item is None:
@@ -620,6 +657,10 @@ def _check_request(request: ExecutionRequest) -> None:
         raise SchedulingError(f"retries must be >= 0, got {request.retries}")
     if request.max_tokens is not None and request.max_tokens < 1:
         raise SchedulingError(f"max_tokens must be >= 1, got {request.max_tokens}")
+    if request.query is None and request.fork is None:
+        raise SchedulingError("query=None continues a fork: give fork=(session_id, at) too")
+    if request.fork is not None and request.session_id is not None:
+        raise SchedulingError("a request runs in session_id= or in a new fork=(session_id, at), not both")
 
 
 class Scheduler:

@@ -42,6 +42,7 @@ def _lookup(c: Any, name: str, what: str) -> Any:
     arg("--endpoint", default=None, help="rate-limit key (default: the model name)"),
     arg("--max-tokens", type=int, default=None, help="token budget per execution"),
     arg("--batch-max-tokens", type=int, default=None, help="token budget of the whole batch"),
+    arg("--batch-max-cost", type=float, default=None, help="USD budget of the whole batch"),
     arg("--backend", default=None, choices=["local", "ray"]),
     arg("--address", default=None, help="Ray cluster to join (default: a local Ray)"),
     arg("--background", action="store_true", help="return at once; the monitor keeps updating"),
@@ -63,6 +64,7 @@ def batch(c: Any, args: Any) -> Any:
                                       concurrency=args.concurrency, priority=args.priority, timeout=args.timeout,
                                       retries=args.retries, retry_delay=args.retry_delay, rate_limit=rate,
                                       max_tokens=args.max_tokens, batch_max_tokens=args.batch_max_tokens,
+                                      batch_max_cost=args.batch_max_cost,
                                       repository=c.repository, backend=args.backend, address=args.address))
 
 
