@@ -4,9 +4,11 @@ Sandbox: cold start (a new session's first call, ``1+1``: bubblewrap, the interp
 warm call (``1+1`` in a live sandbox), p50 and p95, beside a bare ``python -c pass`` subprocess measured
 in the same run.  Targets: warm p50 <= 10 ms; cold start <= 3x the bare subprocess.
 
-Fork: ``fork_session`` plus bringing the fork's workspace to disk (what happens before the fork's first
-action), for a session whose workspace holds 1,000 files / 100 MB, against one with an empty
-workspace.  Target: under 10x.
+Fork: ``fork_session`` alone (a fork copies steps, never files: its workspace is rebuilt from the
+shared blobs when it is first used), then with its workspace brought to disk (what the fork's first
+action waits for), for a session whose workspace holds 1,000 files / 100 MB, against one with an empty
+workspace, beside ``cp -a`` of the same workspace.  Target: the fork under 10x.  ``BENCH_DIR`` picks the
+filesystem: on XFS or btrfs the restore clones blocks (copy-on-write) instead of copying them.
 
     .venv/bin/python bench/actions_bench.py [--cold 15] [--warm 300] [--forks 5]
 """
@@ -82,6 +84,17 @@ def fork_ms(repo: TinyDBRepository, session: str, at: int, n: int) -> tuple[list
     return alone, total
 
 
+def copy_ms(src: Path, dest: Path, n: int) -> list[float]:
+    """``cp -a`` of a directory (what the filesystem's own copy costs: reflinks where it has them)."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run(["cp", "-a", str(src), str(dest)], check=True)
+        times.append((time.perf_counter() - t0) * 1000.0)
+        subprocess.run(["rm", "-rf", str(dest)], check=True)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cold", type=int, default=15)
@@ -107,11 +120,14 @@ def main() -> None:
         pool.close_all()
         empty_alone, empty = fork_ms(repo, "empty", empty_at, args.forks)
         big_alone, big = fork_ms(repo, "big", big_at, args.forks)
+        floor = copy_ms(root / "ws" / "sessions" / "big", root / "copy", args.forks)
         print("\nFork (ms, p50 of %d)" % args.forks)
         print(f"{'':24} {'fork':>8} {'ratio':>7} {'fork + workspace on disk':>25} {'ratio':>7}")
         m = statistics.median
         for name, a, t in (("empty workspace", empty_alone, empty), ("1,000 files / 100 MB", big_alone, big)):
             print(f"{name:24} {m(a):8.1f} {m(a) / m(empty_alone):6.2f}x {m(t):25.1f} {m(t) / m(empty):6.2f}x")
+        print(f"{'cp -a of that workspace':24} {'':8} {'':7} {m(floor):25.1f} {m(floor) / m(empty):6.2f}x")
+        print(f"(restoring the big workspace: {m(big) / m(floor):.2f}x the filesystem's own cp -a of it)")
         repo.close()
 
 

@@ -245,6 +245,40 @@ def test_a_directory_swapped_for_a_symlink_is_not_followed(env, tmp_path):
     assert not (outside / "x.txt").exists()
 
 
+def test_a_restore_never_writes_through_a_symlink_or_a_damaged_path(env, tmp_path, monkeypatch):
+    """A retry or fork restores files into a tree the agent's code may have rigged: a directory swapped
+    for a symlink to the outside is replaced, not followed; a path the store names with '..' is refused."""
+    from agio_notebook.toolkits import ActionError, workspace_for
+
+    repo, _ = env
+    ws = workspace_for("rigged", repository=repo)
+    ws.create()
+    (ws.dir / "sub").mkdir()
+    (ws.dir / "sub" / "a.txt").write_text("kept content")
+    sha = ws.store_blob("sub/a.txt")[0]
+    (ws.dir / "sub" / "a.txt").unlink()
+    (ws.dir / "sub").rmdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws.dir / "sub").symlink_to(outside)
+    ws.restore({"sub/a.txt": sha}, None)
+    assert not (ws.dir / "sub").is_symlink() and (ws.dir / "sub" / "a.txt").read_text() == "kept content"
+    assert list(outside.iterdir()) == []
+    # planted after the restore looked at the tree: the descriptor walk refuses it
+    (ws.dir / "sub" / "a.txt").unlink()
+    (ws.dir / "sub").rmdir()
+    (ws.dir / "sub").symlink_to(outside)
+    monkeypatch.setattr(type(ws), "_walk", lambda self: iter(()))
+    with pytest.raises(ActionError, match="symlinks are not followed"):
+        ws.restore({"sub/a.txt": sha}, None)
+    assert list(outside.iterdir()) == []
+    monkeypatch.undo()
+    for bad in ("../escaped.txt", "/etc/escaped.txt", "sub/../../escaped.txt"):
+        with pytest.raises(ActionError, match="'\\.\\.'|absolute"):
+            ws.restore({bad: sha}, None)
+    assert not (ws.root / "sessions" / "escaped.txt").exists() and not (tmp_path / "escaped.txt").exists()
+
+
 def test_snapshots_never_copy_a_file_from_outside_through_a_swapped_link(env, tmp_path):
     """Code left running in the sandbox may swap a file for a symlink between the scan's lstat and its
     read; the snapshot reads through a descriptor opened without following links, so nothing from

@@ -17,6 +17,7 @@ a crash between a change and its step), before the next action runs.
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -53,23 +54,58 @@ def sandbox_owner() -> tuple[int, int] | None:
 _FICLONE = 0x40049409  # ioctl: share the source's blocks (btrfs, XFS, bcachefs); copy-on-write
 
 
-def clone_or_copy(src: Path, dest_fd: int) -> None:
-    """Copy-on-write where the filesystem allows it, else an in-kernel copy, into an open file."""
-    import fcntl
+def clone_or_copy(src_fd: int, dest_fd: int) -> None:
+    """Copy-on-write where the filesystem allows it, else an in-kernel copy, between open files."""
+    try:
+        fcntl.ioctl(dest_fd, _FICLONE, src_fd)
+        return
+    except OSError:
+        pass
+    size = os.fstat(src_fd).st_size
+    sent = 0
+    while sent < size:
+        n = os.sendfile(dest_fd, src_fd, sent, size - sent)
+        if n == 0:
+            break
+        sent += n
 
-    with open(src, "rb") as s:
+
+class _DirFds:
+    """Directory descriptors under a workspace, each opened from its parent's without following a
+    symlink, so files created through them stay inside whatever the agent's code did to the tree;
+    missing directories are made (owned like the workspace). Kept open for a whole restore."""
+
+    def __init__(self, ws: Workspace):
+        self.ws = ws
+        self.fds = {(): os.open(ws.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)}
+
+    def __enter__(self) -> _DirFds:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+
+    def of(self, parts: tuple[str, ...]) -> int:
+        fd = self.fds.get(parts)
+        if fd is not None:
+            return fd
+        parent = self.of(parts[:-1])
         try:
-            fcntl.ioctl(dest_fd, _FICLONE, s.fileno())
-            return
-        except OSError:
+            os.mkdir(parts[-1], 0o755, dir_fd=parent)
+            if self.ws.owner is not None:
+                os.chown(parts[-1], *self.ws.owner, dir_fd=parent, follow_symlinks=False)
+        except FileExistsError:
             pass
-        size = os.fstat(s.fileno()).st_size
-        sent = 0
-        while sent < size:
-            n = os.sendfile(dest_fd, s.fileno(), sent, size - sent)
-            if n == 0:
-                break
-            sent += n
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise ActionError(f"path {'/'.join(parts)!r} is not a directory of the workspace "
+                                  "(symlinks are not followed)") from None
+            raise
+        self.fds[parts] = fd
+        return fd
 
 
 class Workspace:
@@ -104,8 +140,9 @@ class Workspace:
     def real_dir(self) -> str:
         return os.path.realpath(self.dir)
 
-    def resolve(self, rel: str) -> Path:
-        """A model-given path inside the workspace, or ActionError (absolute, ``..``, symlink escape)."""
+    @staticmethod
+    def parts(rel: str) -> tuple[str, ...]:
+        """The parts of a relative path that cannot leave the workspace by name (absolute, ``..``, NUL)."""
         if not isinstance(rel, str) or not rel.strip():
             raise ActionError("path must be a non-empty relative path inside the workspace")
         if "\x00" in rel:
@@ -115,6 +152,11 @@ class Workspace:
         parts = Path(rel).parts
         if ".." in parts:
             raise ActionError(f"path {rel!r} uses '..'; paths must stay inside the workspace")
+        return parts
+
+    def resolve(self, rel: str) -> Path:
+        """A model-given path inside the workspace, or ActionError (absolute, ``..``, symlink escape)."""
+        self.parts(rel)
         target = self.dir / rel
         self.check_inside(os.path.realpath(target), rel)
         return target
@@ -356,29 +398,35 @@ class Workspace:
                 keep[rel] = known
                 continue
             os.unlink(self.dir / rel)
-        for rel, sha in target.items():
-            if rel in keep:
-                continue
-            blob = self.blobs / sha[:2] / sha
-            if not _SHA256.fullmatch(sha) or not blob.resolve().is_relative_to(self.blobs.resolve()):
-                raise ActionError(f"workspace snapshot names no content hash for {rel!r}; nothing was restored")
-            if not blob.exists():
-                raise ActionError(f"workspace snapshot is missing the content of {rel!r} (blob {sha[:12]})")
-            # written through the no-follow descriptor walk, like every write into the workspace
-            fd = self.open(rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_parents=True)
-            try:
-                clone_or_copy(blob, fd)
-                os.fchmod(fd, 0o644)
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-            keep[rel] = [sha, st.st_size, st.st_mtime_ns]
+        blobs = os.path.realpath(self.blobs)
+        with _DirFds(self) as dirs:  # one descriptor per directory for the whole restore, not a walk per file
+            for rel, sha in target.items():
+                if rel in keep:
+                    continue
+                if not _SHA256.fullmatch(sha):  # a hex name cannot point anywhere but into the blobs
+                    raise ActionError(f"workspace snapshot names no content hash for {rel!r}; nothing was restored")
+                parts = self.parts(rel)
+                try:
+                    src = os.open(os.path.join(blobs, sha[:2], sha), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    raise ActionError(f"workspace snapshot is missing the content of {rel!r} "
+                                      f"(blob {sha[:12]})") from None
+                try:
+                    fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                 0o644, dir_fd=dirs.of(parts[:-1]))
+                    try:
+                        clone_or_copy(src, fd)
+                        os.fchmod(fd, 0o644)
+                        if self.owner is not None:
+                            os.fchown(fd, *self.owner)
+                        st = os.fstat(fd)
+                    finally:
+                        os.close(fd)
+                finally:
+                    os.close(src)
+                keep[rel] = [sha, st.st_size, st.st_mtime_ns]
         self._prune_dirs(target)
-        if self.owner is not None:
-            for dirpath, dirnames, filenames in os.walk(self.dir):
-                for name in [*dirnames, *filenames]:
-                    os.chown(os.path.join(dirpath, name), *self.owner, follow_symlinks=False)
-            self.chown(self.dir)
+        self.chown(self.dir)
         self._state = {"applied": [], "manifest": keep}
 
     def _prune_dirs(self, target: dict[str, str]) -> None:
