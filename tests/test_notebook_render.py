@@ -10,7 +10,7 @@ from agio_notebook.notebook.transcript import MIME_TYPE, build_bundle, bundle_fo
 from agio_notebook.notebook.view_model import fold
 from agio_notebook.storage import TinyDBRepository
 
-from engine_support import ChunkModel, calls, text
+from engine_support import ChunkModel, calls, cancel_when, nap, text, tool_started
 
 EVIL = '<img src=x onerror="window.__pwned=1"><script>alert(1)</script>'
 
@@ -127,3 +127,23 @@ def test_malformed_records_are_left_out_of_a_transcript_not_a_traceback():
         html = to_html(view)
     assert view.skipped == 1 and len([w for w in caught if "malformed event" in str(w.message)]) == 1
     assert "agio" in html and view.run_id == "r"
+
+
+def test_a_call_its_run_never_finished_is_not_shown_running(tmp_path):
+    """Cancelled mid-call: the card says cancelled; a run whose process died (no terminal event, the
+    stored run interrupted): interrupted. Neither keeps saying it runs."""
+    repo = TinyDBRepository(tmp_path / "store")
+    runner = StepRunner(Agent(model=ChunkModel([calls(("echo", {"s": "a"}), ("nap", {"seconds": 10}))]),
+                              tools=[echo, nap]), repository=repo)
+    events = asyncio.run(cancel_when(runner.run_stream("s", "go"), lambda seen: sum(
+        e.type.value == "tool_call_started" for e in seen) == 2 and any(
+        e.type.value == "tool_call_completed" for e in seen)))
+    assert events[-1].type.value == "run_cancelled"
+    cards = {c.name: c.status for c in fold(events).conversation()[1].tool_cards}
+    assert cards == {"echo": "ok", "nap": "cancelled"}
+    assert "[cancelled]" in to_text(fold(events))
+    died = [e for e in events if e.type.value != "run_cancelled"]  # as if the process had died there
+    run = repo.get_run(events[0].run_id).to_dict() | {"status": "interrupted"}
+    bundle = build_bundle(died, run=run)
+    assert "[interrupted]" in bundle["text/plain"]
+    assert "agio-tool-interrupted" in bundle["text/html"] and "agio-tool-running" not in bundle["text/html"]

@@ -17,7 +17,7 @@ class ToolCard:
     tool_call_id: str
     name: str
     arguments: str
-    status: str = "running"  # running | awaiting_approval | ok | error | rejected
+    status: str = "running"  # running | awaiting_approval | ok | error | rejected | cancelled | interrupted
     result: str | None = None
     error: str | None = None
     error_type: str | None = None
@@ -98,6 +98,8 @@ class RunView:
             self.retry_of, self.query, self.model_name = run.get("retry_of"), run.get("query"), run.get("model_name")
             self.error, self.final_text = run.get("error"), run.get("final_text")
             self.run_metrics = run.get("metrics") or {}
+            if t.is_terminal:
+                self.settle_cards()
         elif t is _E.STEP_COMPLETED:
             step = p["step"]
             view = self._step(step["sequence"], step["role"])
@@ -157,6 +159,14 @@ class RunView:
             view = self._by_seq.get(p["sequence"])
             if view is not None:
                 view.metrics = p.get("step") or view.metrics
+
+    def settle_cards(self) -> None:
+        """The run is over: a call still running or awaiting approval never finished (cancelled with its
+        run, or its process died), so its card must not go on saying it runs."""
+        ended = "cancelled" if self.status == "cancelled" else "interrupted"
+        for card in self._cards.values():
+            if card.status in ("running", "awaiting_approval"):
+                card.status = ended
 
     def conversation(self) -> list[StepView]:
         """Steps in sequence order, tool steps folded into their cards (they are shown there)."""

@@ -198,6 +198,14 @@ export function foldEvents(t: Transcript): RunView {
       }
     }
   }
+  if (TERMINAL_STATUS.has(run.status)) {
+    // the run is over: a call still running or awaiting approval never finished (as the Python fold says)
+    for (const card of cards.values()) {
+      if (card.status === 'running' || card.status === 'awaiting_approval') {
+        card.status = run.status === 'cancelled' ? 'cancelled' : 'interrupted';
+      }
+    }
+  }
   const steps = [...bySeq.values()].filter(s => s.role !== 'tool').sort((a, b) => a.sequence - b.sequence);
   return { transcript: t, run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg };
 }

@@ -70,6 +70,15 @@ describe('foldEvents', () => {
     expect(view.steps[1].metrics.tool_ms).toBe(1.6);
     expect(view.steps[2].superseded).toBe(true);
   });
+  it('settles the cards of calls a cancelled or interrupted run never finished', () => {
+    const cut = (status: string, events: any[]) => foldEvents(parseTranscript({ ...transcript, events,
+      run: { ...RUN, status } })).steps[1].cards.map(c => [c.name, c.status]);
+    const started = transcript.events.slice(0, 5);  // add finished, divide never did
+    expect(cut('cancelled', [...started, ev(6, 'run_cancelled', { run: { ...RUN, status: 'cancelled' } })]))
+      .toEqual([['add', 'ok'], ['divide', 'cancelled']]);
+    expect(cut('interrupted', started)).toEqual([['add', 'ok'], ['divide', 'interrupted']]);
+    expect(cut('running', started)).toEqual([['add', 'ok'], ['divide', 'running']]);  // still live
+  });
 });
 
 describe('renderTranscript', () => {
