@@ -56,10 +56,15 @@ def test_sigkill_at_random_moments_loses_no_delivered_step(store_url):
         proc = subprocess.Popen([*ENGINE, str(root), "s", "loop", "100000"], stdout=subprocess.PIPE, text=True)
         first = proc.stdout.readline()
         assert first.startswith("run "), first
-        time.sleep(rng.uniform(0.0, 0.15))
+        # kill once a random number of steps was delivered (however fast this machine is right now),
+        # then a random moment later: inside a run, a commit, a write of the journal or the index
+        seen = [first]
+        for _ in range(rng.randint(3, 9)):
+            seen.append(proc.stdout.readline())
+        time.sleep(rng.uniform(0.0, 0.01))
         os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=60)
-        out = first + out
+        out = "".join(seen) + out
         reported.update(delivered(out))
         repo = check_store(root, reported)
         last_run = [line.split()[1] for line in out.splitlines() if line.startswith("run ")][-1]
