@@ -4,7 +4,8 @@
 For each size the store is filled in bulk to that many steps across 1,000 sessions, then one durable
 commit (a step and its event, what the engine does per checkpoint) is timed 200 times into a
 session (median and p95).  The 1M-row frame is built twice, side by side: from ``sqlite3`` rows, and
-through Arrow (the ``sqlite`` extra's ADBC driver, what ``frames.steps()`` uses when it is installed).  SQLite is a file on disk (WAL, synchronous=FULL); PostgreSQL is Debian's
+through Arrow (the ``sqlite`` extra's ADBC driver in a reader process, what ``frames.steps()`` uses for
+a large store when it is installed).  SQLite is a file on disk (WAL, synchronous=FULL); PostgreSQL is Debian's
 server on loopback, started here as in the tests.  Targets: append latency at 1M within 1.5x of 1k on
 each; the 1M-row steps() frame on SQLite in under 10 s.
 

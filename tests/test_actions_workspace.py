@@ -254,3 +254,30 @@ def test_pruning_never_touches_workspaces_another_store_shares(tmp_path, monkeyp
     assert "agio-secret" not in str(workspaces_root(pg))
     pg.close()
     tiny.close()
+
+
+def test_a_restore_of_many_directories_keeps_few_descriptors_open(env):
+    """A virtualenv or node_modules in a workspace: thousands of directories restored with the process's
+    descriptor limit far below their number; a path deeper than the limit allows is one clear line."""
+    import resource
+
+    from agio_notebook.toolkits import ActionError
+
+    repo, _ = env
+    ws = workspace_for("many", repository=repo)
+    ws.create()
+    (ws.dir / "f.txt").write_text("the same content everywhere")
+    sha = ws.store_blob("f.txt")[0]
+    target = {f"pkg{i // 30}/mod{i % 30}/f.txt": sha for i in range(600)}
+    target["deep/" + "/".join(f"d{i}" for i in range(8)) + "/f.txt"] = sha
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (128, hard))
+    try:
+        ws.restore(target, None)  # 620 directories under a limit of 128 descriptors
+        assert sum(1 for p in ws.dir.rglob("f.txt")) == 601
+        assert (ws.dir / "pkg19" / "mod29" / "f.txt").read_text() == "the same content everywhere"
+        too_deep = {"/".join(f"d{i}" for i in range(200)) + "/f.txt": sha}
+        with pytest.raises(ActionError, match=r"^workspace restore stopped at 'd0/d1/.*': Too many open files$"):
+            ws.restore(too_deep, None)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -136,6 +136,8 @@ def test_bad_inputs_are_one_line(repo):
         agio_notebook.sweep("nope", at=1, agent=agent, repository=repo, monitor=False)
     with pytest.raises(SweepError, match="prompts replace the user message at step 4"):
         agio_notebook.sweep(session, at=4, agent=agent, prompts=["x"], repository=repo, monitor=False)
+    with pytest.raises(SweepError, match="concurrency must be >= 1, got 0"):
+        agio_notebook.sweep(session, at=4, agent=agent, repository=repo, monitor=False, concurrency=0)
     with pytest.raises(SweepError, match="sweep needs agent="):
         agio_notebook.sweep(session, at=4, models=models(), repository=repo, monitor=False)
     with pytest.raises(PricingError, match="no price known for model 'mystery'"):
@@ -208,6 +210,38 @@ def test_the_sweep_is_one_batch_of_the_executor(repo):
     assert {r.request["fork"]["session_id"] for r in stored} == {session}
     assert sorted(r.request["query"] for r in stored) == ["a?", "a?", "b?", "b?"]
     assert scheduling.default_executor(repo).batches[result.batch].concurrency == 2
+
+
+def test_an_interrupt_while_a_sweep_waits_cancels_what_has_not_run(repo, monkeypatch):
+    import asyncio
+
+    from agio_notebook import scheduling
+    import importlib
+    import time
+
+    sweep_module = importlib.import_module("agio_notebook.explore.sweep")
+    from scheduling_support import wait_until
+
+    session = conversation(repo)
+
+    async def slow(messages, tools):
+        await asyncio.sleep(0.2)
+        return "slowly sunny"
+
+    def interrupted(self, timeout=None):  # Ctrl-C while the first run is going (this wait cancels nothing)
+        time.sleep(0.1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_module.BatchHandle, "wait", interrupted)
+    before = set(scheduling.default_executor(repo).batches)
+    with pytest.raises(KeyboardInterrupt):
+        agio_notebook.sweep(session, at=4, agent=Agent(model=FunctionModel(slow, name="hasty")), repeats=6,
+                            repository=repo, monitor=False, concurrency=1)
+    ex = scheduling.default_executor(repo)
+    (name,) = set(ex.batches) - before
+    wait_until(lambda: ex.batches[name].done.done(), what="the interrupted sweep's batch ended")
+    statuses = [r.status.value for r in ex.store.records(name)]
+    assert statuses.count("cancelled") >= 4 and "queued" not in statuses and "running" not in statuses
 
 
 def test_public_names():

@@ -100,11 +100,13 @@ def test_an_unreadable_session_is_skipped_with_a_warning_naming_it(tmp_path):
 
 
 def test_sqlite_whole_store_frame_types_columns_that_start_empty(tmp_path):
-    """The SQLite store reads the whole-store frame through Arrow, which types a column from the values
-    it reads: a cost or an error that is missing for the first thousands of steps still comes through."""
+    """A large SQLite store's whole-store frame is read through Arrow, which types a column from the
+    values it reads: a cost or an error that is missing for the first thousands of steps still comes
+    through, and the frame equals the one read row by row."""
     from agio_notebook.core import Step, StepMetrics, StepRole
 
     repo = new_repository(f"sqlite:///{tmp_path}/agio.db")
+    repo.arrow_threshold = 0  # a large store's path, on a small store
     quiet = [Step(session_id="a", run_id="r", sequence=n, role=StepRole.USER, content=f"q{n}")
              for n in range(1, 3001)]
     loud = Step(session_id="b", run_id="r", sequence=1, role=StepRole.ASSISTANT, content="late", error="boom",
@@ -117,4 +119,42 @@ def test_sqlite_whole_store_frame_types_columns_that_start_empty(tmp_path):
     assert whole["cost"].iloc[:-1].isna().all() and whole["error"].iloc[:-1].isna().all()
     one = frames.steps("b", repository=repo)  # the per-session read goes through sqlite3: same frame
     pd.testing.assert_frame_equal(whole.iloc[[-1]].reset_index(drop=True), one)
+    repo.arrow_threshold = 10 ** 9
+    pd.testing.assert_frame_equal(frames.steps(repository=repo), whole)
+    repo.close()
+
+
+def test_the_sqlite_arrow_read_leaves_the_store_and_its_later_commits_intact(tmp_path):
+    """The Arrow reader links a SQLite library of its own, so it reads in a child process: in this one
+    it would drop the store's locks and could checkpoint the WAL away under the open connection."""
+    import subprocess
+    import sys
+
+    from agio_notebook.core import Step, StepRole
+
+    db = tmp_path / "agio.db"
+    repo = new_repository(f"sqlite:///{db}")
+    repo.arrow_threshold = 0
+    repo.commit(steps=[Step(session_id="a", run_id="r", sequence=1, role=StepRole.USER, content="one")])
+    assert len(frames.steps(repository=repo)) == 1
+    repo.commit(steps=[Step(session_id="a", run_id="r", sequence=2, role=StepRole.USER, content="two")])
+    assert list(frames.steps(repository=repo)["content"]) == ["one", "two"]
+    count = "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT COUNT(*) FROM agio_steps').fetchone()[0])"
+    seen = subprocess.run([sys.executable, "-c", count, str(db)], capture_output=True, text=True, check=True)
+    assert seen.stdout.strip() == "2" and db.with_name("agio.db-wal").exists()
+    assert repo.verify() == []
+    repo.close()
+
+
+def test_a_failing_sqlite_arrow_read_is_one_line(tmp_path, monkeypatch):
+    from agio_notebook.core import Step, StepRole, StoreError
+    from agio_notebook.storage import sqlite_repo
+
+    repo = new_repository(f"sqlite:///{tmp_path}/agio.db")
+    repo.arrow_threshold = 0
+    repo.commit(steps=[Step(session_id="a", run_id="r", sequence=1, role=StepRole.USER, content="one")])
+    monkeypatch.setattr(sqlite_repo, "FRAME_COLUMNS", ("nonsense_column",))
+    with pytest.raises(StoreError, match=r"^cannot read the SQLite store at .*agio\.db: \S.*nonsense_column") as err:
+        frames.steps(repository=repo)
+    assert "\n" not in str(err.value)
     repo.close()

@@ -131,6 +131,9 @@ def test_a_dead_writers_leftovers_are_settled_when_the_store_opens(tmp_path):
         f.write(b'{"t":"steps","d":{"id":"cut sh')  # the kill landed inside this write
     with (tmp_path / "index.jsonl").open("ab") as f:
         f.write(b'{"t":"runs","d":{"id":"also cut')  # or inside the index's
+    ghost = journal.with_name("ghost.jsonl")  # killed inside a new session's very first write
+    ghost.write_bytes(b'{"t":"session","d":{"session_id":"gh')
+    ghost.with_suffix(".claim").write_bytes(lease.read_bytes())
 
     with pytest.warns(Warning, match="incomplete record .* it is removed") as seen:
         repo = new_repository(tmp_path)
@@ -142,4 +145,5 @@ def test_a_dead_writers_leftovers_are_settled_when_the_store_opens(tmp_path):
     assert runs[orphan.id].status is RunStatus.INTERRUPTED
     assert "in process 4194305 on h" in runs[orphan.id].error
     assert lease.read_bytes() == b""  # settled once: the next open has nothing to visit
+    assert ghost.read_bytes() == b"" and ghost.with_suffix(".claim").read_bytes() == b""
     repo.close()

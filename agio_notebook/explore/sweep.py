@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import warnings
 import itertools
 import math
 from dataclasses import dataclass, field, fields, replace
@@ -345,6 +346,8 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
         repository = open_repository()
     if repeats < 1:
         raise SweepError(f"repeats must be >= 1, got {repeats}")
+    if concurrency < 1:
+        raise SweepError(f"concurrency must be >= 1, got {concurrency}")
     session_id = _session_of(source, repository)
     steps = repository.get_steps(session_id)
     try:
@@ -359,6 +362,9 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
                          f"{step.role.value} step")
     if at > 1:
         check_continuation_point(steps, at - 1, "sweep")
+    elif step.role is not StepRole.USER:
+        raise SweepError(f"sweep: step 1 is a {step.role.value} step; with nothing before it there is no "
+                         "conversation to fork")
     chosen = variants(agent, agents, models, prompts, settings)
     if max_cost is not None:
         for v in chosen:
@@ -378,9 +384,9 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
         requests.append((ExecutionRequest(agent=job.variant.agent, config=job.variant.config, query=query,
                                           fork=fork, reuse=reuse, batch=batch_name, index=job.index,
                                           inputs={**job.variant.labels, "repeat": job.repeat}), None))
-    ids = executor.submit_many(requests)
     handle = BatchHandle(batch_name, executor, state, [])
     mon = Monitor(jobs, monitor)
+    ids: list[str] = []
 
     def collect() -> None:
         """Each finished execution becomes its job's run (or the reason it has none)."""
@@ -397,10 +403,15 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
                 job.skipped, job.skipped_status = rec.error or rec.status.value, (
                     "cancelled" if rec.status is ExecStatus.CANCELLED else "failed")
 
-    while not handle.done:  # an interrupt cancels the batch
-        handle.wait(0.1 if mon.handle is not None else None)
-        collect()
-        mon.update()
+    try:
+        ids += executor.submit_many(requests)
+        while not handle.done:
+            handle.wait(0.1 if mon.handle is not None else None)
+            collect()
+            mon.update()
+    except BaseException:  # an interrupt anywhere in the wait cancels what has not run (runs done stay)
+        handle.cancel_if_running()
+        raise
     collect()
     mon.update()
 
@@ -422,5 +433,8 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
         await asyncio.gather(*(one(j) for j in jobs))
 
     if scorers:
-        run_coroutine(score_all())
+        try:
+            run_coroutine(score_all())
+        except KeyboardInterrupt:  # the runs are done and stored: return them, with the scores that were made
+            warnings.warn("sweep: scoring was interrupted; runs without a score have none", stacklevel=2)
     return SweepResult(jobs, axes, names, session_id, at, repository, batch_name)

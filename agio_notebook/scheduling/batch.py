@@ -107,7 +107,7 @@ class BatchHandle:
         except TimeoutError:
             pass
         except KeyboardInterrupt:
-            self._cancel_quietly()
+            self.cancel_if_running()
             raise
         return self
 
@@ -121,11 +121,12 @@ class BatchHandle:
             while not self.state.done.done():
                 await asyncio.sleep(0.1)
         except (asyncio.CancelledError, KeyboardInterrupt):  # the awaiting cell was interrupted: so is the batch
-            self._cancel_quietly()
+            self.cancel_if_running()
             raise
         return self
 
-    def _cancel_quietly(self) -> None:
+    def cancel_if_running(self) -> None:
+        """Cancel what has not finished, if anything has not (an interrupt's clean-up)."""
         if not self.done:
             try:
                 self.cancel()

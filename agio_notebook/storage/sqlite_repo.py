@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -39,29 +42,36 @@ class SQLiteRepository(SQLRepository):
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the SQLite store at {self.path}: {exc}") from None
 
-    def step_columns(self, session_id: str | None = None) -> dict[str, Sequence[Any]]:
-        """The whole store's frame columns read straight into Arrow when the ``sqlite`` extra is there.
+    # below this many steps the whole-store frame is read here; above, a reader process pays for itself
+    arrow_threshold = 100_000
 
-        A million rows through ``sqlite3`` cost a Python tuple each and a value object per column;
-        the ADBC driver reads them in C (3x faster), and pandas takes the Arrow columns as they are.
-        One session's frame is small, so it keeps the shared connection.
+    def step_columns(self, session_id: str | None = None) -> dict[str, Sequence[Any]]:
+        """The frame's columns; a large whole-store frame read into Arrow by a child process.
+
+        A million rows through ``sqlite3`` cost a Python tuple each and an object per value. With the
+        ``sqlite`` extra, a child process reads them in C through the ADBC driver (its own SQLite
+        library must not share this process with ``sqlite3``: see ``sqlite_arrow``) into an in-memory
+        file this process maps back; pandas takes the Arrow columns as they are.
         """
-        if session_id is not None:
+        if session_id is not None or not hasattr(os, "memfd_create") \
+                or importlib.util.find_spec("adbc_driver_sqlite") is None \
+                or self._query("SELECT COUNT(*) FROM agio_steps")[0][0] < self.arrow_threshold:
             return super().step_columns(session_id)
+        import pyarrow as pa
+
+        reader = Path(__file__).with_name("sqlite_arrow.py")
+        fd = os.memfd_create("agio-frame")  # memory only: no disk, no size limit of a mounted tmpfs
         try:
-            import adbc_driver_sqlite.dbapi as adbc
-            from adbc_driver_sqlite import StatementOptions
-        except ImportError:
-            return super().step_columns(session_id)
-        try:
-            with adbc.connect(str(self.path)) as conn, conn.cursor() as cur:
-                # one batch: the driver infers each column's type from the batch it reads, so a column
-                # whose first thousand values are NULL (a cost, an error) would not type the rest
-                cur.adbc_statement.set_options(**{StatementOptions.BATCH_ROWS.value: str(2 ** 30)})
-                cur.execute(f"SELECT {', '.join(FRAME_COLUMNS)} FROM agio_steps ORDER BY session_id, sequence, attempt")
-                table = cur.fetch_arrow_table()
-        except Exception as exc:  # noqa: BLE001 - the driver's own error classes: one clear line
-            raise StoreError(f"cannot read the SQLite store at {self.path}: {exc}") from None
+            proc = subprocess.run([sys.executable, str(reader), str(self.path), ", ".join(FRAME_COLUMNS),
+                                   f"/proc/self/fd/{fd}"], pass_fds=(fd,), capture_output=True, text=True)
+            if proc.returncode != 0:
+                lines = proc.stderr.strip().splitlines()
+                raise StoreError(f"cannot read the SQLite store at {self.path}: "
+                                 f"{lines[-1] if lines else f'the reader exited with {proc.returncode}'}")
+            # the columns stay in that memory, uncopied (the mapping lives as long as they do)
+            table = pa.ipc.open_stream(pa.memory_map(f"/proc/self/fd/{fd}")).read_all()
+        finally:
+            os.close(fd)
         return {name: table.column(name) for name in FRAME_COLUMNS}
 
     def _is_unique_violation(self, exc: Exception) -> bool:

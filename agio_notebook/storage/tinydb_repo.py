@@ -205,11 +205,18 @@ class TinyDBRepository(TinyDBMaintenance):
             try:
                 with journal.lock:  # writes finish under this lock: a cut record is the dead writer's
                     journal.refresh(repair=True)
-            except (LockTimeout, OSError):
-                continue
+            except (LockTimeout, OSError, StoreError):
+                continue  # a read path reports what is wrong with it
             finally:
                 journal.close()
-            found.update(journal.tables.get("session", {}))  # claimed and released: the lease is cleared
+            sessions = set(journal.tables.get("session", {}))
+            found |= sessions  # each is claimed and released by recovery, which clears its lease
+            if not sessions:  # nothing of the session was ever written: just clear the lease
+                try:
+                    self._claims.claim(f"lease:{lease.name}", lease, "recovery")
+                    self._claims.release(f"lease:{lease.name}")
+                except SessionBusyError:
+                    pass
         if found:  # the dead writer may have been cut short writing the index too
             try:
                 with self._index.lock:

@@ -71,41 +71,45 @@ def clone_or_copy(src_fd: int, dest_fd: int) -> None:
 
 
 class _DirFds:
-    """Directory descriptors under a workspace, each opened from its parent's without following a
-    symlink, so files created through them stay inside whatever the agent's code did to the tree;
-    missing directories are made (owned like the workspace). Kept open for a whole restore."""
+    """The directory descriptors of one path under a workspace, each opened from its parent's without
+    following a symlink, so files created through them stay inside whatever the agent's code did to the
+    tree; missing directories are made (owned like the workspace). Paths visited in sorted order share
+    their open ancestors, and only one path's ancestors are open at a time."""
 
     def __init__(self, ws: Workspace):
         self.ws = ws
-        self.fds = {(): os.open(ws.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)}
+        self.open: list[tuple[tuple[str, ...], int]] = [((), os.open(ws.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))]
 
     def __enter__(self) -> _DirFds:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for fd in self.fds.values():
+        for _, fd in self.open:
             os.close(fd)
+        self.open.clear()
 
     def of(self, parts: tuple[str, ...]) -> int:
-        fd = self.fds.get(parts)
-        if fd is not None:
-            return fd
-        parent = self.of(parts[:-1])
-        try:
-            os.mkdir(parts[-1], 0o755, dir_fd=parent)
-            if self.ws.owner is not None:
-                os.chown(parts[-1], *self.ws.owner, dir_fd=parent, follow_symlinks=False)
-        except FileExistsError:
-            pass
-        try:
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise ActionError(f"path {'/'.join(parts)!r} is not a directory of the workspace "
-                                  "(symlinks are not followed)") from None
-            raise
-        self.fds[parts] = fd
-        return fd
+        """The descriptor of directory ``parts`` (made if missing)."""
+        while parts[:len(self.open[-1][0])] != self.open[-1][0]:  # leave what is not an ancestor
+            os.close(self.open.pop()[1])
+        while len(self.open[-1][0]) < len(parts):
+            prefix, parent = self.open[-1]
+            name = parts[len(prefix)]
+            try:
+                os.mkdir(name, 0o755, dir_fd=parent)
+                if self.ws.owner is not None:
+                    os.chown(name, *self.ws.owner, dir_fd=parent, follow_symlinks=False)
+            except FileExistsError:
+                pass
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise ActionError(f"path {'/'.join(parts)!r} is not a directory of the workspace "
+                                      "(symlinks are not followed)") from None
+                raise
+            self.open.append((parts[:len(prefix) + 1], fd))
+        return self.open[-1][1]
 
 
 class Workspace:
@@ -399,35 +403,44 @@ class Workspace:
                 continue
             os.unlink(self.dir / rel)
         blobs = os.path.realpath(self.blobs)
-        with _DirFds(self) as dirs:  # one descriptor per directory for the whole restore, not a walk per file
-            for rel, sha in target.items():
+        with _DirFds(self) as dirs:  # sorted: a directory's files one after another, its descriptor open once
+            for rel, sha in sorted(target.items()):
                 if rel in keep:
                     continue
                 if not _SHA256.fullmatch(sha):  # a hex name cannot point anywhere but into the blobs
                     raise ActionError(f"workspace snapshot names no content hash for {rel!r}; nothing was restored")
                 parts = self.parts(rel)
+                if not parts:
+                    raise ActionError(f"workspace snapshot names the workspace itself ({rel!r}) as a file")
                 try:
-                    src = os.open(os.path.join(blobs, sha[:2], sha), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                    keep[rel] = [sha, *self._restore_file(dirs.of(parts[:-1]), parts[-1],
+                                                          os.path.join(blobs, sha[:2], sha))]
                 except FileNotFoundError:
                     raise ActionError(f"workspace snapshot is missing the content of {rel!r} "
                                       f"(blob {sha[:12]})") from None
-                try:
-                    fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                 0o644, dir_fd=dirs.of(parts[:-1]))
-                    try:
-                        clone_or_copy(src, fd)
-                        os.fchmod(fd, 0o644)
-                        if self.owner is not None:
-                            os.fchown(fd, *self.owner)
-                        st = os.fstat(fd)
-                    finally:
-                        os.close(fd)
-                finally:
-                    os.close(src)
-                keep[rel] = [sha, st.st_size, st.st_mtime_ns]
+                except OSError as exc:
+                    raise ActionError(f"workspace restore stopped at {rel!r}: {exc.strerror or exc}") from None
         self._prune_dirs(target)
         self.chown(self.dir)
         self._state = {"applied": [], "manifest": keep}
+
+    def _restore_file(self, dir_fd: int, name: str, blob: str) -> tuple[int, int]:
+        """Write one file from its blob into an open workspace directory; (size, mtime_ns)."""
+        src = os.open(blob, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=dir_fd)
+            try:
+                clone_or_copy(src, fd)
+                os.fchmod(fd, 0o644)
+                if self.owner is not None:
+                    os.fchown(fd, *self.owner)
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(src)
+        return st.st_size, st.st_mtime_ns
 
     def _prune_dirs(self, target: dict[str, str]) -> None:
         needed = {str(Path(rel).parent) for rel in target}
