@@ -94,22 +94,28 @@ class _DirFds:
             os.close(self.open.pop()[1])
         while len(self.open[-1][0]) < len(parts):
             prefix, parent = self.open[-1]
-            name = parts[len(prefix)]
-            try:
-                os.mkdir(name, 0o755, dir_fd=parent)
-                if self.ws.owner is not None:
-                    os.chown(name, *self.ws.owner, dir_fd=parent, follow_symlinks=False)
-            except FileExistsError:
-                pass
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise ActionError(f"path {'/'.join(parts)!r} is not a directory of the workspace "
-                                      "(symlinks are not followed)") from None
-                raise
+            fd = open_subdir(parent, parts[len(prefix)], self.ws.owner, make=True, path="/".join(parts))
             self.open.append((parts[:len(prefix) + 1], fd))
         return self.open[-1][1]
+
+
+def open_subdir(parent: int, name: str, owner: tuple[int, int] | None, *, make: bool, path: str) -> int:
+    """Open directory ``name`` of the open directory ``parent`` without following a symlink (made first,
+    owned by ``owner``, when ``make``); a symlink or a file there is an ActionError naming ``path``."""
+    if make:
+        try:
+            os.mkdir(name, 0o755, dir_fd=parent)
+            if owner is not None:
+                os.chown(name, *owner, dir_fd=parent, follow_symlinks=False)
+        except FileExistsError:
+            pass
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise ActionError(f"path {path!r}: {name!r} is not a directory of the workspace "
+                              "(symlinks are not followed)") from None
+        raise
 
 
 class Workspace:
@@ -180,20 +186,7 @@ class Workspace:
         fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for part in parts[:-1]:
-                if make_parents:
-                    try:
-                        os.mkdir(part, 0o755, dir_fd=fd)
-                        if self.owner is not None:
-                            os.chown(part, *self.owner, dir_fd=fd, follow_symlinks=False)
-                    except FileExistsError:
-                        pass
-                try:
-                    child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise ActionError(f"path {rel!r}: {part!r} is not a directory of the workspace "
-                                          "(symlinks are not followed)") from None
-                    raise
+                child = open_subdir(fd, part, self.owner, make=make_parents, path=rel)
                 os.close(fd)
                 fd = child
             target = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
