@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from agio_notebook import Agent, ExecutionConfig, ScriptedModel, StepRunner
@@ -26,3 +27,23 @@ def one_tool_step(repo: Any, session: str, tools: list[Any], name: str, **args: 
     result = run_calls(repo, session, tools, (name, args))
     (step,) = tool_steps(result)
     return step
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid``, read from /proc (what a kill must leave nothing of)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found

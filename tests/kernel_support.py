@@ -88,3 +88,14 @@ def offline_kernel(tmp_path_factory, name: str, setup: str):
 
 def of_type(messages: list[dict[str, Any]], *types: str) -> list[dict[str, Any]]:
     return [m for m in messages if m["msg_type"] in types]
+
+
+
+def widget_ids(messages: list[dict[str, Any]], **state: Any) -> list[str]:
+    """comm ids of widgets opened with the given state values (e.g. description='Approve')."""
+    ids = []
+    for m in of_type(messages, "comm_open"):
+        s = m["content"]["data"].get("state", {})
+        if all(s.get(k) == v for k, v in state.items()):
+            ids.append(m["content"]["comm_id"])
+    return ids

@@ -16,7 +16,7 @@ from agio_notebook.models.scripted import Reply
 from agio_notebook.storage import TinyDBRepository
 from agio_notebook.toolkits import browser
 
-from actions_support import one_tool_step, run_calls, tool_steps
+from actions_support import descendants, one_tool_step, run_calls, tool_steps
 
 FORM = b"""<html><head><title>Form</title></head><body><h1>Sign up</h1>
 <form action="/hello" method="get"><input id="name" name="name"><button id="go" type="submit">Go</button></form>
@@ -140,7 +140,7 @@ def test_chromium_runs_unprivileged_with_its_own_sandbox(env, server):
 
     repo, tools = env
     assert one_tool_step(repo, "u", tools, "navigate_and_extract", url=server + "/").status == "ok"
-    mine = _descendants(os.getpid())
+    mine = descendants(os.getpid())
     chromium = []
     for pid in mine:
         try:
@@ -156,23 +156,3 @@ def test_chromium_runs_unprivileged_with_its_own_sandbox(env, server):
     assert not [a for _, _, a in chromium if b"--no-sandbox" in a]
     if os.geteuid() == 0:
         assert {uid for _, uid, _ in chromium} == {65534}
-
-
-def _descendants(pid: int) -> set[int]:
-    import os
-
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found

@@ -10,6 +10,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from actions_support import descendants
 from kernel_support import KERNEL_NAME, Kernel, install_kernelspec
 
 MIME = "application/vnd.agio.run+json"
@@ -130,25 +131,6 @@ def test_actions_and_replay_code_commands(kernel):
     assert "run_python" in json.dumps([m["content"].get("data") for m in frame["messages"]])
 
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -175,7 +157,7 @@ def test_sandbox_and_browser_end_with_the_kernel(tmp_path):
         printed = "".join(m["content"].get("text", "") for m in res["messages"] if m["msg_type"] == "stream")
         assert "[value] 2" in printed and "Status: 200" in printed, printed
         kernel_pid = k.km.provisioner.process.pid
-        started = _descendants(kernel_pid)
+        started = descendants(kernel_pid)
         names = set()
         for pid in started:
             try:

@@ -12,7 +12,7 @@ import pytest
 
 from agio_notebook.scheduling import ExecStatus, ExecutionStore
 from agio_notebook.storage import TinyDBRepository
-from kernel_support import Kernel, install_kernelspec, of_type, offline_kernel
+from kernel_support import Kernel, install_kernelspec, of_type, offline_kernel, widget_ids
 from scheduling_support import wait_until
 
 SETUP = r'''
@@ -52,15 +52,6 @@ def run(kernel, code, timeout=60):
     while res["reply"]["parent_header"].get("msg_id") != res["msg_id"]:
         res["reply"] = kernel.kc.get_shell_msg(timeout=10)
     return res
-
-
-def widget_ids(messages, **state):
-    ids = []
-    for m in of_type(messages, "comm_open"):
-        s = m["content"]["data"].get("state", {})
-        if all(s.get(k) == v for k, v in state.items()):
-            ids.append(m["content"]["comm_id"])
-    return ids
 
 
 def click(kernel, comm_id):

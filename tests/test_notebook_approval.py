@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kernel_support import of_type, offline_kernel
+from kernel_support import of_type, offline_kernel, widget_ids
 
 SETUP = r'''
 %load_ext agio_notebook
@@ -44,16 +44,6 @@ def kernel(tmp_path_factory):
     k = offline_kernel(tmp_path_factory, "approval", SETUP)
     yield k
     k.close()
-
-
-def widget_ids(messages, **state):
-    """comm ids of widgets opened with the given state values (e.g. description='Approve')."""
-    ids = []
-    for m in of_type(messages, "comm_open"):
-        s = m["content"]["data"].get("state", {})
-        if all(s.get(k) == v for k, v in state.items()):
-            ids.append(m["content"]["comm_id"])
-    return ids
 
 
 def send_comm(kernel, comm_id, data):

@@ -4,23 +4,11 @@
  * Same rules as the transcript: untrusted text only goes through textContent; classes and layout follow
  * the Python package's HTML fallbacks (agio_notebook/explore/diff.py and tree.py).
  */
+import { classToken, el } from './dom';
 import { magicButton, safeArg } from './magic';
 
 export const DIFF_MIME_TYPE = 'application/vnd.agio.diff+json';
 export const TREE_MIME_TYPE = 'application/vnd.agio.tree+json';
-
-function el(doc: Document, tag: string, classes: string[] = [], text?: string): HTMLElement {
-  const node = doc.createElement(tag);
-  node.classList.add(...classes);
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
-
-function token(value: unknown): string {
-  return String(value ?? '').replace(/[^a-z_]/g, '');
-}
 
 export function formatCost(cost: unknown): string {
   if (typeof cost !== 'number' || Number.isNaN(cost)) {
@@ -54,7 +42,7 @@ function parse(data: unknown, what: string): Record<string, any> {
 function renderOps(doc: Document, ops: [string, string][]): HTMLElement {
   const node = el(doc, 'div', ['agio-text']);
   for (const [op, text] of ops ?? []) {
-    node.append(op === 'equal' ? doc.createTextNode(text) : el(doc, 'span', [`agio-diff-${token(op)}`], text));
+    node.append(op === 'equal' ? doc.createTextNode(text) : el(doc, 'span', [`agio-diff-${classToken(op)}`], text));
   }
   return node;
 }
@@ -100,7 +88,7 @@ export function renderDiff(data: unknown, doc: Document): HTMLElement {
     tr.append(el(doc, 'th', [], `A: ${d.a.label}`), el(doc, 'th', [], `B: ${d.b.label}`));
     table.append(tr);
     for (const r of rows) {
-      const row = el(doc, 'tr', ['agio-diff-row', `agio-diff-${token(r.status)}`]);
+      const row = el(doc, 'tr', ['agio-diff-row', `agio-diff-${classToken(r.status)}`]);
       const right = renderSide(doc, r.b, r.text_b);
       const changes: string[] = (r.arguments ?? []).map(
         (c: any) => `${c.tool}.${c.name}: ${JSON.stringify(c.a)} → ${JSON.stringify(c.b)}`);
@@ -154,14 +142,14 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
     if (node.attempt > 1) {
       title += ` · attempt ${node.attempt}`;
     }
-    summary.append(el(doc, 'b', [], title), ' ', el(doc, 'span', ['agio-status', `agio-status-${token(node.status)}`], node.status), ' ');
+    summary.append(el(doc, 'b', [], title), ' ', el(doc, 'span', ['agio-status', `agio-status-${classToken(node.status)}`], node.status), ' ');
     summary.append(node.current ? el(doc, 'span', ['agio-tree-current'], '★ current') : el(doc, 'span', ['agio-label'], 'superseded'));
     summary.append(el(doc, 'span', ['agio-label'], ` ${node.model ?? ''} · ${node.query ?? ''}`), el(doc, 'br'));
     const timeline = el(doc, 'span', ['agio-timeline']);
     const phases: Record<string, any>[] = node.timeline ?? [];
     const total = phases.reduce((s, p) => s + (p.ms || 0), 0) || 1;
     for (const p of phases) {
-      const ph = el(doc, 'span', ['agio-phase', `agio-phase-${token(p.kind)}`]);
+      const ph = el(doc, 'span', ['agio-phase', `agio-phase-${classToken(p.kind)}`]);
       ph.style.width = `${Math.round(Math.max(2, (160 * (p.ms || 0)) / total))}px`;
       ph.title = `${p.label} · ${Math.round(p.ms || 0)} ms`;
       timeline.append(ph);
@@ -172,7 +160,7 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
     details.append(summary);
     const transcript = el(doc, 'div', ['agio-tree-transcript']);
     for (const e of node.transcript ?? []) {
-      const step = el(doc, 'div', ['agio-tree-step', `agio-step-${token(e.role)}`]);
+      const step = el(doc, 'div', ['agio-tree-step', `agio-step-${classToken(e.role)}`]);
       const who = e.role === 'user' ? 'You' : e.role === 'assistant' ? 'Assistant' : `🔧 ${e.name ?? 'tool'}`;
       step.append(el(doc, 'span', ['agio-label'], `#${e.sequence} ${who} `), el(doc, 'span', ['agio-text'], e.text ?? ''));
       for (const c of e.calls ?? []) {

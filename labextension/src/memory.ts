@@ -7,6 +7,7 @@
  * never runs script, whatever the labels say.
  */
 
+import { el } from './dom';
 import { magicButton, safeArg } from './magic';
 
 export interface MemoryItem {
@@ -16,15 +17,6 @@ export interface MemoryItem {
   text?: string;
   situation?: string;
   lesson?: string;
-}
-
-function el(doc: Document, tag: string, classes: string[] = [], text?: string): HTMLElement {
-  const node = doc.createElement(tag);
-  node.classList.add(...classes);
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
 }
 
 /** The memory_read card, collapsed: a line per item, then the exact text added to the system prompt. */

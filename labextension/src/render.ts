@@ -6,6 +6,7 @@
  * view and the static HTML fallback of the Python package.
  */
 
+import { classToken, el } from './dom';
 import { renderFeedback, renderMemoryCard, renderTrace } from './memory';
 import { AttemptInfo, renderControls } from './controls';
 
@@ -314,22 +315,6 @@ export function metricsLine(m: Record<string, any>, run = false): string {
     parts.push(`cost ${typeof c !== 'number' ? 'unknown' : c === 0 ? '$0' : c < 1 ? '$' + c.toFixed(4) : '$' + c.toFixed(2)}`);
   }
   return parts.join(' · ');
-}
-
-function el(doc: Document, tag: string, classes: string[] = [], text?: string): HTMLElement {
-  const node = doc.createElement(tag);
-  for (const c of classes) {
-    node.classList.add(c);
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
-
-/** A status or role as a safe class-name suffix (the values come from the transcript). */
-function classToken(value: string): string {
-  return value.replace(/[^a-z_]/g, '');
 }
 
 function statusBadge(doc: Document, status: string): HTMLElement {
