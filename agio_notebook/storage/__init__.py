@@ -64,6 +64,11 @@ def open_repository(target: str | os.PathLike[str] | None = None) -> Repository:
     return repo
 
 
+def current_store(repository: Repository | None = None) -> Repository:
+    """``repository``, or the process-wide default store: what every function taking one defaults to."""
+    return repository if repository is not None else open_repository()
+
+
 def __getattr__(name: str) -> object:
     # the SQL backends load on first use (psycopg is an optional extra)
     if name == "SQLiteRepository":
@@ -78,5 +83,5 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = ["Damage", "InMemoryRepository", "JournalStorage", "PostgresRepository", "Pruned", "Repaired", "Repository",
-           "SQLiteRepository", "SessionSize", "StoreDamageWarning", "StoreStats", "TinyDBRepository", "iter_events",
+           "SQLiteRepository", "SessionSize", "StoreDamageWarning", "StoreStats", "TinyDBRepository", "current_store", "iter_events",
            "new_repository", "open_repository", "store_root"]
