@@ -49,6 +49,10 @@ def __getattr__(name: str) -> Any:
         from . import scheduling
 
         return getattr(scheduling, name)
+    if name == "serve_mcp":  # agio_notebook.serve_mcp(agents=[...]): the agents over MCP, from a thread
+        from .serve import serve_mcp
+
+        return serve_mcp
     if name in _AGENT_RUNNER:
         from . import agent_runner
 
@@ -72,5 +76,5 @@ __all__ = [
     "Agent", "AgentHook", "AgentRun", "AgentSession", "ExecutionConfig", "FunctionModel", "OpenAIModel", "Reply",
     "RunResult", "RunStatus", "ScriptedModel", "Step", "StepEvent", "StepEventType", "StepRole", "StepRunner",
     "Tool", "default_model", "fork_session", "tool", "memory", "trace", "feedback", *_FRAMES, *_EXPLORE,
-    *_SCHEDULING, *_AGENT_RUNNER,
+    *_SCHEDULING, *_AGENT_RUNNER, "serve_mcp",
 ]
