@@ -273,3 +273,21 @@ def test_functions_that_take_a_repository_default_to_the_current_store(tmp_path,
 
     assert export_cassette(tmp_path / "c.json", run_id=result.run_id).exists()
     assert os.environ["AGIO_STORE"].endswith("default")
+
+
+def test_correction_from_the_magic_and_the_notebook_handle(tmp_path, capsys):
+    from agio_notebook.notebook.commands import COMMANDS
+    from agio_notebook.notebook.controller import Controller
+
+    c = Controller(store=str(tmp_path / "store"))
+    agent = Agent(model=FunctionModel(lambda m, t: "186282 miles/s"), name="tutor")
+    handle = c.run_query("Speed of light?", agent=agent)
+    COMMANDS["feedback"].handler(c, COMMANDS["feedback"].parse(
+        [handle.run_id, "-1", "SI", "units", "--correction", "299792 km/s"]))
+    assert "feedback -1 stored" in capsys.readouterr().out
+    (proposal,) = memory.proposals(repository=c.repository).itertuples()
+    assert proposal.experience["lesson"] == "The right answer is: 299792 km/s (SI units)"
+    assert handle.feedback(-1, correction="300000 km/s").experience["lesson"] == "The right answer is: 300000 km/s"
+    with pytest.raises(Exception, match="rate it -1"):
+        COMMANDS["feedback"].handler(c, COMMANDS["feedback"].parse([handle.run_id, "+1", "--correction", "x"]))
+    assert len(memory.feedback(repository=c.repository)) == 2
