@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 _FRAMES = ("runs", "steps", "tool_calls", "sessions", "run_metrics", "actions")
 _EXPLORE = ("diff", "sweep", "tree")
 _SCHEDULING = ("batch", "resume_batch", "executions", "RateLimit")
+_AGENT_RUNNER = ("AgentRunner", "AgentConfig", "CallResult")
 
 
 def __getattr__(name: str) -> Any:
@@ -48,6 +49,14 @@ def __getattr__(name: str) -> Any:
         from . import scheduling
 
         return getattr(scheduling, name)
+    if name == "serve_mcp":  # agio_notebook.serve_mcp(agents=[...]): the agents over MCP, from a thread
+        from .serve import serve_mcp
+
+        return serve_mcp
+    if name in _AGENT_RUNNER:
+        from . import agent_runner
+
+        return getattr(agent_runner, name)
     raise AttributeError(f"module 'agio_notebook' has no attribute {name!r}")
 
 
@@ -67,5 +76,5 @@ __all__ = [
     "Agent", "AgentHook", "AgentRun", "AgentSession", "ExecutionConfig", "FunctionModel", "OpenAIModel", "Reply",
     "RunResult", "RunStatus", "ScriptedModel", "Step", "StepEvent", "StepEventType", "StepRole", "StepRunner",
     "Tool", "default_model", "fork_session", "tool", "memory", "trace", "feedback", *_FRAMES, *_EXPLORE,
-    *_SCHEDULING,
+    *_SCHEDULING, *_AGENT_RUNNER, "serve_mcp",
 ]

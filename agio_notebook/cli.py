@@ -91,6 +91,43 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    """``agio mcp serve``: the store and the named agents over stdio, or streamable HTTP with a token."""
+    import os
+    import time
+
+    from .serve import build_server, load_agents, new_token, start_http
+    from .storage import existing_store
+
+    repository = existing_store(args.store)
+    agents: dict = {}
+    for path in args.agents:
+        for name, agent in load_agents(path).items():
+            if name in agents:
+                raise AgioError(f"--agents: two agents are named {name!r}")
+            agents[name] = agent
+    if not agents:
+        raise AgioError("agio mcp serve: name the agents to serve with --agents module:attribute")
+    server = build_server(agents, repository)
+    if not args.http:
+        server.run("stdio")
+        return 0
+    token = os.environ.get("AGIO_MCP_TOKEN") or new_token()
+    try:
+        running = start_http(server.streamable_http_app(host=args.host), token, args.host, args.port)
+    except (OSError, ValueError) as exc:
+        raise AgioError(str(exc)) from None
+    shown = "from $AGIO_MCP_TOKEN" if os.environ.get("AGIO_MCP_TOKEN") else token
+    print(f"agio: serving {', '.join(agents)} on {running.url} (bearer token: {shown}); Ctrl-C stops",
+          file=sys.stderr, flush=True)
+    try:
+        while running.running:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        running.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agio", description="agio-notebook from the terminal")
     parser.add_argument("--store", default=None, help="store directory or URL (sqlite:///FILE, postgresql://…; "
@@ -116,8 +153,15 @@ def main(argv: list[str] | None = None) -> int:
                        help="prune: sessions with no activity since DATE (YYYY-MM-DD)")
     store.add_argument("--format", choices=["jsonl", "parquet"], default=None, help="export format")
     store.add_argument("--top", type=int, default=5, help="stats: how many of the largest sessions")
+    mcp = sub.add_parser("mcp", help="serve the store and agents to MCP clients: mcp serve --agents module:attribute")
+    mcp.add_argument("action", choices=["serve"])
+    mcp.add_argument("--agents", action="append", default=[], metavar="MODULE:ATTRIBUTE",
+                     help="an Agent, a list or a dict of them (or a function returning one); repeatable")
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP (a bearer token is required) instead of stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="HTTP: the address to bind (default: loopback only)")
+    mcp.add_argument("--port", type=int, default=8765, help="HTTP: the port (0: a free one)")
     args = parser.parse_args(argv)
-    handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store}[args.command]
+    handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store, "mcp": _mcp}[args.command]
     from .storage import StoreDamageWarning
 
     with warnings.catch_warnings(record=True) as caught:

@@ -35,6 +35,8 @@ class ExecutionConfig:
                         0 fails at once with a line naming the holder, ``None`` waits as long as it takes.
     model_settings      request settings for every model call of the run (``temperature``, ``max_tokens``,
                         ``tool_choice``, ``extra_body``, ...), merged over the agent's ``model_settings``.
+    execute_tools       run the tools the model calls (the default); False ends the run at the first reply
+                        with tool calls, which stay pending: ``runner.resume(session)`` runs them and goes on.
     """
 
     max_steps: int = 20
@@ -51,6 +53,7 @@ class ExecutionConfig:
     first_token_timeout: float | None = 120.0
     idle_timeout: float | None = 60.0
     model_settings: dict[str, Any] | None = None
+    execute_tools: bool = True
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:

@@ -9,12 +9,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..core import AgentSession, new_id
+from ..storage import current_store
 from ..storage.base import Repository
 from .retry import check_continuation_point, check_sequence_exists, session_steps
 
 
-def fork_session(original_session_id: str, fork_at_sequence: int, repository: Repository) -> str:
-    """Copy steps ``1..fork_at_sequence`` into a new session; returns the new session id."""
+def fork_session(original_session_id: str, fork_at_sequence: int, repository: Repository | None = None) -> str:
+    """Copy steps ``1..fork_at_sequence`` into a new session (of the current store unless ``repository``
+    is given); returns the new session id."""
+    repository = current_store(repository)
     steps = session_steps(repository, original_session_id)
     check_sequence_exists(steps, fork_at_sequence, original_session_id)
     check_continuation_point(steps, fork_at_sequence, "fork")

@@ -42,7 +42,7 @@ def read_memory(agent: Agent, repository: Repository, query: str, rec: RunRecord
     Also sets the run's system prompt: the agent's own plus what was retrieved, nothing inherited.
     """
     config = memory_config(agent)
-    store = existing_memory(repository) if config.enabled else None
+    store = (config.store or existing_memory(repository)) if config.enabled else None
     got = None
     if store is not None:
         got = retrieve(store, query, scope=config.scope or agent.name, skills=config.skills,

@@ -12,7 +12,7 @@ import asyncio
 import time
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 
 from ..agent import Agent
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
@@ -22,6 +22,7 @@ from ..storage import Repository, open_repository
 from .approval import Approver
 from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
 from .fork import fork_session
+from .history import check_answered, check_messages, history_steps
 from .hooks import AgentHook, HookCaller, default_hooks
 from .memory_read import memory_event_payload, memory_read_sequence, read_memory
 from .recorder import RunRecorder
@@ -96,6 +97,8 @@ class RunResult:
     run: AgentRun
     steps: list[Step] = field(default_factory=list)
     events: list[StepEvent] = field(default_factory=list)
+    repository: Repository | None = field(default=None, repr=False, compare=False)
+    agent: Agent | None = field(default=None, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -121,6 +124,19 @@ class RunResult:
     def error(self) -> str | None:
         return self.run.error
 
+    def feedback(self, rating: Any, comment: str = "", *, step: int | str | None = None,
+                 correction: str | None = None, propose: bool = True) -> Any:
+        """+1 or -1 (and a comment) on this run or one of its steps, or -1 with the right answer as
+        ``correction``. Returns the experience the agent's extractor proposed (review it with
+        ``agio_notebook.memory.accept/reject``), or the stored feedback with ``propose=False``."""
+        from .feedback import feedback_and_proposal
+
+        if self.repository is None or self.agent is None:
+            raise InvalidOperationError("this result was not made by a runner; use agio_notebook.memory.add_feedback")
+        item, proposal = feedback_and_proposal(self.repository, self.run_id, rating, comment, step=step,
+                                               propose=propose, agent=self.agent, correction=correction)
+        return proposal if proposal is not None else item
+
 
 class StepRunner:
     """Runs an agent against sessions stored in a repository.
@@ -142,10 +158,19 @@ class StepRunner:
 
     # -- public entry points -----------------------------------------------------
     async def run_stream(self, session: AgentSession | str | None, query: str, *,
+                         history: Sequence[dict[str, Any]] = (),
                          _recording: Recording | None = None) -> AsyncIterator[StepEvent]:
-        """Send ``query`` to the agent in ``session`` (new if None or unknown) and stream the events."""
+        """Send ``query`` to the agent in ``session`` (new if None or unknown) and stream the events.
+
+        ``history`` (chat messages, no system message) is a conversation that began elsewhere: for a new
+        session only, it is stored first as the session's opening steps (of no run, like a fork's copies).
+        """
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
+        history = check_messages(history)
+        if history and history[0]["role"] == "system":
+            raise InvalidOperationError("history: give the system prompt to the agent, not as a message")
+        check_answered(history)
         repo = self.repository
         session_id = session.session_id if isinstance(session, AgentSession) else session or AgentSession().session_id
         async with _claimed(repo, session_id, self.config.session_wait):
@@ -154,6 +179,13 @@ class StepRunner:
             else:
                 new_session = None if repo.get_session(session_id) is not None else AgentSession(session_id=session_id)
             steps = repo.get_steps(session_id) if new_session is None else []
+            if history:
+                if steps:
+                    raise InvalidOperationError(f"history is for a new session; session {session_id} already "
+                                                f"has {len(steps)} steps")
+                steps = history_steps(history, session_id)
+                repo.commit(session=new_session, steps=steps)
+                new_session = None
             rec = self._recorder(session_id, "run", query, steps, new_session)
 
             def setup() -> list[Step]:
@@ -175,9 +207,10 @@ class StepRunner:
             async for event in self._lifecycle(rec, setup, recording=_recording):
                 yield event
 
-    async def run(self, session: AgentSession | str | None, query: str) -> RunResult:
+    async def run(self, session: AgentSession | str | None, query: str, *,
+                  history: Sequence[dict[str, Any]] = ()) -> RunResult:
         """Run to the end and return the result (``final_text``, ``steps``, ``metrics``...)."""
-        return await self._collect(self.run_stream(session, query))
+        return await self._collect(self.run_stream(session, query, history=history))
 
     def run_sync(self, session: AgentSession | str | None, query: str) -> RunResult:
         """``run`` for plain scripts; inside Jupyter use ``await runner.run(...)`` or ``%%agio``."""
@@ -358,4 +391,4 @@ class StepRunner:
         steps = [] if run.start_sequence is None else [
             s for s in self.repository.get_steps(run.session_id, run.start_sequence, run.end_sequence)
             if s.run_id == run.id]
-        return RunResult(run=run, steps=steps, events=events)
+        return RunResult(run=run, steps=steps, events=events, repository=self.repository, agent=self.agent)

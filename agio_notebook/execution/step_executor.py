@@ -91,7 +91,7 @@ class StepExecutor:
                 yield event
             assert step is not None
             budget.called(rec.messages, step.metrics.prompt_tokens, step.metrics.completion_tokens)
-            if not step.tool_calls:
+            if not step.tool_calls or not self.config.execute_tools:  # else the calls stay pending
                 yield self._close_turn(rec, step)
                 rec.finish(RunStatus.COMPLETED)
                 return

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..core import AgentRun, NotFoundError, Step, StepRole
 from ..models.base import Model, TextDelta
+from ..storage import current_store
 from ..storage.base import Repository
 from .runner import run_coroutine
 
@@ -41,7 +42,8 @@ class ScoredRun:
         return self.run.query
 
     @classmethod
-    def load(cls, run_id: str, repository: Repository) -> ScoredRun:
+    def load(cls, run_id: str, repository: Repository | None = None) -> ScoredRun:
+        repository = current_store(repository)
         run = repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store")
@@ -152,9 +154,10 @@ def stored_scores(scores: dict[str, Any]) -> dict[str, Any]:
     return {k: v.to_dict() if isinstance(v, ScoreError) else v for k, v in scores.items()}
 
 
-def score_runs(run_ids: Iterable[str], scorers: Sequence[Scorer], repository: Repository, *,
+def score_runs(run_ids: Iterable[str], scorers: Sequence[Scorer], repository: Repository | None = None, *,
                save: bool = True) -> dict[str, dict[str, Any]]:
     """Score stored runs (and, with ``save``, keep the scores on their run records for ``runs()``)."""
+    repository = current_store(repository)
     async def go() -> dict[str, dict[str, Any]]:
         out = {}
         for run_id in run_ids:

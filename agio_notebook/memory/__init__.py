@@ -93,9 +93,10 @@ def search(query: str, *, scope: str | None = None, skills: int = 3, experiences
 
 # -- feedback ---------------------------------------------------------------------------------
 def add_feedback(run_id: str, rating: Any, comment: str = "", *, step: int | str | None = None,
-                 repository: Repository | None = None) -> Feedback:
-    """+1 or -1 (and a comment) on a run, or on one of its steps (sequence or step id)."""
-    return _add_feedback(_store(repository), _repo(repository), run_id, rating, comment, step)
+                 correction: str | None = None, repository: Repository | None = None) -> Feedback:
+    """+1 or -1 (and a comment) on a run, or on one of its steps (sequence or step id); a ``correction``
+    (the right answer, rated -1) is what the proposed experience will teach."""
+    return _add_feedback(_store(repository), _repo(repository), run_id, rating, comment, step, correction)
 
 
 def feedback(run_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:

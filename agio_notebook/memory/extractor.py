@@ -64,16 +64,21 @@ def template_experience(feedback: Feedback, run: AgentRun, steps: list[Step]) ->
     verdict = "good" if feedback.rating > 0 else "wrong"
     comment = feedback.comment.strip()
     lesson = comment or ("Do the same again." if feedback.rating > 0 else "Do not answer this way again.")
-    return {"situation": run.query or "", "action": action,
-            "outcome": f"The user rated this {verdict}" + (f": {comment}" if comment else "."), "lesson": lesson}
+    outcome = f"The user rated this {verdict}" + (f": {comment}" if comment else ".")
+    if feedback.correction:
+        lesson = f"The right answer is: {feedback.correction}" + (f" ({comment})" if comment else "")
+        outcome = f"The user corrected it: the right answer is {feedback.correction}"
+    return {"situation": run.query or "", "action": action, "outcome": outcome, "lesson": lesson}
 
 
 async def model_experience(model: Model, feedback: Feedback, run: AgentRun, steps: list[Step]) -> dict[str, Any]:
     rating = "+1 (good)" if feedback.rating > 0 else "-1 (bad)"
     where = f" on step #{feedback.sequence}" if feedback.sequence is not None else ""
+    correction = (f"\nCorrection (the right answer; the lesson must teach it): {feedback.correction}"
+                  if feedback.correction else "")
     messages = [{"role": "system", "content": INSTRUCTIONS},
                 {"role": "user", "content": f"Feedback{where}: {rating}. Comment: {feedback.comment or '(none)'}"
-                                            f"\n\nTrace:\n{trace_text(run, steps)}"}]
+                                            f"{correction}\n\nTrace:\n{trace_text(run, steps)}"}]
     parts = [chunk.text async for chunk in model.stream(messages, [], stream=False) if isinstance(chunk, TextDelta)]
     text = "".join(parts)
     match = re.search(r"\{.*\}", text, re.S)

@@ -24,9 +24,15 @@ def parse_rating(value: Any) -> int:
 
 
 def add_feedback(store: MemoryStore, repository: Repository, run_id: str, rating: Any, comment: str = "",
-                 step: int | str | None = None) -> Feedback:
-    """Store a rating and comment on run ``run_id`` (or on its step: a sequence number or a step id)."""
+                 step: int | str | None = None, correction: str | None = None) -> Feedback:
+    """Store a rating and comment on run ``run_id`` (or on its step: a sequence number or a step id);
+    ``correction`` is the right answer (the rating must then be -1)."""
     score = parse_rating(rating)
+    if correction is not None:
+        if not isinstance(correction, str) or not correction.strip():
+            raise AgioError(f"a correction is the right answer as text, got {correction!r}")
+        if score > 0:
+            raise AgioError("a correction says the answer was wrong: rate it -1")
     run = repository.get_run(run_id)
     if run is None:
         raise NotFoundError(f"no run {run_id!r} in the store; feedback needs a run id from %agio runs")
@@ -39,6 +45,6 @@ def add_feedback(store: MemoryStore, repository: Repository, run_id: str, rating
             raise NotFoundError(f"run {run_id[:8]} has no step {step!r}")
         step_id, sequence = found.id, found.sequence
     item = Feedback(run_id=run_id, rating=score, comment=str(comment or ""), session_id=run.session_id,
-                    step_id=step_id, sequence=sequence)
+                    step_id=step_id, sequence=sequence, correction=correction.strip() if correction else None)
     store.put("feedback", [item])
     return item

@@ -58,11 +58,13 @@ class Experience:
 
 @dataclass(slots=True)
 class Feedback:
-    """A rating (+1 or -1) and a comment on a run, or on one step of it."""
+    """A rating (+1 or -1) and a comment on a run, or on one step of it; a correction (rated -1) also
+    carries the right answer, which the extracted experience then teaches."""
 
     run_id: str
     rating: int
     comment: str = ""
+    correction: str | None = None
     session_id: str | None = None
     step_id: str | None = None
     sequence: int | None = None

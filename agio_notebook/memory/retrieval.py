@@ -32,6 +32,7 @@ class MemoryConfig:
     extractor    what turns feedback into a proposed experience: None = the offline template,
                  "agent" = the agent's own model, or any Model (e.g. a FunctionModel).
     auto_accept  proposed experiences enter memory without review.
+    store        the MemoryStore to read (None: the memory of the store the run writes to).
     """
 
     enabled: bool = True
@@ -41,6 +42,7 @@ class MemoryConfig:
     embeddings: Embeddings | None = None
     extractor: Any = None
     auto_accept: bool = False
+    store: MemoryStore | None = None
 
     def __post_init__(self) -> None:
         if self.skills < 0 or self.experiences < 0:

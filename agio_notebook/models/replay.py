@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 
 from ..core import ModelError, NotFoundError, Step, StepRole
+from ..storage import current_store
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
 from .recording import Recording
 from .request import MessageChain, canonical_json, fingerprint_parts, tools_digest
@@ -189,8 +190,10 @@ class ReplayModel:
 
     # -- constructors ------------------------------------------------------------
     @classmethod
-    def from_run(cls, run_id: str, repository: Repository, *, strict: bool = True,
+    def from_run(cls, run_id: str, repository: Repository | None = None, *, strict: bool = True,
                  match_settings: bool = False) -> ReplayModel:
+        """The model calls of a stored run (in the current store unless ``repository`` is given)."""
+        repository = current_store(repository)
         run = repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store")
@@ -200,9 +203,9 @@ class ReplayModel:
                    steps=own, match_settings=match_settings)
 
     @classmethod
-    def from_session(cls, session_id: str, repository: Repository, *, strict: bool = True,
+    def from_session(cls, session_id: str, repository: Repository | None = None, *, strict: bool = True,
                      match_settings: bool = False) -> ReplayModel:
-        steps = repository.get_steps(session_id, include_superseded=True)
+        steps = current_store(repository).get_steps(session_id, include_superseded=True)
         if not steps:
             raise NotFoundError(f"no session {session_id!r} with steps in the store")
         current = [s for s in steps if not s.superseded]
@@ -273,8 +276,8 @@ class ReplayModel:
             yield chunk
 
 
-def export_cassette(path: str | os.PathLike[str], repository: Repository, *, run_id: str | None = None,
-                    session_id: str | None = None) -> Path:
+def export_cassette(path: str | os.PathLike[str], repository: Repository | None = None, *,
+                    run_id: str | None = None, session_id: str | None = None) -> Path:
     """Write the steps of a run (or a session's current runs) to a cassette file; returns its path.
 
     A cassette is plain JSON: the recorded steps with their request fingerprints, nothing secret (the
@@ -282,6 +285,7 @@ def export_cassette(path: str | os.PathLike[str], repository: Repository, *, run
     """
     if (run_id is None) == (session_id is None):
         raise ValueError("export_cassette needs exactly one of run_id or session_id")
+    repository = current_store(repository)
     if run_id is not None:
         run = repository.get_run(run_id)
         if run is None:

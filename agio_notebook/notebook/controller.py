@@ -25,13 +25,13 @@ from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundErr
 from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
 from ..execution.approval import check_arguments
 from ..execution.attempts import list_attempts, use_attempt
+from ..execution.feedback import feedback_and_proposal
 from ..execution.retry import plan_retry
 from ..execution.runner import active_run_ids
 from ..models import OpenAIModel, default_model
 from ..models.settings import merge_settings
 from ..storage import iter_events, open_repository
 from ..storage.base import Repository
-from .feedback import feedback_and_proposal
 from .controls import attempts_frame
 from .live_view import LiveView, close_tree
 from .transcript import build_bundle, bundle_for_run
@@ -128,10 +128,12 @@ class RunHandle:
         return self._controller.use_attempt(self._require_id(), number)
 
     def feedback(self, rating: Any, comment: str = "", *, step: int | str | None = None,
-                 propose: bool = True) -> Any:
-        """+1 or -1 (and a comment) on this run or one of its steps; returns the proposed experience
-        (review it with ``agio_notebook.memory.accept/reject``), or the feedback with ``propose=False``."""
-        item, proposal = self._controller.feedback(self._require_id(), rating, comment, step=step, propose=propose)
+                 propose: bool = True, correction: str | None = None) -> Any:
+        """+1 or -1 (and a comment) on this run or one of its steps, or -1 with the right answer as
+        ``correction``; returns the proposed experience (review it with
+        ``agio_notebook.memory.accept/reject``), or the feedback with ``propose=False``."""
+        item, proposal = self._controller.feedback(self._require_id(), rating, comment, step=step, propose=propose,
+                                                   correction=correction)
         return proposal if proposal is not None else item
 
     def trace(self) -> Any:
@@ -285,10 +287,10 @@ class Controller:
         return next((v for v in namespace.values() if isinstance(v, Agent) and name and v.name == name), None)
 
     def feedback(self, run_id: str, rating: Any, comment: str = "", *, step: int | str | None = None,
-                 propose: bool = True) -> tuple[Any, Any]:
+                 propose: bool = True, correction: str | None = None) -> tuple[Any, Any]:
         """Store feedback; with ``propose``, the agent's extractor proposes an experience from it."""
         return feedback_and_proposal(self.repository, run_id, rating, comment, step=step, propose=propose,
-                                     agent=self._agent_of(run_id))
+                                     agent=self._agent_of(run_id), correction=correction)
 
     def _agent_of(self, run_id: str) -> Agent:
         known = self.handles.get(run_id)

@@ -64,6 +64,24 @@ def open_repository(target: str | os.PathLike[str] | None = None) -> Repository:
     return repo
 
 
+def existing_store(target: str | os.PathLike[str] | None = None) -> Repository:
+    """``open_repository`` for a store that must already exist: a missing directory or SQLite file, or a
+    database that cannot be reached, is one clear error instead of a new empty store."""
+    if target is None:
+        target = os.environ.get("AGIO_STORE") or None
+    if isinstance(target, str) and target.startswith("sqlite:///"):
+        if not os.path.isfile(target[len("sqlite:///"):]):
+            raise StoreError(f"no SQLite store at {target}")
+    elif not (isinstance(target, str) and "://" in target) and not store_root(target).is_dir():
+        raise StoreError(f"no store at {store_root(target)} (run an agent there first, or pass --store)")
+    return open_repository(target)
+
+
+def current_store(repository: Repository | None = None) -> Repository:
+    """``repository``, or the process-wide default store: what every function taking one defaults to."""
+    return repository if repository is not None else open_repository()
+
+
 def __getattr__(name: str) -> object:
     # the SQL backends load on first use (psycopg is an optional extra)
     if name == "SQLiteRepository":
@@ -78,5 +96,6 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = ["Damage", "InMemoryRepository", "JournalStorage", "PostgresRepository", "Pruned", "Repaired", "Repository",
-           "SQLiteRepository", "SessionSize", "StoreDamageWarning", "StoreStats", "TinyDBRepository", "iter_events",
+           "SQLiteRepository", "SessionSize", "StoreDamageWarning", "StoreStats", "TinyDBRepository", "current_store",
+           "existing_store", "iter_events",
            "new_repository", "open_repository", "store_root"]

@@ -48,7 +48,7 @@ class MCPConnection:
 
     def __init__(self, target: str | Sequence[str], *, name: str | None = None, env: dict[str, str] | None = None,
                  cwd: str | None = None, timeout: float = 30.0, startup_timeout: float = 60.0,
-                 max_restarts: int = 3):
+                 max_restarts: int = 3, headers: dict[str, str] | None = None):
         argv = None
         if isinstance(target, str) and not _is_url(target):
             argv = shlex.split(target)
@@ -60,6 +60,9 @@ class MCPConnection:
         self.argv = argv
         self.name = name or self.url or _command_name(argv or ["mcp"])
         self.env, self.cwd = env, cwd
+        if headers is not None and self.url is None:
+            raise MCPError("mcp_tools: headers= are for an HTTP server (a URL)")
+        self._headers = dict(headers or {})  # e.g. a bearer token: never shown in a name, repr or error
         self.timeout, self.startup_timeout, self.max_restarts = timeout, startup_timeout, max_restarts
         self.restarts = 0
         self.tools: list[Any] = []
@@ -126,7 +129,12 @@ class MCPConnection:
 
         self._stop = asyncio.Event()
         server: Any
-        if self.url is not None:
+        if self.url is not None and self._headers:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            server = streamable_http_client(self.url, http_client=create_mcp_http_client(headers=self._headers))
+        elif self.url is not None:
             server = self.url
         else:
             assert self.argv is not None
@@ -271,19 +279,22 @@ _NAMED: dict[str, MCPConnection] = {}
 
 def mcp_tools(server: str | Sequence[str] | MCPConnection, *, allow: Sequence[str] | None = None,
               prefix: str = "", env: dict[str, str] | None = None, cwd: str | None = None,
-              timeout: float = 30.0, name: str | None = None) -> list[Tool]:
-    """The tools of an MCP server: ``"python -m some_server …"`` (stdio) or ``"http://…/mcp"``.
+              timeout: float = 30.0, name: str | None = None, headers: dict[str, str] | None = None) -> list[Tool]:
+    """The tools of an MCP server: ``"python -m some_server …"`` (stdio) or ``"http://…/mcp"`` (with
+    ``headers=``, e.g. ``{"Authorization": "Bearer …"}``, sent with every request).
 
-    The same server (same command or URL, env and cwd) is started once per process and reused.
+    The same server (same command or URL, env, cwd and headers) is started once per process and reused.
     ``allow`` keeps only the named tools (an unknown name is an error: a typo must not hide a tool).
     """
     if isinstance(server, MCPConnection):
         connection = server
     else:
-        key = (tuple(server) if not isinstance(server, str) else server, tuple(sorted((env or {}).items())), cwd)
+        key = (tuple(server) if not isinstance(server, str) else server, tuple(sorted((env or {}).items())), cwd,
+               tuple(sorted((headers or {}).items())))
         connection = _CONNECTIONS.get(key)
         if connection is None:
-            connection = _CONNECTIONS[key] = MCPConnection(server, name=name, env=env, cwd=cwd, timeout=timeout)
+            connection = _CONNECTIONS[key] = MCPConnection(server, name=name, env=env, cwd=cwd, timeout=timeout,
+                                                           headers=headers)
     connection.start()
     specs = connection.tools
     if allow is not None:

@@ -9,15 +9,16 @@ from ...core import AgioError
 from . import arg, command
 
 
-@command("feedback", "rate a run (+1 or -1, or up/down) with an optional comment; an experience is "
-                     "proposed from it for you to accept or reject",
+@command("feedback", "rate a run (+1 or -1, or up/down) with an optional comment, or correct it (-1 --correction "
+                     "'the right answer'); an experience is proposed from it for you to accept or reject",
          arg("run"), arg("rating"), arg("comment", nargs="*"), arg("--step", type=int, default=None),
+         arg("--correction", default=None, help="the right answer; the proposed experience teaches it"),
          arg("--no-propose", action="store_true"))
 def feedback(c: Any, args: Any) -> Any:
     from ..feedback import describe
 
     item, proposal = c.feedback(args.run, args.rating, " ".join(args.comment), step=args.step,
-                                propose=not args.no_propose)
+                                propose=not args.no_propose, correction=args.correction)
     where = f" step #{item.sequence}" if item.sequence is not None else ""
     print(f"agio: feedback {'+1' if item.rating > 0 else '-1'} stored on run {item.run_id[:8]}{where}")
     if proposal is not None:
