@@ -186,17 +186,21 @@ def test_a_refused_batch_or_request_does_not_stall_a_running_batch(ex, caplog):
 
 def test_a_fast_item_with_a_short_timeout_beside_slow_store_writes_does_not_time_out(tmp_path, monkeypatch):
     """fsync takes 0.3 s here; a 20 ms item with a 1 s timeout beside 16 others still completes."""
-    from agio_notebook.storage import journal
+    import os
 
-    real_fsync = journal.os.fsync
+    from agio_notebook.storage import durability
 
-    def slow_fsync(fd):
-        time.sleep(0.3)
-        real_fsync(fd)
+    def slowly(sync):
+        def slow(fd):
+            time.sleep(0.3)
+            sync(fd)
+        return slow
 
     repo = TinyDBRepository(tmp_path / "store")
     ex = Executor(repo)
-    monkeypatch.setattr(journal.os, "fsync", slow_fsync)
+    monkeypatch.setattr(os, "fsync", slowly(os.fsync))
+    if hasattr(durability, "syncfs"):
+        monkeypatch.setattr(durability, "syncfs", slowly(durability.syncfs))
     probe = Probe()
     others = batch(slow_agent(probe, 0.02, name="others"), [f"o{i}" for i in range(16)], name="others",
                    concurrency=16, executor=ex)

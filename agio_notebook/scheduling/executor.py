@@ -13,18 +13,20 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, AsyncIterator, Callable, Iterable
 
 from ..agent import Agent
 from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus, ToolCall, new_id, now
 from ..execution import AgentHook, StepRunner
 from ..execution.tool_executor import ToolExecutor
 from ..storage import Repository, open_repository
+from ..storage.group_commit import StoreWait, store_wait
 from ..tools import Tool, ToolRegistry, tool as as_tool
 from . import loop as sched_loop
 from . import options as check
@@ -195,6 +197,7 @@ class Executor:
     def submit(self, request: ExecutionRequest, *, record: ExecutionRecord | None = None) -> str:
         """Queue ``request``; returns its execution id at once (the seed's submit)."""
         self.check(request)
+        warm_up(request.agent)
         rec = self.new_record(request, record)
         sched_loop.call(lambda: self._enqueue(_Job(rec, request), new=record is None or rec.attempts == 0))
         return rec.id
@@ -214,6 +217,8 @@ class Executor:
         requests = list(requests)
         for request, _ in requests:
             self.check(request)  # all of them, before any is queued
+        for agent in {id(r.agent): r.agent for r, _ in requests}.values():
+            warm_up(agent)
         jobs = [_Job(self.new_record(request, record), request) for request, record in requests]
 
         def enqueue_all() -> None:
@@ -268,6 +273,7 @@ class Executor:
         self._maybe_done(state)
 
     async def _execute(self, job: _Job, state: BatchState) -> None:
+        store_wait.set(StoreWait())  # this task's own: what its run waits for the disk is not its time
         job.started = True
         rec, req = job.record, job.request
         rec.attempts += 1
@@ -291,7 +297,7 @@ class Executor:
                 raise _BudgetSpent(f"the batch's token budget ({state.max_tokens}) is spent")
             if _cost_left(state) == 0.0:
                 raise _BudgetSpent(_cost_spent(state))
-            async with asyncio.timeout(req.timeout):
+            async with _item_timeout(req.timeout):
                 if req.tool is not None:
                     status, result, message = await self._run_tool(req)
                 else:
@@ -645,6 +651,42 @@ def _budget(per_item: int | None, state: BatchState) -> int | None:
     if per_item is None:
         return left
     return per_item if left is None else min(per_item, left)
+
+
+@contextlib.asynccontextmanager
+async def _item_timeout(seconds: float | None) -> AsyncIterator[None]:
+    """``asyncio.timeout(seconds)`` that does not count the time the item waited for durable commits.
+
+    Those waits are the store's (a slow disk, other runs' syncs), not the item's: the deadline moves
+    on by each of them, so a timeout measures the item's own model and tool time.
+    """
+    if seconds is None:
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    waited = store_wait.get() or StoreWait()
+    start = loop.time()
+    async with asyncio.timeout(None) as scope:
+        def check() -> None:
+            deadline = start + seconds + waited.elapsed()
+            if loop.time() + 0.001 >= deadline:
+                scope.reschedule(loop.time())
+            else:
+                nonlocal handle
+                handle = loop.call_at(deadline, check)
+        handle = loop.call_at(start + seconds, check)
+        try:
+            yield
+        finally:
+            handle.cancel()
+
+
+def warm_up(agent: Agent | None) -> None:
+    """Import and load what a first run needs (the price table) before the first item's clock starts."""
+    if agent is not None:
+        from ..models.pricing import cost_of as price_of
+
+        price_of(agent.model_name, 1, 1)
 
 
 def _session_for(rec: ExecutionRecord) -> str:
