@@ -182,13 +182,22 @@ def test_a_refused_batch_or_request_does_not_stall_a_running_batch(ex, caplog):
     assert "never retrieved" not in caplog.text and ex.store.get_batch("bad") is None
 
 
+def _durability():
+    """The module whose ``syncfs`` a group commit calls (absent from stores that fsync each file)."""
+    try:
+        from agio_notebook.storage import durability
+    except ImportError:
+        return None
+    return durability
+
+
 # -- 5: a timeout measures the item, not the store -----------------------------------------------------------
 
 def test_a_fast_item_with_a_short_timeout_beside_slow_store_writes_does_not_time_out(tmp_path, monkeypatch):
     """fsync takes 0.3 s here; a 20 ms item with a 1 s timeout beside 16 others still completes."""
     import os
 
-    from agio_notebook.storage import durability
+    durability = _durability()
 
     def slowly(sync):
         def slow(fd):
@@ -199,7 +208,7 @@ def test_a_fast_item_with_a_short_timeout_beside_slow_store_writes_does_not_time
     repo = TinyDBRepository(tmp_path / "store")
     ex = Executor(repo)
     monkeypatch.setattr(os, "fsync", slowly(os.fsync))
-    if hasattr(durability, "syncfs"):
+    if durability is not None:
         monkeypatch.setattr(durability, "syncfs", slowly(durability.syncfs))
     probe = Probe()
     others = batch(slow_agent(probe, 0.02, name="others"), [f"o{i}" for i in range(16)], name="others",
@@ -211,3 +220,91 @@ def test_a_fast_item_with_a_short_timeout_beside_slow_store_writes_does_not_time
     statuses = [r.status for r in fast.records()]
     assert statuses == [ExecStatus.COMPLETED, ExecStatus.COMPLETED], [(r.status, r.error) for r in fast.records()]
     assert others.metrics()["completed"] == 16
+
+
+# -- 5: group commit keeps "durable before announced" ------------------------------------------------------
+
+def test_concurrent_runs_share_syncs_and_each_step_is_synced_before_its_event(tmp_path, monkeypatch):
+    """Writes, syncs and deliveries in one timeline: every step event comes after a sync that came after
+    the step's write, and 16 concurrent runs need fewer syncs than commits."""
+    import asyncio
+    import os
+
+    from agio_notebook import StepRunner
+    from agio_notebook.storage.journal import Journal
+
+    durability = _durability()
+
+    timeline: list[tuple[str, object]] = []
+    lock = threading.Lock()
+    append = Journal.append
+
+    def logged_append(self, records, deletes=(), **kw):
+        append(self, records, deletes, **kw)
+        with lock:
+            timeline.extend(("write", doc["id"]) for table, doc in records if table == "steps")
+            if kw.get("sync", True):
+                timeline.append(("sync", None))
+
+    def logged(sync):
+        def call(fd):
+            sync(fd)
+            with lock:
+                timeline.append(("sync", None))
+        return call
+
+    monkeypatch.setattr(Journal, "append", logged_append)
+    monkeypatch.setattr(os, "fsync", logged(os.fsync))
+    if durability is not None:
+        monkeypatch.setattr(durability, "syncfs", logged(durability.syncfs))
+
+    async def reply(messages, tools):
+        await asyncio.sleep(0.01)
+        return "ok"
+
+    repo = TinyDBRepository(tmp_path / "store")
+    runner = StepRunner(Agent(model=FunctionModel(reply, name="m"), name="a",
+                              config=ExecutionConfig(enable_retry=False)), repository=repo)
+
+    async def one(i: int) -> None:
+        async for event in runner.run_stream(f"s{i}", f"q{i}"):
+            if event.type.value == "step_completed":
+                with lock:
+                    timeline.append(("event", event.payload["step"]["id"]))
+
+    async def all_runs() -> None:
+        await asyncio.gather(*(one(i) for i in range(16)))
+
+    asyncio.run(all_runs())
+    events = [(n, sid) for n, (kind, sid) in enumerate(timeline) if kind == "event"]
+    assert len(events) == 32  # a user step and an answer per run
+    for n, sid in events:
+        wrote = timeline.index(("write", sid))
+        assert wrote < n and ("sync", None) in timeline[wrote + 1:n], f"step {sid} announced before it was synced"
+    commits = 16 * 3  # the opening (user step), the answer, the run's end
+    syncs = sum(kind == "sync" for kind, _ in timeline)
+    assert syncs < commits, (syncs, commits)
+
+
+FIRST_RUN = r'''
+import sys
+from agio_notebook import Agent, ExecutionConfig, FunctionModel
+from agio_notebook.scheduling import Executor, batch
+from agio_notebook.storage import InMemoryRepository
+
+loaded = []
+
+def reply(messages, tools):
+    loaded.append("genai_prices" in sys.modules)
+    return "ok"
+
+agent = Agent(model=FunctionModel(reply, name="gpt-4o-mini"), name="a", config=ExecutionConfig(enable_retry=False))
+h = batch(agent, ["x"], timeout=5, executor=Executor(InMemoryRepository())).wait(60)
+print(h.records()[0].status.value, loaded)
+'''
+
+
+def test_the_price_table_is_loaded_before_the_first_items_clock_starts():
+    """In a fresh interpreter the first item's run finds the pricing library already imported."""
+    proc = subprocess.run([sys.executable, "-c", FIRST_RUN], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split("\n")[0] == "completed [True]", (proc.stdout, proc.stderr)
