@@ -157,7 +157,13 @@ def test_errors_are_escaped_and_bad_input_is_one_line(kernel):
     for cell, needle in [("%agio batch nothing_here", "no variable 'nothing_here'"),
                          ("empty = []\n%agio batch empty", "input list is empty"),
                          ("%agio batch few --rpm 0", "rpm=0"),
-                         ("%agio batch ten --name esc", "already exists with different inputs")]:
+                         ("%agio batch ten --name esc", "already exists with different inputs"),
+                         ("%agio batch few --name refused --timeout 0", "timeout must be a positive number"),
+                         ("%agio batch few --name refused --retries -1", "retries must be at least 0"),
+                         ("%agio batch few --name refused --priority high", "invalid int value: 'high'"),
+                         ("%agio batch few --name refused --concurrency 0", "concurrency must be at least 1"),
+                         ("%agio batch few --name refused --batch-max-tokens 0", "batch_max_tokens must be at least 1"),
+                         ("%agio batch --resume refused", "no batch named 'refused'")]:
         res = run(kernel, cell)
         content = res["reply"]["content"]
         assert content["status"] == "error", cell

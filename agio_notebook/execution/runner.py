@@ -337,7 +337,7 @@ class StepRunner:
                 if is_memory_step(step):
                     opening.append(rec.emit(_E.MEMORY_READ, memory_event_payload(step)))
             rec.mark_run_dirty()
-            rec.checkpoint()
+            await rec.commit()
             await hooks.call("on_run_start", run)
             for event in opening:
                 yield event
@@ -357,25 +357,44 @@ class StepRunner:
         except Exception as exc:  # noqa: BLE001 - any failure ends the run as failed, steps kept
             message = str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {exc}"
             message = redact_for(self.agent.model, message)  # providers echo keys; never store or show them
-            final = self._finish(rec, RunStatus.FAILED, message)
+            final = await self._finish_durably(rec, RunStatus.FAILED, message)
             await hooks.call("on_error", run, exc)
             await hooks.call("on_run_end", run)
             yield final
             return
-        final = self._finish(rec, run.status, run.error)
+        final = await self._finish_durably(rec, run.status, run.error)
         await hooks.call("on_run_end", run)
         yield final
 
     @staticmethod
     def _finish(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
-        rec.finish(status, error)
-        event = rec.emit(_TERMINAL[status], {"run": rec.run.to_dict()})
+        """The run's end, committed before it is announced (blocking: the cancel paths)."""
+        event = StepRunner._terminal_event(rec, status, error)
         try:
             rec.checkpoint()
         except Exception as exc:  # noqa: BLE001 - the store failing must not hide the run's own outcome
-            rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"
-            event.payload["run"] = rec.run.to_dict()
+            StepRunner._store_failed(rec, event, status, exc)
         return event
+
+    @staticmethod
+    async def _finish_durably(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
+        """:meth:`_finish` awaiting the store's writer, so the loop serves other runs meanwhile."""
+        event = StepRunner._terminal_event(rec, status, error)
+        try:
+            await rec.commit()
+        except Exception as exc:  # noqa: BLE001 - the store failing must not hide the run's own outcome
+            StepRunner._store_failed(rec, event, status, exc)
+        return event
+
+    @staticmethod
+    def _terminal_event(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
+        rec.finish(status, error)
+        return rec.emit(_TERMINAL[status], {"run": rec.run.to_dict()})
+
+    @staticmethod
+    def _store_failed(rec: RunRecorder, event: StepEvent, status: RunStatus, exc: Exception) -> None:
+        rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"
+        event.payload["run"] = rec.run.to_dict()
 
     async def _collect(self, stream: AsyncIterator[StepEvent]) -> RunResult:
         events: list[StepEvent] = []

@@ -251,7 +251,7 @@ class StepExecutor:
             step.error = redact_for(self.model, failure.args[0] if failure.args else str(failure))
         rec.record_step(step)
         event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
-        rec.checkpoint()  # durable before announced: before any tool runs, a final answer, a failed call too
+        await rec.commit()  # durable before announced: before any tool runs, a final answer, a failed call too
         if failure is not None:
             yield event
             raise failure
@@ -331,7 +331,7 @@ class StepExecutor:
             step.metrics.duration_ms = (step.metrics.model_ms or 0.0) + tool_ms
             rec.update_step(step)
         closing = self._close_turn(rec, step)
-        rec.checkpoint()  # tool results are durable before the next model call
+        await rec.commit()  # tool results are durable before the next model call
         for event, tool_step in new_events:
             yield event
             await hooks.call("on_step_end", run, tool_step)

@@ -85,6 +85,12 @@ class ExecutionRecord:
 
 _FIELDS = tuple(f.name for f in fields(ExecutionRecord))
 
+
+def item_session(batch: str, index: int, attempt: int) -> str:
+    """The session of a batch item's attempt: derived, so a resume finds what any attempt stored."""
+    base = f"{batch}-{index:05d}"
+    return base if attempt <= 1 else f"{base}-a{attempt}"
+
 KEYS = {
     "batch": lambda d: d["id"],
     "executions": lambda d: d["id"],

@@ -42,6 +42,8 @@ class MemoryJournal:
 class InMemoryRepository:
     """Keeps live objects (no copies), so a commit costs a few dict writes."""
 
+    durable = False  # nothing to wait for: commits are made inline, not on a writer thread
+
     def __init__(self) -> None:
         self._sessions: dict[str, AgentSession] = {}
         self._steps: dict[str, dict[str, Step]] = {}  # session -> step id -> step
