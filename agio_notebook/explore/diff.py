@@ -298,10 +298,10 @@ def _side_html(info: dict[str, Any] | None, ops: list[list[str]]) -> str:
             + (f' · {format_cost(info["cost"])}' if info["role"] == "assistant" else "") + "</div>")
     body = f'<div style="white-space:pre-wrap">{_ops_html(ops)}</div>' if ops else ""
     for call in info["tool_calls"]:
-        body += f'<div style="font-size:12px">🔧 {escape(call["name"])}({escape(call["arguments"] or "")})</div>'
+        body += f'<div style="font-size:12px">calls {escape(call["name"])}({escape(call["arguments"] or "")})</div>'
     if "tool" in info:
         t = info["tool"]
-        body += (f'<div style="font-size:12px">🔧 {escape(t["name"])} → '
+        body += (f'<div style="font-size:12px">tool {escape(t["name"])} → '
                  f'{escape((t["result"] or "") if not t["error"] else "error: " + t["error"])}</div>')
     return head + body
 

@@ -170,8 +170,8 @@ def _timeline_html(phases: list[dict[str, Any]]) -> str:
 def _transcript_html(entries: list[dict[str, Any]]) -> str:
     rows = []
     for e in entries:
-        calls = "".join(f'<div style="font-size:12px">🔧 {escape(c)}</div>' for c in e.get("calls", ()))
-        who = {"user": "You", "assistant": "Assistant", "tool": f"🔧 {e.get('name') or 'tool'}"}.get(e["role"], e["role"])
+        calls = "".join(f'<div style="font-size:12px">calls {escape(c)}</div>' for c in e.get("calls", ()))
+        who = {"user": "You", "assistant": "Assistant", "tool": f"tool {e.get('name') or ''}"}.get(e["role"], e["role"])
         rows.append(f'<div class="agio-tree-step" style="margin:2px 0;padding-left:6px;border-left:2px solid '
                     f'{"#0969da" if e["role"] == "user" else "#8250df"}"><span style="font-size:11px;color:#57606a">'
                     f'#{e["sequence"]} {escape(who)}</span> <span style="white-space:pre-wrap">{escape(e["text"])}'
