@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..core import AgentRun, AgioError, NotFoundError, Step, StepRole
 from ..models.pricing import format_cost
+from ..views import text_html
 from ..storage.base import Repository
 
 MIME_TYPE = "application/vnd.agio.diff+json"
@@ -297,10 +298,10 @@ def _side_html(info: dict[str, Any] | None, ops: list[list[str]]) -> str:
             + (f' · {format_cost(info["cost"])}' if info["role"] == "assistant" else "") + "</div>")
     body = f'<div style="white-space:pre-wrap">{_ops_html(ops)}</div>' if ops else ""
     for call in info["tool_calls"]:
-        body += f'<div style="font-size:12px">🔧 {escape(call["name"])}({escape(call["arguments"] or "")})</div>'
+        body += f'<div style="font-size:12px">calls {escape(call["name"])}({escape(call["arguments"] or "")})</div>'
     if "tool" in info:
         t = info["tool"]
-        body += (f'<div style="font-size:12px">🔧 {escape(t["name"])} → '
+        body += (f'<div style="font-size:12px">tool {escape(t["name"])} → '
                  f'{escape((t["result"] or "") if not t["error"] else "error: " + t["error"])}</div>')
     return head + body
 
@@ -338,7 +339,7 @@ def to_html(data: dict[str, Any]) -> str:
                f'({_fmt_delta(d["tokens"])}) · latency {a["latency_ms"]:.0f} → {b["latency_ms"]:.0f} ms '
                f'({_fmt_delta(d["latency_ms"], " ms")}) · cost {format_cost(a["cost"])} → {format_cost(b["cost"])} '
                f'({_fmt_delta(d["cost"], cost=True)})')
-    return (f'<div class="agio-diff" style="{_BOX};border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
+    return text_html(f'<div class="agio-diff" style="{_BOX};border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
             f'<div><b>agio diff</b> <span class="agio-diff-summary" style="font-size:11px;color:#57606a">'
             f'{escape(summary)}</span></div>'
             f'<table style="border-collapse:collapse;width:100%">{head}{"".join(rows)}</table></div>')

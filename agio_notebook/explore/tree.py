@@ -15,6 +15,7 @@ from typing import Any
 from ..core import AgentRun, NotFoundError, Step, StepRole
 from ..execution.attempts import is_current
 from ..models.pricing import format_cost
+from ..views import text_html
 from ..storage.base import Repository
 
 MIME_TYPE = "application/vnd.agio.tree+json"
@@ -169,8 +170,8 @@ def _timeline_html(phases: list[dict[str, Any]]) -> str:
 def _transcript_html(entries: list[dict[str, Any]]) -> str:
     rows = []
     for e in entries:
-        calls = "".join(f'<div style="font-size:12px">🔧 {escape(c)}</div>' for c in e.get("calls", ()))
-        who = {"user": "You", "assistant": "Assistant", "tool": f"🔧 {e.get('name') or 'tool'}"}.get(e["role"], e["role"])
+        calls = "".join(f'<div style="font-size:12px">calls {escape(c)}</div>' for c in e.get("calls", ()))
+        who = {"user": "You", "assistant": "Assistant", "tool": f"tool {e.get('name') or ''}"}.get(e["role"], e["role"])
         rows.append(f'<div class="agio-tree-step" style="margin:2px 0;padding-left:6px;border-left:2px solid '
                     f'{"#0969da" if e["role"] == "user" else "#8250df"}"><span style="font-size:11px;color:#57606a">'
                     f'#{e["sequence"]} {escape(who)}</span> <span style="white-space:pre-wrap">{escape(e["text"])}'
@@ -209,7 +210,7 @@ def _node_html(node: dict[str, Any], scale: dict[str, float]) -> str:
 
 def to_html(data: dict[str, Any]) -> str:
     legend = " ".join(f'<span style="color:{c}">■</span> {k}' for k, c in PHASE_COLORS.items())
-    return (f'<div class="agio-tree" style="{_BOX};border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
+    return text_html(f'<div class="agio-tree" style="{_BOX};border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
             f'<div><b>agio tree</b> <span style="font-size:11px;color:#57606a">session '
             f'{escape(data["session_id"][:8])} · click a run for its transcript · {legend}</span></div>'
             f'<ul style="list-style:none;padding-left:0;margin:0">{_node_html(data["root"], data["scale"])}</ul></div>')

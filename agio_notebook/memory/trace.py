@@ -18,6 +18,9 @@ import pandas as pd
 
 from ..core import NotFoundError
 from ..storage.base import Repository
+from ..views import graph_layout, graph_png
+
+MIME_TYPE = "application/vnd.agio.trace+json"
 
 KIND_STYLE = {"user": ("#ddf4ff", "#0969da"), "memory_read": ("#fff8c5", "#9a6700"),
               "model": ("#fbefff", "#8250df"), "tool": ("#dafbe1", "#1a7f37"), "context": ("#f6f8fa", "#8c959f"),
@@ -73,10 +76,18 @@ class Trace:
         """The drawing, laid out by Graphviz (Debian package ``graphviz``)."""
         return render_svg(self.dot_source())
 
+    def data(self) -> dict[str, Any]:
+        """The bundle's JSON: nodes (id, kind, label, status, superseded), edges, and dot's layout."""
+        nodes = [{"id": str(r.id), "kind": r.kind if r.kind in KIND_STYLE else "context", "label": str(r.label),
+                  "status": str(r.status), "superseded": bool(r.superseded)} for r in self.nodes.itertuples()]
+        edges = [[str(r.source), str(r.target)] for r in self.edges.itertuples()]
+        return {"run_id": self.run_id, "nodes": nodes, "edges": edges, "layout": graph_layout(self.dot_source())}
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        text = f"<agio trace of run {self.run_id[:8]}: {len(self.nodes)} steps, {len(self.edges)} edges>"
+        """The extension draws the graph from the data (untrusted notebooks show no SVG); PNG elsewhere."""
+        text = f"agio trace of run {self.run_id[:8]}: {len(self.nodes)} steps, {len(self.edges)} edges"
         try:
-            return {"image/svg+xml": self.svg(), "text/plain": text}
+            return {MIME_TYPE: self.data(), "image/png": graph_png(self.dot_source()), "text/plain": text}
         except RuntimeError as exc:
             return {"text/plain": f"{text} ({exc})"}
 
