@@ -21,7 +21,7 @@ STEP_METRICS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_to
                 "duration_ms")
 RUN_COUNTS = ("steps", "model_calls", "tool_calls", "tool_errors", "prompt_tokens", "completion_tokens", "total_tokens",
               "cached_tokens", "reused_calls", "reused_tokens")
-RUN_TIMES = ("ttft_ms", "model_ms", "tool_ms", "duration_ms")
+RUN_TIMES = ("ttft_ms", "model_ms", "tool_ms", "paused_ms", "duration_ms")
 ROLES = ["user", "assistant", "tool", "system"]
 STEP_STATUSES = ["ok", "error", "rejected"]
 ACTION_KINDS = ["code_execution", "file_operation", "web_browsing", "tool_call"]
@@ -270,4 +270,21 @@ def sessions(*, repository: Repository | None = None) -> pd.DataFrame:
         "created_at": _utc([s.created_at for s in all_sessions]),
         "last_run_at": _utc([last.get(s.session_id) for s in all_sessions]),
         "cost": _float([cost.get(s.session_id, 0.0) for s in all_sessions]),
+    })
+
+
+def context(run_id: str, step: int, *, repository: Repository | None = None) -> pd.DataFrame:
+    """What the model saw: the exact messages model call ``step`` (its step number) of ``run_id`` received,
+    one row each: role, text, tokens (``tokens_estimated`` when no tokenizer counted them), the step the
+    message came from (NA for the system prompt) and whether it was edited in step mode."""
+    from .execution.seen import seen_rows
+
+    rows = seen_rows(repository or open_repository(), run_id, step)
+    return pd.DataFrame({
+        "role": _cat([r["role"] for r in rows], ROLES),
+        "text": _text([r["text"] for r in rows]),
+        "tokens": _int([r["tokens"] for r in rows]),
+        "tokens_estimated": _bool([r["tokens_estimated"] for r in rows]),
+        "step": _int([r["step"] for r in rows]),
+        "edited": _bool([r["edited"] for r in rows]),
     })

@@ -31,6 +31,9 @@ class StepEventType(str, Enum):
     RUN_MAX_STEPS = "run_max_steps"
     RUN_BUDGET_EXCEEDED = "run_budget_exceeded"
     MEMORY_READ = "memory_read"
+    # step mode (execution/debug.py): the loop waits at a pause point, then goes on (with any edits)
+    RUN_PAUSED = "run_paused"
+    RUN_RESUMED = "run_resumed"
     # built-in actions (agio_notebook.toolkits): one started + one completed/failed per action
     ACTION_STARTED = "action_started"
     ACTION_COMPLETED = "action_completed"

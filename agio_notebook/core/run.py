@@ -38,6 +38,7 @@ class RunMetrics:
     model_ms: float = 0.0
     tool_ms: float = 0.0
     duration_ms: float = 0.0
+    paused_ms: float = 0.0  # waiting at step-mode pauses: part of duration_ms, never of model or tool time
     cached_tokens: int = 0
     cost: float | None = 0.0  # None once any model call's price is unknown: unknown, never 0
     reused_calls: int = 0  # model calls answered from a recording (retry/fork with reuse)

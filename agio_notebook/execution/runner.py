@@ -20,6 +20,8 @@ from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationErr
 from ..models.recording import Recording
 from ..storage import Repository, open_repository
 from .approval import Approver
+from .debug import Debugger, DebugRun, Handler
+from .pauses import BreakpointSpec, parse_breakpoints
 from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
 from .fork import fork_session
 from .history import check_answered, check_messages, history_steps
@@ -88,6 +90,11 @@ def claim_session(repository: Repository, session_id: str, what: str) -> Iterato
     finally:
         _ACTIVE_SESSIONS.pop(session_id, None)
         repository.release_session(session_id)
+
+
+async def _replay(events: list[StepEvent]) -> AsyncIterator[StepEvent]:
+    for event in events:
+        yield event
 
 
 @dataclass
@@ -220,6 +227,38 @@ class StepRunner:
             return asyncio.run(self.run(session, query))
         raise InvalidOperationError("run_sync() cannot be called from a running event loop; "
                                     "use `await runner.run(...)` instead")
+
+    def debug(self, session: AgentSession | str | None, query: str, *,
+              breakpoints: Sequence[BreakpointSpec] | str | None = None) -> DebugRun:
+        """Step mode: ``async for pause in runner.debug(session, query)`` yields the run's pauses.
+
+        ``breakpoints`` (default ``("model", "tool")``): ``"model"``, ``"tool"``, ``"tool:NAME"``,
+        ``"step:N"`` or ``N``, ``"reply"``, ``"result"``, or a function of the pause; ``[]`` stops nowhere
+        until a pause asks to ``step()``. See :mod:`agio_notebook.execution.debug`.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        parse_breakpoints(breakpoints)  # a bad breakpoint is one clear error before anything runs
+
+        async def start(handler: Handler) -> RunResult:
+            events: list[StepEvent] = []
+            try:
+                async for event in self.debug_stream(session, query, Debugger(handler, breakpoints,
+                                                                              self.agent.registry)):
+                    events.append(event)
+            except asyncio.CancelledError:
+                if not events or not events[-1].type.is_terminal:
+                    raise
+            return await self._collect(_replay(events))
+
+        return DebugRun(start)
+
+    def debug_stream(self, session: AgentSession | str | None, query: str,
+                     debugger: Debugger) -> AsyncIterator[StepEvent]:
+        """``run_stream`` in step mode, pausing where ``debugger`` says (the notebook's pause view uses it)."""
+        runner = StepRunner(self.agent, self.hooks, self.config, self.repository, self.approver)
+        runner._executor.debugger = debugger
+        return runner.run_stream(session, query)
 
     async def retry_stream(self, run_id: str, from_seq: int | None = None,
                            agent: Agent | None = None, fresh_memory: bool = False, *, reuse: bool = False

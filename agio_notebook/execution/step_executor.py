@@ -25,6 +25,7 @@ from ..models.settings import check_settings, merge_settings
 from ..tools import ToolCallContext, ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .budget import Budget
+from .pauses import ModelCall
 from .hooks import HookCaller
 from .recorder import RunRecorder
 from .requests import redact_for
@@ -59,6 +60,7 @@ class StepExecutor:
         self.tool_executor = ToolExecutor(registry, config)
         self._schemas = registry.schemas()
         self._tools_sha = tools_digest(self._schemas)
+        self.debugger: Any = None  # step mode: an execution.debug.Debugger awaited at the pause points
 
     async def execute(self, rec: RunRecorder, pending: tuple[Step, list[str]] | None = None,
                       recording: Recording | None = None) -> AsyncIterator[StepEvent]:
@@ -155,18 +157,24 @@ class StepExecutor:
         calls: list[list[Any]] = []  # [id, name, argument pieces, position], in the order the calls started
         by_index: dict[int, list[Any]] = {}
         usage: Usage | None = None
+        request = self._request(rec.messages, chain, stream)
+        messages, settings = rec.messages, self.settings
+        if self.debugger is not None:  # step mode: the final request may be paused on and edited
+            call = ModelCall(messages, settings, request)
+            async for event in self.debugger.before_model(rec, call, self.model.name, self._schemas):
+                yield event
+            messages, settings, request = call.messages, call.settings, call.request
         t0 = time.perf_counter()
         ttft: float | None = None
-        request = self._request(rec.messages, chain, stream)
         # with reuse, a request recorded before (same messages, tools, settings and model) is answered from the record
         reused = recording.take_reply(reuse_key(request)) if recording is not None and recording.reuse else None
         watch = Watchdog(config.first_token_timeout, config.idle_timeout, config.timeout_per_step,
                          self.model.name)
         kwargs: dict[str, Any] = {"stream": stream}
-        if self.settings:
-            kwargs["settings"] = self.settings
+        if settings:
+            kwargs["settings"] = settings
         source = (response_chunks(step_response(reused)) if reused is not None
-                  else self.model.stream(rec.messages, self._schemas, **kwargs))
+                  else self.model.stream(messages, self._schemas, **kwargs))
         agen = source.__aiter__()
         failure: ModelError | None = None
         try:
@@ -249,6 +257,9 @@ class StepExecutor:
         if failure is not None:
             step.status = "error"
             step.error = redact_for(self.model, failure.args[0] if failure.args else str(failure))
+        elif self.debugger is not None:  # the reply may be edited before it is stored and its tools run
+            async for event in self.debugger.after_reply(rec, step):
+                yield event
         rec.record_step(step)
         event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
         await rec.commit()  # durable before announced: before any tool runs, a final answer, a failed call too
@@ -291,6 +302,9 @@ class StepExecutor:
                 continue
             async for event in self._approve(rec, call, to_run, results, approvals, sequences):
                 yield event
+        if self.debugger is not None:  # pause before each call: edit its arguments, or answer it by hand
+            async for event in self.debugger.before_tools(rec, to_run, results, sequences):
+                yield event
         t0 = time.perf_counter()
         if to_run:
             batch_ids = tuple(c.id for c in calls)
@@ -307,6 +321,9 @@ class StepExecutor:
                 yield self._result_event(rec, result, sequences)
                 await hooks.call("on_tool_end", run, result)
         tool_ms = (time.perf_counter() - t0) * 1000.0
+        if self.debugger is not None:  # pause after each result: edit it before it is stored
+            async for event in self.debugger.after_tools(rec, calls, results, sequences):
+                yield event
         new_events = []
         for call in calls:
             result = results[call.id]

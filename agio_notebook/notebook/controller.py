@@ -24,6 +24,8 @@ from ..agent import Agent
 from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, StepEvent, StepEventType, new_id
 from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
 from ..execution.approval import check_arguments
+from ..execution.debug import Debugger
+from ..execution.pauses import parse_breakpoints
 from ..execution.attempts import list_attempts, use_attempt
 from ..execution.feedback import feedback_and_proposal
 from ..execution.retry import plan_retry
@@ -34,6 +36,8 @@ from ..storage import iter_events, open_repository
 from ..storage.base import Repository
 from .controls import attempts_frame
 from .live_view import LiveView, close_tree
+from .pause_view import show_pause
+from .debug_marks import seen_payload
 from .transcript import build_bundle, bundle_for_run
 from .worker import capture_parent, clicks_reach_a_busy_cell, restore_parent, submit
 
@@ -56,6 +60,9 @@ class RunHandle:
         self.live: LiveView | None = None
         self.stopped = False  # cancel() was called (the Stop button, or Python)
         self.foreground = False  # the cell that started it waits for it (not --background)
+        self.debugger: Debugger | None = None  # step mode: its current pause is ``debugger.current``
+        self.pause_view: Any = None  # step mode: the pause view shown now (notebook.pause_view)
+        self.pause_note: Any = None  # step mode: the line a bad edit or a late click leaves
         self._started = threading.Event()  # run_id is known (or the run ended before starting)
         self._repr_ids: list[str] = []  # where this handle's repr is shown while the run goes on
 
@@ -245,9 +252,14 @@ class Controller:
     # -- runs ------------------------------------------------------------------------------
     def run_query(self, query: str, *, agent: Agent | None = None, session: str | None = None,
                   new_session: bool = False, max_steps: int | None = None, background: bool = False,
-                  settings: dict[str, Any] | None = None, wait: float | None = None) -> RunHandle:
+                  settings: dict[str, Any] | None = None, wait: float | None = None,
+                  step: bool = False, breakpoints: Any = None) -> RunHandle:
+        """``step``: step mode, pausing at ``breakpoints`` (default: every model and tool call) in a view
+        in the cell (see docs/debugger.md)."""
         if not query.strip():
             raise InvalidOperationError("the cell is empty: write the query in the cell body")
+        if step:
+            parse_breakpoints(breakpoints)  # a bad breakpoint is one line before anything runs
         agent = agent or self.default_agent()
         if new_session:
             session_id = new_id()
@@ -256,8 +268,13 @@ class Controller:
         else:
             session_id = self.session_id or new_id()
         self.session_id = session_id
-        return self._start(lambda approver: self._runner(agent, max_steps, approver, settings, wait).run_stream(
-            session_id, query), session_id, background, agent)
+        def stream(approver: Any, debugger: Debugger | None = None) -> AsyncIterator[StepEvent]:
+            runner = self._runner(agent, max_steps, approver, settings, wait)
+            if debugger is not None:
+                return runner.debug_stream(session_id, query, debugger)
+            return runner.run_stream(session_id, query)
+
+        return self._start(stream, session_id, background, agent, breakpoints if step else None, step)
 
     def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
               background: bool = False, reuse: bool = False) -> RunHandle:
@@ -314,8 +331,8 @@ class Controller:
         return StepRunner(agent, config=config, repository=self.repository, approver=approver)
 
     # -- the live part -----------------------------------------------------------------------
-    def _start(self, make_stream: Callable[[Any], AsyncIterator[StepEvent]], session_id: str,
-               background: bool, agent: Agent) -> RunHandle:
+    def _start(self, make_stream: Callable[..., AsyncIterator[StepEvent]], session_id: str,
+               background: bool, agent: Agent, breakpoints: Any = None, step: bool = False) -> RunHandle:
         handle = RunHandle(self, session_id, agent)
         live = LiveView(on_stop=handle.cancel, stop_hint=None if background or clicks_reach_a_busy_cell() else
                         "this kernel hears Stop only after the cell ends: interrupt the kernel (■) to stop now")
@@ -328,6 +345,8 @@ class Controller:
             display(live.widget, display_id=display_id)
         handle.live = live
         approver = functools.partial(_ask, handle, live) if shell is not None else None
+        if step:  # step mode: each pause shows as a view in the cell (or, without a kernel, waits for Python)
+            handle.debugger = Debugger(functools.partial(show_pause, handle, live), breakpoints, agent.registry)
 
         async def drive() -> None:
             restore_parent(shell, parent)
@@ -335,7 +354,7 @@ class Controller:
             ticker = loop.create_task(_tick(live))
             cancelled = False
             try:
-                async for event in make_stream(approver):
+                async for event in (make_stream(approver, handle.debugger) if step else make_stream(approver)):
                     if handle.run_id is None:
                         handle.run_id = event.run_id
                         self.handles[event.run_id] = handle
@@ -395,6 +414,9 @@ class Controller:
         return self._waited(handle)
 
     def _interrupted(self, handle: RunHandle) -> RunHandle:
+        paused = handle.debugger.current if handle.debugger is not None else None
+        if paused is not None:
+            print(f"agio: interrupted while paused {paused.describe()}", file=sys.stderr)
         handle.cancel()
         handle._finished.wait(30)
         kept = len(self.repository.get_steps(handle.session_id)) if handle.session_id else 0
@@ -425,7 +447,8 @@ class Controller:
         run = repo.get_run(handle.run_id)
         session = repo.get_session(handle.session_id) if handle.session_id else None
         attempts = list_attempts(repo, handle.run_id) if run is not None else None
-        bundle = build_bundle(handle.events_list, run, session, attempts)
+        seen = seen_payload(repo, handle.run_id) if run is not None else None
+        bundle = build_bundle(handle.events_list, run, session, attempts, seen)
         update_display(bundle, display_id=display_id, raw=True)
         live.close()
 

@@ -37,6 +37,10 @@ CELL = Command(
         arg("--wait", type=float, default=None, metavar="SECONDS",
             help="if another run (any kernel) holds the session, wait up to SECONDS for it"),
         arg("--mcp", default=None, metavar="NAME[,NAME]", help="add the tools of MCP servers named with %%agio mcp add"),
+        arg("--step", action="store_true",
+            help="step mode: pause before model and tool calls, show the request, take edits (docs/debugger.md)"),
+        arg("--break", dest="breakpoints", default=None, metavar="WHERE",
+            help="with --step, where to pause: model,tool,tool:NAME,step:N,reply,result (default model,tool)"),
     )),
     lambda controller, args: None,
 )
@@ -127,9 +131,13 @@ class AgioMagics(Magics):
         query = interpolate(cell, self.shell.user_ns).strip()
         if args.session is not None and self.controller.repository.get_session(args.session) is None:
             raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one")
+        if args.breakpoints is not None and not args.step:
+            raise UsageError("%%agio: --break needs --step")
+        if args.step and args.background:
+            raise UsageError("%%agio: --step runs in the foreground (its pauses wait in the cell); drop --background")
         return self.controller.run_query(query, agent=agent, session=args.session, new_session=args.new_session,
                                          max_steps=args.max_steps, background=args.background, settings=settings,
-                                         wait=args.wait)
+                                         wait=args.wait, step=args.step, breakpoints=args.breakpoints)
 
     # -- %agio subcommand ---------------------------------------------------------------------------
     def _line(self, name: str, argv: list[str]) -> Any:

@@ -13,6 +13,7 @@ from html import escape
 import nh3
 
 from ..models.pricing import format_cost
+from .debug_marks import card_marks_html, marks_text, step_marks_html
 from .phase import phase
 from .view_model import RunView, StepView, ToolCard
 
@@ -54,6 +55,8 @@ def metrics_line(m: dict, *, run: bool = False) -> str:
         parts.append(f"model {m['model_ms']:.0f} ms")
     if m.get("tool_ms"):
         parts.append(f"tools {m['tool_ms']:.0f} ms")
+    if m.get("paused_ms"):  # step mode: waiting at pauses, its own figure
+        parts.append(f"paused {m['paused_ms']:.0f} ms")
     if m.get("duration_ms"):
         parts.append(f"total {m['duration_ms']:.0f} ms")
     if "cost" in m and (run or m.get("total_tokens") is not None):  # unknown shows as unknown, never $0
@@ -118,7 +121,7 @@ def card_html(card: ToolCard) -> str:
     return (f'<details class="agio-tool-card agio-tool-{escape(card.status)}" '
             f'style="border:1px solid #d0d7de;border-radius:6px;margin:4px 0 4px 12px;padding:2px 8px">'
             f'<summary>🔧 <b>{escape(card.name)}</b> {_badge(card.status)}{duration}{_isolation(card)}</summary>'
-            f'{body}</details>'
+            f'{body}</details>{card_marks_html(card)}'
             + (f'<div class="agio-displays" style="margin:0 0 4px 12px">{displays_html(card.displays)}</div>'
                if card.displays else ""))
 
@@ -165,7 +168,7 @@ def step_html(step: StepView) -> str:
     head = f'<div style="font-size:11px;color:#57606a" title="{escape(tip)}">{step_label(step, tip)}</div>'
     text = f'<div style="white-space:pre-wrap">{escape(step.text)}</div>' if step.text else ""
     memory = memory_card_html(step.memory) if step.memory else ""
-    return (f'<div class="{css}" style="{style}">{head}{text}{memory}'
+    return (f'<div class="{css}" style="{style}">{head}{text}{step_marks_html(step)}{memory}'
             f'{"".join(card_html(c) for c in step.tool_cards)}</div>')
 
 
@@ -217,6 +220,7 @@ def to_text(view: RunView) -> str:
                 f"{i.get('kind')} {str(i.get('id', ''))[:8]}" for i in step.memory.get("items") or []))
         if step.text:
             lines.append(f"#{step.sequence} {who}{mark}: {step.text}")
+        lines.extend(marks_text(step))
         for card in step.tool_cards:
             outcome = card.result if card.status == "ok" else f"{card.error_type or card.status}: {card.error}"
             lines.append(f"  -> {card.name}({card.arguments}) [{card.status}]"

@@ -28,6 +28,8 @@ class ToolCard:
     isolation: str | None = None  # how a sandboxed action was isolated (shown on the card)
     diff: str | None = None  # what a file action changed (unified diff)
     replayed: bool = False  # a side-effect call answered from the record, not run again
+    edited: dict[str, Any] = field(default_factory=dict)  # step mode: arguments/result edited, or skipped
+    pauses: list[dict[str, Any]] = field(default_factory=list)  # step mode: where the run waited on it
 
 
 @dataclass
@@ -42,6 +44,9 @@ class StepView:
     tool_cards: list[ToolCard] = field(default_factory=list)
     complete: bool = False
     memory: dict[str, Any] | None = None  # a memory_read step: what was retrieved into the prompt
+    edited: dict[str, Any] = field(default_factory=dict)  # step mode: the request or the reply was edited
+    pauses: list[dict[str, Any]] = field(default_factory=list)  # step mode: before the call, after the reply
+    seen: list[dict[str, Any]] | None = None  # the messages this model call received (from the bundle)
 
 
 @dataclass
@@ -61,6 +66,7 @@ class RunView:
     forked_from: str | None = None
     forked_at: int | None = None
     skipped: int = 0  # malformed events left out
+    paused: dict[str, Any] | None = None  # step mode: the pause the run waits at now
     _by_seq: dict[int, StepView] = field(default_factory=dict, repr=False)
     _cards: dict[str, ToolCard] = field(default_factory=dict, repr=False)
 
@@ -115,6 +121,17 @@ class RunView:
                 card.displays = [d for a in actions for d in action_displays(a)]
                 diffs = [a["output"].get("diff") for a in actions if isinstance(a.get("output"), dict)]
                 card.diff = "".join(d for d in diffs if isinstance(d, str)) or None
+            extra = step.get("extra") or {}
+            edited = dict(extra.get("edited") or {})
+            if (extra.get("request") or {}).get("edited"):
+                edited["request"] = extra["request"]["edited"]
+            if edited and step["role"] == "tool" and step.get("tool_call_id") in self._cards:
+                card = self._cards[step["tool_call_id"]]
+                card.edited, card.result = edited, step.get("content")
+                if "arguments" in edited:
+                    card.arguments = edited["arguments"]["sent"]
+            elif edited:
+                view.edited = edited
             if step["role"] == "assistant":
                 for call in step.get("tool_calls") or ():
                     if call["id"] not in self._cards:
@@ -154,6 +171,16 @@ class RunView:
             if card is not None:
                 isolation = (p.get("input") or {}).get("isolation")
                 card.isolation = isolation if isinstance(isolation, str) else card.isolation
+        elif t is _E.RUN_PAUSED:
+            self.paused = dict(p)
+        elif t is _E.RUN_RESUMED:
+            self.paused = None
+            record = dict(p)
+            card = self._cards.get(p.get("tool_call_id") or "")
+            if card is not None:
+                card.pauses.append(record)
+            else:
+                self._step(p["sequence"], "assistant").pauses.append(record)
         elif t is _E.METRICS:
             self.run_metrics = p.get("run") or self.run_metrics
             view = self._by_seq.get(p["sequence"])
@@ -164,6 +191,12 @@ class RunView:
         """The run is over: a call still running or awaiting approval never finished (cancelled with its
         run, or its process died), so its card must not go on saying it runs."""
         ended = "cancelled" if self.status == "cancelled" else "interrupted"
+        if self.paused is not None:  # ended while it waited at a pause
+            self.paused = dict(self.paused, action="ended")
+            card = self._cards.get(self.paused.get("tool_call_id") or "")
+            (card.pauses if card is not None else self._step(self.paused["sequence"], "assistant").pauses).append(
+                self.paused)
+            self.paused = None
         for card in self._cards.values():
             if card.status in ("running", "awaiting_approval"):
                 card.status = ended

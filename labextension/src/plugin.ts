@@ -8,6 +8,7 @@ import type { Cell } from '@jupyterlab/cells';
 import { IEditorLanguageRegistry } from '@jupyterlab/codemirror';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 
+import { watchPauses } from './debugger';
 import { agioCellMime } from './highlight';
 import { MAGIC_EVENT, MagicRequest } from './magic';
 
@@ -82,6 +83,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [INotebookTracker, IEditorLanguageRegistry],
   activate: (_app: JupyterFrontEnd, tracker: INotebookTracker, languages: IEditorLanguageRegistry) => {
+    watchPauses(document); // keys of step mode's pause views
     tracker.widgetAdded.connect((_, panel) => {
       panel.node.addEventListener(MAGIC_EVENT, event => handleMagic(panel, event));
       watchHighlighting(panel, languages);

@@ -9,6 +9,7 @@
 import { classToken, el } from './dom';
 import { renderFeedback, renderMemoryCard, renderTrace } from './memory';
 import { AttemptInfo, renderControls } from './controls';
+import { renderCardDebug, renderStepDebug, Seen } from './debugger';
 
 export const MIME_TYPE = 'application/vnd.agio.run+json';
 
@@ -28,6 +29,7 @@ export interface Transcript {
   events: AgioEvent[];
   trace_svg?: string | null;
   attempts?: AttemptInfo[];
+  seen?: Seen; // what each model call saw (step mode's "What the model saw")
 }
 
 export interface ToolCard {
@@ -102,7 +104,8 @@ export function parseTranscript(data: unknown): Transcript {
   }
   const attempts = Array.isArray(t.attempts) ? t.attempts : undefined;
   return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events, attempts,
-    trace_svg: typeof t.trace_svg === 'string' ? t.trace_svg : null };
+    trace_svg: typeof t.trace_svg === 'string' ? t.trace_svg : null,
+    seen: t.seen && typeof t.seen === 'object' ? t.seen : undefined };
 }
 
 /** Fold the events into steps and tool cards (the same fold as the Python RunView). */
@@ -354,7 +357,7 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
   return details;
 }
 
-function renderStep(doc: Document, step: StepView): HTMLElement {
+function renderStep(doc: Document, step: StepView, t?: Transcript): HTMLElement {
   const classes = ['agio-step', `agio-step-${classToken(step.role)}`];
   if (step.superseded) {
     classes.push('agio-superseded');
@@ -382,11 +385,17 @@ function renderStep(doc: Document, step: StepView): HTMLElement {
   if (step.text) {
     node.append(el(doc, 'div', ['agio-text'], step.text));
   }
+  if (t) {
+    node.append(...renderStepDebug(doc, t, step.sequence, step.role));
+  }
   if (step.memory) {
     node.append(renderMemoryCard(doc, step.memory));
   }
   for (const card of step.cards) {
     node.append(renderCard(doc, card));
+    if (t) {
+      node.append(...renderCardDebug(doc, t, card.id));
+    }
     if (card.displays.length) {
       node.append(renderDisplays(doc, card.displays));
     }
@@ -420,7 +429,7 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
       `forked from session ${short(view.session.forked_from)} at step ${view.session.forked_at}`));
   }
   for (const step of view.steps) {
-    root.append(renderStep(doc, step));
+    root.append(renderStep(doc, step, view.transcript));
   }
   const trace = renderTrace(doc, view.traceSvg);
   if (trace) {
