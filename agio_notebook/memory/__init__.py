@@ -56,10 +56,11 @@ def add_skill(name: str, text: str, *, scope: str = GLOBAL, tags: Iterable[str] 
 
 def add_experience(situation: str, action: str = "", outcome: str = "", lesson: str = "", *,
                    scope: str = GLOBAL, source_run: str | None = None, source_step: str | None = None,
-                   rating: int | None = None, repository: Repository | None = None) -> Experience:
-    """Something that happened once, and what to do next time."""
+                   rating: int | None = None, tags: Iterable[str] = (),
+                   repository: Repository | None = None) -> Experience:
+    """Something that happened once, and what to do next time (``tags`` as for skills)."""
     exp = Experience(situation=situation, action=action, outcome=outcome, lesson=lesson, scope=scope,
-                     source_run=source_run, source_step=source_step, rating=rating)
+                     source_run=source_run, source_step=source_step, rating=rating, tags=list(tags))
     return _store(repository).add(exp)  # type: ignore[return-value]
 
 

@@ -30,7 +30,7 @@ _VERBS = ("skills", "experiences", "proposals", "feedback", "search", "add-skill
 
 
 @command("memory", "the agent's memory: skills | experiences | proposals | feedback (frames), search QUERY, "
-                   "add-skill NAME TEXT, add-experience SITUATION, accept ID, reject ID, delete ID",
+                   "add-skill NAME TEXT, add-experience SITUATION (both take --tags a,b), accept ID, reject ID, delete ID",
          arg("verb", choices=_VERBS), arg("words", nargs="*"), arg("--scope", default=None),
          arg("--tags", default=None), arg("--situation", default=None), arg("--what-was-done", default=None),
          arg("--outcome", default=None), arg("--lesson", default=None))
@@ -44,10 +44,10 @@ def memory_command(c: Any, args: Any) -> Any:
         return memory.feedback(args.words[0] if args.words else None, repository=repo)
     if verb == "search":
         return memory.search(_need(text, "a query"), scope=args.scope, repository=repo).records
+    tags = [t.strip() for t in (args.tags or "").split(",") if t.strip()]
     if verb == "add-skill":
         if len(args.words) < 2:
             raise AgioError("memory add-skill needs a NAME and its TEXT")
-        tags = [t.strip() for t in (args.tags or "").split(",") if t.strip()]
         skill = memory.add_skill(args.words[0], " ".join(args.words[1:]), scope=args.scope or "global", tags=tags,
                                  repository=repo)
         print(f"agio: skill {skill.id} added ({skill.scope})")
@@ -55,7 +55,7 @@ def memory_command(c: Any, args: Any) -> Any:
     if verb == "add-experience":
         exp = memory.add_experience(_need(args.situation or text, "a SITUATION"), args.what_was_done or "",
                                     args.outcome or "", args.lesson or "", scope=args.scope or "global",
-                                    repository=repo)
+                                    tags=tags, repository=repo)
         print(f"agio: experience {exp.id} added ({exp.scope})")
         return None
     target = _need(text, "an id")
