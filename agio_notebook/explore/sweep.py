@@ -375,7 +375,7 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
     executor = default_executor(repository)
     batch_name = f"sweep-{new_id()[:8]}"
     state = executor.batch_state(batch_name, concurrency=concurrency, max_cost=max_cost)
-    fork = (session_id, at - 1) if at > 1 else None
+    fork = (session_id, at - 1)  # at 1: a new session, still re-entering the source's record
     requests = []
     for job in jobs:
         query = None
