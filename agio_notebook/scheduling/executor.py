@@ -278,6 +278,7 @@ class Executor:
         error: BaseException | None = None
         status, result, message = ExecStatus.FAILED, None, None
         tokens = (0, 0, 0)
+        tokens_spent = False  # what the batch has left cannot pay for one more model call
         run_ids: list[str] = []
         run = None
         try:
@@ -291,6 +292,10 @@ class Executor:
                     status, result, message = await self._run_tool(req)
                 else:
                     status, result, message, run = await self._run_agent(req, rec, catcher, budget, _cost_left(state))
+                    if _too_little_left(run, budget, req.max_tokens):
+                        tokens_spent = True
+                        raise _BudgetSpent(f"the batch's token budget ({state.max_tokens}) is spent: {budget} "
+                                           "left, less than the next model call needs")
             error = catcher.error
         except _BudgetSpent as exc:
             status, message = ExecStatus.CANCELLED, str(exc)
@@ -339,7 +344,7 @@ class Executor:
             job.retry_handle = asyncio.get_running_loop().call_later(delay, self._retry_now, job, state)
         else:
             self._finish(job, state, status, result, message, (t1 - t0) * 1000.0)
-        if state.max_tokens is not None and state.tokens >= state.max_tokens:
+        if state.max_tokens is not None and (tokens_spent or state.tokens >= state.max_tokens):
             self._cancel_queued(state, f"the batch's token budget ({state.max_tokens}) is spent")
         if _cost_left(state) == 0.0:
             self._cancel_queued(state, _cost_spent(state))
@@ -633,6 +638,12 @@ def _cost_left(state: BatchState) -> float | None:
 
 def _cost_spent(state: BatchState) -> str:
     return f"the batch's cost budget (${state.max_cost:g}) is spent"
+
+
+def _too_little_left(run: Any, budget: int | None, per_item: int | None) -> bool:
+    """The run stopped before its first model call for want of the batch's budget (not its own)."""
+    return (run is not None and run.status is RunStatus.BUDGET_EXCEEDED and not run.metrics.model_calls
+            and budget is not None and budget != per_item)
 
 
 def _budget(per_item: int | None, state: BatchState) -> int | None:
