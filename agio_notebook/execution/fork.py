@@ -11,11 +11,15 @@ from dataclasses import replace
 from ..core import AgentSession, Step, new_id
 from ..models.recording import Recording
 from ..storage.base import Repository
+from ..storage.ids import resolve_session_id
 from .retry import check_continuation_point, check_sequence_exists, session_steps
 
 
 def fork_session(original_session_id: str, fork_at_sequence: int, repository: Repository) -> str:
-    """Copy steps ``1..fork_at_sequence`` into a new session; returns the new session id."""
+    """Copy steps ``1..fork_at_sequence`` into a new session; returns the new session id.
+
+    ``original_session_id`` may be a unique prefix of 6+ characters of the id."""
+    original_session_id = resolve_session_id(repository, original_session_id)
     steps = session_steps(repository, original_session_id)
     check_sequence_exists(steps, fork_at_sequence, original_session_id)
     check_continuation_point(steps, fork_at_sequence, "fork")

@@ -19,6 +19,7 @@ from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationErr
                     RunMetrics, RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
 from ..models.recording import Recording
 from ..storage import Repository, open_repository
+from ..storage.ids import resolve_run_id, resolve_session_id
 from .approval import Approver
 from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
 from .fork import fork_recording, fork_session
@@ -202,6 +203,7 @@ class StepRunner:
         before from the record; recorded calls of ``side_effects=True`` tools follow their ``on_replay``
         policy either way.
         """
+        run_id = resolve_run_id(self.repository, run_id)  # an 8-character id from a table works too
         if agent is not None and agent is not self.agent:
             other = StepRunner(agent, self.hooks, self.config, self.repository, self.approver)
             async for event in other.retry_stream(run_id, from_seq, fresh_memory=fresh_memory, reuse=reuse):
@@ -241,6 +243,7 @@ class StepRunner:
         answer the copy's last user step or pending tool calls. ``reuse`` and side-effect tools work as
         in :meth:`retry_stream`, with the original session as the record. ``at=0`` copies nothing: ``query``
         starts a new session that still re-enters the record (a sweep of step 1)."""
+        session_id = resolve_session_id(self.repository, session_id)
         recording = Recording.from_steps(self.repository.get_steps(session_id, include_superseded=True),
                                          reuse=reuse)
         if at == 0 and query is not None:
@@ -265,6 +268,7 @@ class StepRunner:
 
         Ends in a user step: ask the model.  Ends with unanswered tool calls: run them first.
         """
+        session_id = resolve_session_id(self.repository, session_id)
         plan_resume(self.repository, session_id)  # clear errors before waiting
         async with _claimed(self.repository, session_id, self.config.session_wait):
             plan = plan_resume(self.repository, session_id)  # what is stored now

@@ -29,6 +29,7 @@ from ..models.pricing import check_priced, format_cost
 from ..models.settings import KNOWN_SETTINGS, check_settings, merge_settings
 from ..storage import open_repository
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_or_session
 from ..scheduling import BatchHandle, ExecStatus, ExecutionRequest, default_executor
 from .runner import run_coroutine
 from .scoring import ScoredRun, ScoreError, Scorer, score_run, scorer_name, stored_scores
@@ -323,12 +324,13 @@ def _session_of(source: Any, repository: Repository) -> str:
     ref = getattr(source, "session_id", None) or source
     if not isinstance(ref, str):
         raise SweepError(f"sweep source must be a session id, run id or run result, got {type(source).__name__}")
-    if repository.get_session(ref) is not None:
+    try:
+        kind, ref = resolve_run_or_session(repository, ref, "session or run")
+    except NotFoundError as exc:
+        raise type(exc)(f"sweep: {exc}") from None
+    if kind == "session":
         return ref
-    run = repository.get_run(ref)
-    if run is not None:
-        return run.session_id
-    raise NotFoundError(f"sweep: no session or run {ref!r} in the store")
+    return repository.get_run(ref).session_id  # type: ignore[union-attr]
 
 
 def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = None, models: Any = None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_id
 from . import extractor as _extractor
 from .embeddings import Embeddings
 from .ratings import add_feedback as _add_feedback
@@ -100,6 +101,8 @@ def add_feedback(run_id: str, rating: Any, comment: str = "", *, step: int | str
 
 
 def feedback(run_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
+    if run_id is not None:
+        run_id = resolve_run_id(_repo(repository), run_id)
     return _frames.feedback_frame(_store(repository), run_id)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..core import AgioError, NotFoundError
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_id
 from .records import Feedback
 from .store import MemoryStore
 
@@ -27,6 +28,7 @@ def add_feedback(store: MemoryStore, repository: Repository, run_id: str, rating
                  step: int | str | None = None) -> Feedback:
     """Store a rating and comment on run ``run_id`` (or on its step: a sequence number or a step id)."""
     score = parse_rating(rating)
+    run_id = resolve_run_id(repository, run_id)  # a unique prefix of 6+ characters works too
     run = repository.get_run(run_id)
     if run is None:
         raise NotFoundError(f"no run {run_id!r} in the store; feedback needs a run id from %agio runs")

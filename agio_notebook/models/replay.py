@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 
 from ..core import ModelError, NotFoundError, Step, StepRole
+from ..storage.ids import resolve_run_id, resolve_session_id
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
 from .recording import Recording
 from .request import MessageChain, canonical_json, fingerprint_parts, tools_digest
@@ -191,6 +192,7 @@ class ReplayModel:
     @classmethod
     def from_run(cls, run_id: str, repository: Repository, *, strict: bool = True,
                  match_settings: bool = False) -> ReplayModel:
+        run_id = resolve_run_id(repository, run_id)  # a unique prefix of 6+ characters works too
         run = repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store")
@@ -202,6 +204,7 @@ class ReplayModel:
     @classmethod
     def from_session(cls, session_id: str, repository: Repository, *, strict: bool = True,
                      match_settings: bool = False) -> ReplayModel:
+        session_id = resolve_session_id(repository, session_id)
         steps = repository.get_steps(session_id, include_superseded=True)
         if not steps:
             raise NotFoundError(f"no session {session_id!r} with steps in the store")

@@ -25,6 +25,7 @@ from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundErr
 from ..execution import AgentHook, StepRunner
 from ..execution.tool_executor import ToolExecutor
 from ..storage import Repository, open_repository
+from ..storage.ids import resolve_prefix
 from ..tools import Tool, ToolRegistry, tool as as_tool
 from . import loop as sched_loop
 from .errors import SchedulingError
@@ -461,6 +462,7 @@ class Executor:
     # -- cancelling -----------------------------------------------------------------------------
     def cancel_execution(self, execution_id: str) -> bool:
         """Cancel one execution (queued: at once; running: its run ends cancelled). False if already over."""
+        execution_id = self.resolve_execution(execution_id)
         return sched_loop.call(lambda: self._cancel(execution_id, "cancelled"))
 
     def _cancel(self, execution_id: str, reason: str) -> bool:
@@ -534,6 +536,7 @@ class Executor:
         return self.wait_for(eid, wait)
 
     def wait_for(self, execution_id: str, timeout: float | None = None) -> ExecutionRecord:
+        execution_id = self.resolve_execution(execution_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             rec = self.get_execution_status(execution_id)
@@ -543,7 +546,15 @@ class Executor:
                 raise TimeoutError(f"execution {execution_id} still {rec.status.value} after {timeout}s")
             time.sleep(0.01)
 
+    def resolve_execution(self, execution_id: str) -> str:
+        """The full id of an execution of this kernel or the store (a unique prefix of 6+ characters works)."""
+        if execution_id in self.records:
+            return execution_id
+        known = set(self.records) | {r.id for r in self.store.iter_records()}
+        return resolve_prefix("execution", execution_id, known.__contains__, lambda prefix: known)
+
     def get_execution_status(self, execution_id: str) -> ExecutionRecord:
+        execution_id = self.resolve_execution(execution_id)
         rec = self.records.get(execution_id)
         if rec is None:
             rec = next((r for r in self.store.iter_records() if r.id == execution_id), None)

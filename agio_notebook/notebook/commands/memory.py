@@ -6,6 +6,7 @@ from typing import Any
 
 from ... import memory
 from ...core import AgioError
+from ...storage.ids import resolve_run_id
 from . import arg, command
 
 
@@ -41,7 +42,8 @@ def memory_command(c: Any, args: Any) -> Any:
     if verb == "proposals":
         return memory.proposals(repository=repo)
     if verb == "feedback":
-        return memory.feedback(args.words[0] if args.words else None, repository=repo)
+        run = resolve_run_id(repo, args.words[0]) if args.words else None
+        return memory.feedback(run, repository=repo)
     if verb == "search":
         return memory.search(_need(text, "a query"), scope=args.scope, repository=repo).records
     tags = [t.strip() for t in (args.tags or "").split(",") if t.strip()]
@@ -66,8 +68,8 @@ def memory_command(c: Any, args: Any) -> Any:
         exp = memory.accept(target, repository=repo, **edits)
         print(f"agio: experience {exp.id} is in memory ({exp.scope}): {exp.lesson}")
     elif verb == "reject":
-        memory.reject(target, repository=repo)
-        print(f"agio: proposal {target[:8]} rejected; memory unchanged")
+        proposal = memory.reject(target, repository=repo)
+        print(f"agio: proposal {proposal.id[:8]} rejected; memory unchanged")
     else:
         memory.delete(target, repository=repo)
         print(f"agio: {target[:8]} deleted from memory")
