@@ -16,6 +16,7 @@ import pandas as pd
 
 from .core import StoreError
 from .storage import Repository, open_repository
+from .storage.ids import resolve_filter, resolve_run_id, resolve_session_id
 
 STEP_METRICS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "ttft_ms", "model_ms", "tool_ms",
                 "duration_ms")
@@ -59,7 +60,13 @@ def _text(values: Any) -> pd.Series:
     return pd.Series(pd.array(values, dtype="string"))
 
 
+def _filters(repo: Repository, session_id: str | None, run_id: str | None = None) -> tuple[str | None, str | None]:
+    """The session and run filters, a unique prefix of 6+ characters resolved to its id."""
+    return resolve_filter(resolve_session_id, repo, session_id), resolve_filter(resolve_run_id, repo, run_id)
+
+
 def _step_docs(repo: Repository, session_id: str | None, run_id: str | None) -> list[dict[str, Any]]:
+    session_id, run_id = _filters(repo, session_id, run_id)
     if session_id is None and run_id is not None:
         run = repo.get_run(run_id)
         session_id = run.session_id if run is not None else None
@@ -86,6 +93,7 @@ def steps(session_id: str | None = None, run_id: str | None = None, *,
           repository: Repository | None = None) -> pd.DataFrame:
     """One row per step (all sessions unless filtered), in session and sequence order."""
     repo = repository or open_repository()
+    session_id, run_id = _filters(repo, session_id, run_id)
     columns = getattr(repo, "step_columns", None)  # a store that keeps the frame's columns itself (SQL)
     if columns is not None and run_id is None:
         return _steps_frame(columns(session_id))
@@ -173,7 +181,8 @@ def _run_frame(docs: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 def runs(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
     """One row per run (retries and resumes included), oldest first, with its totals."""
-    return _run_frame((repository or open_repository()).iter_run_dicts(session_id))
+    repo = repository or open_repository()
+    return _run_frame(repo.iter_run_dicts(_filters(repo, session_id)[0]))
 
 
 def run_metrics(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
@@ -185,7 +194,9 @@ def run_metrics(session_id: str | None = None, *, repository: Repository | None 
 def tool_calls(session_id: str | None = None, run_id: str | None = None, *,
                repository: Repository | None = None) -> pd.DataFrame:
     """One row per tool call: the call (from the assistant step) joined with its result step."""
-    docs = _step_docs(repository or open_repository(), session_id, None)
+    repo = repository or open_repository()
+    session_id, run_id = _filters(repo, session_id, run_id)
+    docs = _step_docs(repo, session_id, None)
     # keyed by attempt too: a retry that reuses recorded answers repeats their tool call ids
     results = {(d["session_id"], d.get("tool_call_id"), d.get("attempt", 1)): d for d in docs if d["role"] == "tool"}
     rows: list[tuple[Any, ...]] = []
@@ -220,7 +231,9 @@ def actions(session_id: str | None = None, run_id: str | None = None, *,
     """
     import json
 
-    docs = _step_docs(repository or open_repository(), session_id, run_id)
+    repo = repository or open_repository()
+    session_id, run_id = _filters(repo, session_id, run_id)
+    docs = _step_docs(repo, session_id, run_id)
     rows: list[dict[str, Any]] = []
     for d in docs:
         if run_id is not None and d.get("run_id") != run_id:

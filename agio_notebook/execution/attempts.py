@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..core import AgentRun, InvalidOperationError, NotFoundError, Step
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_id
 from ..tools.context import history_changed
 from .retry import attempt_family
 from .runner import claim_session
@@ -52,6 +53,7 @@ def use_attempt(repository: Repository, run_id: str, number: int) -> AgentRun:
     The runs replaced together with it (later queries of the same conversation) come back with it,
     and whatever replaced them is superseded in turn.
     """
+    run_id = resolve_run_id(repository, run_id)
     attempts = list_attempts(repository, run_id)
     if not 1 <= number <= len(attempts):
         raise NotFoundError(f"run {run_id} has attempts 1..{len(attempts)}, not {number}")
@@ -93,7 +95,7 @@ def _flip(steps: list[Step], superseded: bool) -> None:
 
 
 def _require_run(repository: Repository, run_id: str) -> AgentRun:
-    run = repository.get_run(run_id)
+    run = repository.get_run(resolve_run_id(repository, run_id))
     if run is None:
         raise NotFoundError(f"no run {run_id!r} in the store")
     return run

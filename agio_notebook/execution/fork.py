@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..core import AgentSession, new_id
+from ..core import AgentSession, Step, new_id
+from ..models.recording import Recording
 from ..storage import current_store
 from ..storage.base import Repository
+from ..storage.ids import resolve_session_id
 from .retry import check_continuation_point, check_sequence_exists, session_steps
 
 
@@ -18,6 +20,7 @@ def fork_session(original_session_id: str, fork_at_sequence: int, repository: Re
     """Copy steps ``1..fork_at_sequence`` into a new session (of the current store unless ``repository``
     is given); returns the new session id."""
     repository = current_store(repository)
+    original_session_id = resolve_session_id(repository, original_session_id)  # a unique 6+ prefix too
     steps = session_steps(repository, original_session_id)
     check_sequence_exists(steps, fork_at_sequence, original_session_id)
     check_continuation_point(steps, fork_at_sequence, "fork")
@@ -32,3 +35,23 @@ def fork_session(original_session_id: str, fork_at_sequence: int, repository: Re
               for s in kept]
     repository.commit(session=session, steps=copies)
     return session.session_id
+
+
+def fork_recording(repository: Repository, session_id: str, steps: list[Step], *,
+                   reuse: bool = False) -> Recording | None:
+    """The record a fork's first run re-enters: every step of the session(s) it was copied from.
+
+    ``steps`` are the fork's current steps. Only a fork none of whose steps a run wrote yet (nothing but
+    copies) gets one, so ``fork_session`` followed by ``resume`` or a new query treats recorded calls of
+    side-effect tools as ``runner.fork`` does (their ``on_replay``); later runs in the fork are its own.
+    """
+    if not steps or any(s.run_id is not None for s in steps):
+        return None
+    session = repository.get_session(session_id)
+    seen: set[str] = {session_id}
+    recorded: list[Step] = []
+    while session is not None and session.forked_from and session.forked_from not in seen:
+        seen.add(session.forked_from)
+        recorded += repository.get_steps(session.forked_from, include_superseded=True)
+        session = repository.get_session(session.forked_from)
+    return Recording.from_steps(recorded, reuse=reuse) if recorded else None

@@ -15,15 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 
 from ..agent import Agent
-from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
-                    RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
+from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, NotFoundError,
+                    RunMetrics, RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
 from ..models.recording import Recording
 from ..storage import Repository, open_repository
+from ..storage.ids import resolve_run_id, resolve_session_id
 from .approval import Approver
 from .debug import Debugger, DebugRun, Handler
 from .pauses import BreakpointSpec, parse_breakpoints
 from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
-from .fork import fork_session
+from .fork import fork_recording, fork_session
 from .history import check_answered, check_messages, history_steps
 from .hooks import AgentHook, HookCaller, default_hooks
 from .memory_read import memory_event_payload, memory_read_sequence, read_memory
@@ -193,6 +194,8 @@ class StepRunner:
                 steps = history_steps(history, session_id)
                 repo.commit(session=new_session, steps=steps)
                 new_session = None
+            if _recording is None and steps:  # the first run of a fork re-enters the forked session
+                _recording = fork_recording(repo, session_id, steps)
             rec = self._recorder(session_id, "run", query, steps, new_session)
 
             def setup() -> list[Step]:
@@ -272,6 +275,7 @@ class StepRunner:
         before from the record; recorded calls of ``side_effects=True`` tools follow their ``on_replay``
         policy either way.
         """
+        run_id = resolve_run_id(self.repository, run_id)  # an 8-character id from a table works too
         if agent is not None and agent is not self.agent:
             other = StepRunner(agent, self.hooks, self.config, self.repository, self.approver)
             async for event in other.retry_stream(run_id, from_seq, fresh_memory=fresh_memory, reuse=reuse):
@@ -309,10 +313,17 @@ class StepRunner:
                           reuse: bool = False) -> AsyncIterator[StepEvent]:
         """Fork ``session_id`` at sequence ``at`` and continue the copy: send ``query``, or (without one)
         answer the copy's last user step or pending tool calls. ``reuse`` and side-effect tools work as
-        in :meth:`retry_stream`, with the original session as the record."""
+        in :meth:`retry_stream`, with the original session as the record. ``at=0`` copies nothing: ``query``
+        starts a new session that still re-enters the record (a sweep of step 1)."""
+        session_id = resolve_session_id(self.repository, session_id)
         recording = Recording.from_steps(self.repository.get_steps(session_id, include_superseded=True),
                                          reuse=reuse)
-        new_session = fork_session(session_id, at, self.repository)
+        if at == 0 and query is not None:
+            if self.repository.get_session(session_id) is None:
+                raise NotFoundError(f"no session {session_id!r} in the store")
+            new_session: AgentSession | str = AgentSession(forked_from=session_id, forked_at=0)
+        else:
+            new_session = fork_session(session_id, at, self.repository)
         if query is not None:
             stream = self.run_stream(new_session, query, _recording=recording)
         else:
@@ -329,9 +340,12 @@ class StepRunner:
 
         Ends in a user step: ask the model.  Ends with unanswered tool calls: run them first.
         """
+        session_id = resolve_session_id(self.repository, session_id)
         plan_resume(self.repository, session_id)  # clear errors before waiting
         async with _claimed(self.repository, session_id, self.config.session_wait):
             plan = plan_resume(self.repository, session_id)  # what is stored now
+            if _recording is None:  # a fork resumed: its recorded side-effect calls follow their on_replay
+                _recording = fork_recording(self.repository, session_id, plan.context)
             rec = self._recorder(session_id, "resume", plan.query, plan.context, None)
             async for event in self._lifecycle(rec, list, pending=plan.pending, recording=_recording):
                 yield event

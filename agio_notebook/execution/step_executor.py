@@ -81,7 +81,7 @@ class StepExecutor:
             if rec.run.metrics.model_calls >= max_steps:
                 rec.finish(RunStatus.MAX_STEPS, f"max_steps ({max_steps}) reached before a final answer")
                 return
-            over = self._over_budget(rec) or budget.check(rec.run.metrics, rec.messages)  # tokens, then cost
+            over = budget.check(rec.run.metrics, rec.messages)  # max_tokens, then max_cost: one estimate
             if over is not None:
                 rec.finish(RunStatus.BUDGET_EXCEEDED, over)
                 return
@@ -99,27 +99,6 @@ class StepExecutor:
                 return
             async for event in self._run_tools(rec, step, None, recording):
                 yield event
-
-    def _over_budget(self, rec: RunRecorder) -> str | None:
-        """Why the next model call would break ``max_tokens``, or None.
-
-        The next call is estimated from the last ones: its prompt grows as the last one grew (context
-        only grows), and it answers at least as long as the last did.
-        """
-        budget = self.config.max_tokens
-        if budget is None:
-            return None
-        used = rec.run.metrics.total_tokens or 0
-        calls = [s.metrics for s in rec.steps if s.role is StepRole.ASSISTANT][-2:]
-        prompts = [m.prompt_tokens or 0 for m in calls]
-        estimate = 0
-        if prompts:
-            growth = prompts[-1] - prompts[0] if len(prompts) == 2 else 0
-            estimate = prompts[-1] + max(growth, 0) + (calls[-1].completion_tokens or 0)
-        if used + estimate <= budget and used < budget:
-            return None
-        return (f"token budget max_tokens={budget} would be exceeded by the next model call "
-                f"({used} used, about {estimate} more needed)")
 
     # -- one model call --------------------------------------------------------
     async def _model_turn(self, rec: RunRecorder, chain: MessageChain | None = None,

@@ -24,6 +24,7 @@ from ..core import AgentRun, AgioError, NotFoundError, Step, StepRole
 from ..models.pricing import format_cost
 from ..views import text_html
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_or_session
 
 MIME_TYPE = "application/vnd.agio.diff+json"
 VERSION = 1
@@ -71,16 +72,15 @@ def _resolve(ref: Any, repository: Repository | None) -> Side:
         raise DiffError("diff needs a repository (pass repository=, or (repository, id) pairs)")
     if not isinstance(ref, str):
         raise DiffError(f"diff compares run or session ids, got {type(ref).__name__}")
-    run = repository.get_run(ref)
+    kind, ref = resolve_run_or_session(repository, ref)  # a unique prefix of 6+ characters works too
+    run = repository.get_run(ref) if kind == "run" else None
     if run is not None:
         steps = [s for s in repository.get_steps(run.session_id, include_superseded=True) if s.run_id == ref]
         label = f"{run.kind} {ref[:8]}" + (f" · attempt {run.attempt}" if run.attempt > 1 else "")
         label += f" · {run.model_name}" if run.model_name else ""
         side = Side(ref, "run", label, repository, steps, run)
-    elif repository.get_session(ref) is not None:
-        side = Side(ref, "session", f"session {ref[:8]}", repository, repository.get_steps(ref))
     else:
-        raise NotFoundError(f"no run or session {ref!r} in the store")
+        side = Side(ref, "session", f"session {ref[:8]}", repository, repository.get_steps(ref))
     for s in side.steps:
         for c in s.tool_calls:
             side.calls[c.id] = (c.name, c.arguments)

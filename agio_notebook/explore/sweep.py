@@ -31,6 +31,7 @@ from ..models.settings import KNOWN_SETTINGS, check_settings, merge_settings
 from ..storage import open_repository
 from ..storage.base import Repository
 from ..views import text_html
+from ..storage.ids import resolve_run_or_session
 from ..scheduling import BatchHandle, ExecStatus, ExecutionRequest, default_executor
 from .runner import run_coroutine
 from .scoring import ScoredRun, ScoreError, Scorer, score_run, scorer_name, stored_scores
@@ -425,12 +426,13 @@ def _session_of(source: Any, repository: Repository) -> str:
     ref = getattr(source, "session_id", None) or source
     if not isinstance(ref, str):
         raise SweepError(f"sweep source must be a session id, run id or run result, got {type(source).__name__}")
-    if repository.get_session(ref) is not None:
+    try:
+        kind, ref = resolve_run_or_session(repository, ref, "session or run")
+    except NotFoundError as exc:
+        raise type(exc)(f"sweep: {exc}") from None
+    if kind == "session":
         return ref
-    run = repository.get_run(ref)
-    if run is not None:
-        return run.session_id
-    raise NotFoundError(f"sweep: no session or run {ref!r} in the store")
+    return repository.get_run(ref).session_id  # type: ignore[union-attr]
 
 
 def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = None, models: Any = None,
@@ -477,7 +479,7 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
     executor = default_executor(repository)
     batch_name = f"sweep-{new_id()[:8]}"
     state = executor.batch_state(batch_name, concurrency=concurrency, max_cost=max_cost)
-    fork = (session_id, at - 1) if at > 1 else None
+    fork = (session_id, at - 1)  # at 1: a new session, still re-entering the source's record
     requests = []
     for job in jobs:
         query = None

@@ -17,6 +17,7 @@ from ..execution.attempts import is_current
 from ..models.pricing import format_cost
 from ..views import text_html
 from ..storage.base import Repository
+from ..storage.ids import resolve_session_id
 
 MIME_TYPE = "application/vnd.agio.tree+json"
 VERSION = 1
@@ -135,8 +136,7 @@ def tree(session_id: str, *, repository: Repository | None = None) -> RunTree:
         from ..storage import open_repository
 
         repository = open_repository()
-    if repository.get_session(session_id) is None:
-        raise NotFoundError(f"no session {session_id!r} in the store")
+    session_id = resolve_session_id(repository, session_id)  # a unique prefix of 6+ characters works too
     forks_of: dict[str, list[Any]] = {}
     for s in repository.list_sessions():
         if s.forked_from:

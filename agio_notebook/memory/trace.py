@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..core import NotFoundError
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_id
 from ..views import graph_layout, graph_png
 
 MIME_TYPE = "application/vnd.agio.trace+json"
@@ -150,6 +151,7 @@ def trace(run_id: str, *, repository: Repository | None = None) -> Trace:
         from ..storage import open_repository
 
         repository = open_repository()
+    run_id = resolve_run_id(repository, run_id)  # a unique prefix of 6+ characters works too
     run = repository.get_run(run_id)
     if run is None:
         raise NotFoundError(f"no run {run_id!r} in the store")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 
 from ..core import ModelError, NotFoundError, Step, StepRole
 from ..storage import current_store
+from ..storage.ids import resolve_run_id, resolve_session_id
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
 from .recording import Recording
 from .request import MessageChain, canonical_json, fingerprint_parts, tools_digest
@@ -194,6 +195,7 @@ class ReplayModel:
                  match_settings: bool = False) -> ReplayModel:
         """The model calls of a stored run (in the current store unless ``repository`` is given)."""
         repository = current_store(repository)
+        run_id = resolve_run_id(repository, run_id)  # a unique prefix of 6+ characters works too
         run = repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store")
@@ -205,7 +207,9 @@ class ReplayModel:
     @classmethod
     def from_session(cls, session_id: str, repository: Repository | None = None, *, strict: bool = True,
                      match_settings: bool = False) -> ReplayModel:
-        steps = current_store(repository).get_steps(session_id, include_superseded=True)
+        repository = current_store(repository)
+        session_id = resolve_session_id(repository, session_id)
+        steps = repository.get_steps(session_id, include_superseded=True)
         if not steps:
             raise NotFoundError(f"no session {session_id!r} with steps in the store")
         current = [s for s in steps if not s.superseded]

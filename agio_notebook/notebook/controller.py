@@ -34,6 +34,7 @@ from ..models import OpenAIModel, default_model
 from ..models.settings import merge_settings
 from ..storage import iter_events, open_repository
 from ..storage.base import Repository
+from ..storage.ids import resolve_filter, resolve_run_id, resolve_session_id
 from .controls import attempts_frame
 from .live_view import LiveView, close_tree
 from .pause_view import show_pause
@@ -236,8 +237,7 @@ class Controller:
 
     # -- sessions ----------------------------------------------------------------------
     def use(self, session_id: str) -> str:
-        if self.repository.get_session(session_id) is None:
-            raise NotFoundError(f"no session {session_id!r} in the store at {self.repository.root}")
+        session_id = resolve_session_id(self.repository, session_id)  # ids shown cut to 8 characters work
         self.session_id = session_id
         return session_id
 
@@ -245,7 +245,7 @@ class Controller:
         source = session_id or self.session_id
         if source is None:
             raise InvalidOperationError("no current session to fork; pass a session id")
-        new = fork_session(source, at, self.repository)
+        new = fork_session(resolve_session_id(self.repository, source), at, self.repository)
         self.session_id = new
         return new
 
@@ -263,8 +263,8 @@ class Controller:
         agent = agent or self.default_agent()
         if new_session:
             session_id = new_id()
-        elif session is not None:
-            session_id = session
+        elif session is not None:  # an existing session's prefix continues it; any other id starts one
+            session_id = resolve_filter(resolve_session_id, self.repository, session)
         else:
             session_id = self.session_id or new_id()
         self.session_id = session_id
@@ -278,6 +278,7 @@ class Controller:
 
     def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
               background: bool = False, reuse: bool = False) -> RunHandle:
+        run_id = resolve_run_id(self.repository, run_id)
         run = self.repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
@@ -291,10 +292,10 @@ class Controller:
                            run.session_id, background, agent)
 
     def attempts(self, run_id: str) -> pd.DataFrame:
-        return attempts_frame(list_attempts(self.repository, run_id))
+        return attempts_frame(list_attempts(self.repository, resolve_run_id(self.repository, run_id)))
 
     def use_attempt(self, run_id: str, number: int) -> AgentRun:
-        run = use_attempt(self.repository, run_id, number)
+        run = use_attempt(self.repository, resolve_run_id(self.repository, run_id), number)
         self.session_id = run.session_id  # the next %%agio cell continues from this attempt
         return run
 
@@ -306,6 +307,7 @@ class Controller:
     def feedback(self, run_id: str, rating: Any, comment: str = "", *, step: int | str | None = None,
                  propose: bool = True, correction: str | None = None) -> tuple[Any, Any]:
         """Store feedback; with ``propose``, the agent's extractor proposes an experience from it."""
+        run_id = resolve_run_id(self.repository, run_id)
         return feedback_and_proposal(self.repository, run_id, rating, comment, step=step, propose=propose,
                                      agent=self._agent_of(run_id), correction=correction)
 
@@ -314,8 +316,7 @@ class Controller:
         return known.agent if known is not None and known.agent is not None else self.default_agent()
 
     def replay(self, run_id: str) -> dict[str, Any]:
-        if self.repository.get_run(run_id) is None:
-            raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
+        run_id = resolve_run_id(self.repository, run_id)
         return bundle_for_run(self.repository, run_id)
 
     def _runner(self, agent: Agent, max_steps: int | None, approver: Any = None,

@@ -19,6 +19,7 @@ from ..agent import Agent
 from ..core import AgentRun, InvalidOperationError, RunStatus, new_id, now
 from ..models.pricing import check_priced
 from ..storage import Repository
+from ..storage.ids import resolve_filter
 from . import loop as sched_loop
 from . import options as check
 from .errors import SchedulingError
@@ -365,6 +366,7 @@ def resume_batch(name: str, agent: Agent | None = None, *, executor: Executor | 
     batch's agent in the notebook's namespace.
     """
     executor = executor or default_executor(repository)
+    name = resolve_filter(lambda _, n: executor.store.resolve_batch(n), None, name)  # as shown, or a prefix
     stored = executor.store.get_batch(name)
     if stored is None:
         known = ", ".join(executor.store.batch_names()[-5:]) or "none"

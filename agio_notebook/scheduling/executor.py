@@ -27,6 +27,7 @@ from ..execution import AgentHook, StepRunner
 from ..execution.tool_executor import ToolExecutor
 from ..storage import Repository, open_repository
 from ..storage.group_commit import StoreWait, store_wait
+from ..storage.ids import resolve_prefix
 from ..tools import Tool, ToolRegistry, tool as as_tool
 from . import loop as sched_loop
 from . import options as check
@@ -289,6 +290,7 @@ class Executor:
         error: BaseException | None = None
         status, result, message = ExecStatus.FAILED, None, None
         tokens = (0, 0, 0)
+        tokens_spent = False  # what the batch has left cannot pay for one more model call
         run_ids: list[str] = []
         run = None
         try:
@@ -302,6 +304,10 @@ class Executor:
                     status, result, message = await self._run_tool(req)
                 else:
                     status, result, message, run = await self._run_agent(req, rec, catcher, budget, _cost_left(state))
+                    if _too_little_left(run, budget, req.max_tokens):
+                        tokens_spent = True
+                        raise _BudgetSpent(f"the batch's token budget ({state.max_tokens}) is spent: {budget} "
+                                           "left, less than the next model call needs")
             error = catcher.error
         except _BudgetSpent as exc:
             status, message = ExecStatus.CANCELLED, str(exc)
@@ -350,7 +356,7 @@ class Executor:
             job.retry_handle = asyncio.get_running_loop().call_later(delay, self._retry_now, job, state)
         else:
             self._finish(job, state, status, result, message, (t1 - t0) * 1000.0)
-        if state.max_tokens is not None and state.tokens >= state.max_tokens:
+        if state.max_tokens is not None and (tokens_spent or state.tokens >= state.max_tokens):
             self._cancel_queued(state, f"the batch's token budget ({state.max_tokens}) is spent")
         if _cost_left(state) == 0.0:
             self._cancel_queued(state, _cost_spent(state))
@@ -467,6 +473,7 @@ class Executor:
     # -- cancelling -----------------------------------------------------------------------------
     def cancel_execution(self, execution_id: str) -> bool:
         """Cancel one execution (queued: at once; running: its run ends cancelled). False if already over."""
+        execution_id = self.resolve_execution(execution_id)
         return sched_loop.call(lambda: self._cancel(execution_id, "cancelled"))
 
     def _cancel(self, execution_id: str, reason: str) -> bool:
@@ -540,6 +547,7 @@ class Executor:
         return self.wait_for(eid, wait)
 
     def wait_for(self, execution_id: str, timeout: float | None = None) -> ExecutionRecord:
+        execution_id = self.resolve_execution(execution_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             rec = self.get_execution_status(execution_id)
@@ -549,7 +557,15 @@ class Executor:
                 raise TimeoutError(f"execution {execution_id} still {rec.status.value} after {timeout}s")
             time.sleep(0.01)
 
+    def resolve_execution(self, execution_id: str) -> str:
+        """The full id of an execution of this kernel or the store (a unique prefix of 6+ characters works)."""
+        if execution_id in self.records:
+            return execution_id
+        known = set(self.records) | {r.id for r in self.store.iter_records()}
+        return resolve_prefix("execution", execution_id, known.__contains__, lambda prefix: known)
+
     def get_execution_status(self, execution_id: str) -> ExecutionRecord:
+        execution_id = self.resolve_execution(execution_id)
         rec = self.records.get(execution_id)
         if rec is None:
             rec = next((r for r in self.store.iter_records() if r.id == execution_id), None)
@@ -644,6 +660,12 @@ def _cost_left(state: BatchState) -> float | None:
 
 def _cost_spent(state: BatchState) -> str:
     return f"the batch's cost budget (${state.max_cost:g}) is spent"
+
+
+def _too_little_left(run: Any, budget: int | None, per_item: int | None) -> bool:
+    """The run stopped before its first model call for want of the batch's budget (not its own)."""
+    return (run is not None and run.status is RunStatus.BUDGET_EXCEEDED and not run.metrics.model_calls
+            and budget is not None and budget != per_item)
 
 
 def _budget(per_item: int | None, state: BatchState) -> int | None:

@@ -113,6 +113,10 @@ class InMemoryRepository:
         for run in self.list_runs(session_id):
             yield run.to_dict()
 
+    def ids_with_prefix(self, kind: str, prefix: str, limit: int = 20) -> list[str]:
+        ids = self._runs if kind == "run" else self._sessions
+        return sorted(i for i in ids if i.startswith(prefix))[:limit]
+
     # -- named journals -------------------------------------------------------------------------
     def journal(self, name: str, keys: dict[str, Any]) -> MemoryJournal:
         journal = self._journals.get(name)

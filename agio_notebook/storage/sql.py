@@ -19,6 +19,7 @@ import orjson
 
 from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
 from .claims import Holder
+from .ids import prefix_pattern
 from .damage import Damage
 from .layout import SCHEMA_VERSION
 from .reports import Pruned, Repaired, SessionSize, StoreStats
@@ -269,6 +270,13 @@ class SQLRepository:
                            "ORDER BY session_id, sequence, attempt", params)
         columns = zip(*rows) if rows else [()] * len(FRAME_COLUMNS)
         return dict(zip(FRAME_COLUMNS, columns))
+
+    def ids_with_prefix(self, kind: str, prefix: str, limit: int = 20) -> list[str]:
+        """Run or session ids starting with ``prefix``: one indexed query."""
+        table, column = ("agio_runs", "id") if kind == "run" else ("agio_sessions", "session_id")
+        rows = self._query(f"SELECT {column} FROM {table} WHERE {column} LIKE ? ESCAPE '\\' "
+                           f"ORDER BY {column} LIMIT ?", (prefix_pattern(prefix), limit))
+        return [r[0] for r in rows]
 
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         self.recover_interrupted(session_id)

@@ -475,6 +475,14 @@ class TinyDBRepository(TinyDBMaintenance):
                 docs = self._run_docs(session_id)
         yield from docs
 
+    def ids_with_prefix(self, kind: str, prefix: str, limit: int = 20) -> list[str]:
+        """Run or session ids starting with ``prefix``, from the index (no session file is read)."""
+        with self._lock:
+            self._index.refresh()
+            self._repair_index()
+            table = self._index.tables.get("runs" if kind == "run" else "sessions", {})
+            return sorted(i for i in table if i.startswith(prefix))[:limit]
+
     def _run_docs(self, session_id: str | None) -> list[dict[str, Any]]:
         return [d for d in self._index.tables.get("runs", {}).values()
                 if session_id is None or d["session_id"] == session_id]
