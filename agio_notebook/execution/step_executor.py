@@ -156,6 +156,7 @@ class StepExecutor:
                   else self.model.stream(messages, self._schemas, **kwargs))
         agen = source.__aiter__()
         failure: ModelError | None = None
+        stopped = False  # cancelled while the reply streamed: the text shown so far is kept, marked partial
         try:
             while True:
                 watch.begin_wait()
@@ -208,12 +209,16 @@ class StepExecutor:
             if not texts:
                 raise
             failure = exc  # the text streamed so far is kept on a failed step
+        except asyncio.CancelledError:
+            if not texts:
+                raise
+            stopped = True
         finally:
             watch.close()
             await agen.aclose()
         t1 = time.perf_counter()
         model_ms = (t1 - t0) * 1000.0
-        tool_calls = [] if failure is not None else [
+        tool_calls = [] if failure is not None or stopped else [
             ToolCall(id=slot[0] or f"call_{sequence}_{i}", name=slot[1] or "", arguments="".join(slot[2]) or "{}")
             for i, slot in enumerate(calls)]
         metrics = StepMetrics(ttft_ms=(ttft - t0) * 1000.0 if ttft is not None else model_ms,
@@ -236,6 +241,9 @@ class StepExecutor:
         if failure is not None:
             step.status = "error"
             step.error = redact_for(self.model, failure.args[0] if failure.args else str(failure))
+        elif stopped:  # what the person watched stream stays, as a step marked partial
+            step.status = "cancelled"
+            step.extra["partial"] = True
         elif self.debugger is not None:  # the reply may be edited before it is stored and its tools run
             async for event in self.debugger.after_reply(rec, step):
                 yield event
@@ -245,6 +253,9 @@ class StepExecutor:
         if failure is not None:
             yield event
             raise failure
+        if stopped:
+            yield event
+            raise asyncio.CancelledError
         yield None  # tells execute() the step is recorded
         yield event
         await self.hooks.call("on_step_end", rec.run, step)

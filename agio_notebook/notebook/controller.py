@@ -43,6 +43,8 @@ from .transcript import build_bundle, bundle_for_run
 from .worker import capture_parent, clicks_reach_a_busy_cell, restore_parent, submit
 
 _E = StepEventType
+DEFAULT_AGENT = "default"  # the name of the agent a cell without AGENT uses
+_MOVED = " (was the store moved or deleted? %agio config --store PATH points at it)"
 
 
 class RunHandle:
@@ -66,6 +68,9 @@ class RunHandle:
         self.pause_note: Any = None  # step mode: the line a bad edit or a late click leaves
         self._started = threading.Event()  # run_id is known (or the run ended before starting)
         self._repr_ids: list[str] = []  # where this handle's repr is shown while the run goes on
+        self.display_id: str | None = None  # where its live view, then its transcript, is shown
+        # the cell that started the run shows its live view and transcript: no Out[n] repr beside them
+        self._cell = getattr(controller.shell, "execution_count", None) if controller.shell is not None else None
 
     @property
     def live_flushes(self) -> int:
@@ -162,10 +167,13 @@ class RunHandle:
 
     @property
     def _ipython_display_(self) -> Callable[[], None] | None:
-        """While the run goes on, show the repr under a display id that is updated when it ends.
-
-        (A finished run is shown as a plain ``Out[n]`` value: IPython finds no method here then.)
+        """In the cell that started the run: nothing (the transcript says it all; ``_`` and ``_agio``
+        still hold the handle). Elsewhere, while the run goes on, the repr under a display id that is
+        updated when it ends; a finished run elsewhere is a plain ``Out[n]`` value (no method here then).
         """
+        shell = self._controller.shell
+        if self._cell is not None and getattr(shell, "execution_count", None) == self._cell:
+            return _show_nothing
         return None if self.done else self._display_live_repr
 
     def _display_live_repr(self) -> None:
@@ -183,6 +191,10 @@ class RunHandle:
         text = repr(self)
         for display_id in self._repr_ids:
             update_display({"text/plain": text}, raw=True, display_id=display_id)
+
+
+def _show_nothing() -> None:
+    """Displays nothing: the value's cell already shows its run."""
 
 
 class Controller:
@@ -227,7 +239,7 @@ class Controller:
         if self._default_agent is None:
             model = (OpenAIModel(self.model, base_url=self.base_url) if (self.model or self.base_url)
                      else default_model())
-            self._default_agent = Agent(model=model, name="default")
+            self._default_agent = Agent(model=model, name=DEFAULT_AGENT)
         return self._default_agent
 
     def agent_with_model(self, agent: Agent, model: str | None) -> Agent:
@@ -241,11 +253,25 @@ class Controller:
         self.session_id = session_id
         return session_id
 
-    def fork(self, session_id: str | None, at: int) -> str:
+    def fork(self, session_id: str | None, at: int, *, attempt: str | None = None) -> str:
+        """A new session with steps 1..at of ``session_id``; with ``attempt`` (a run id), of the
+        conversation as that attempt wrote it, even when a retry has replaced it since."""
         source = session_id or self.session_id
+        if source is not None:
+            source = resolve_session_id(self.repository, source)
+        if attempt is not None:
+            attempt = resolve_run_id(self.repository, attempt)
+            run = self.repository.get_run(attempt)
+            if run is None:
+                raise NotFoundError(f"no run {attempt!r} in the store at {self.repository.root}{_MOVED}")
+            if source is not None and run.session_id != source:
+                raise InvalidOperationError(f"run {attempt[:8]} is in session {run.session_id[:8]}, not {source[:8]}")
+            source = run.session_id
         if source is None:
             raise InvalidOperationError("no current session to fork; pass a session id")
-        new = fork_session(resolve_session_id(self.repository, source), at, self.repository)
+        if self.repository.get_session(source) is None:
+            raise NotFoundError(f"no session {source!r} in the store at {self.repository.root}{_MOVED}")
+        new = fork_session(source, at, self.repository, attempt=attempt)
         self.session_id = new
         return new
 
@@ -281,10 +307,8 @@ class Controller:
         run_id = resolve_run_id(self.repository, run_id)
         run = self.repository.get_run(run_id)
         if run is None:
-            raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
-        known = self.handles.get(run_id)
-        agent = (agent or (known.agent if known is not None else None) or self._agent_named(run.agent_name)
-                 or self.default_agent())
+            raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}{_MOVED}")
+        agent = agent or self.agent_for(run)
         plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq,
@@ -297,7 +321,40 @@ class Controller:
     def use_attempt(self, run_id: str, number: int) -> AgentRun:
         run = use_attempt(self.repository, resolve_run_id(self.repository, run_id), number)
         self.session_id = run.session_id  # the next %%agio cell continues from this attempt
+        self.refresh_family(run_id)
         return run
+
+    def agent_for(self, run: AgentRun) -> Agent:
+        """The agent that made ``run``: this kernel's handle of it, else the notebook's Agent of the same
+        name, else (only for a run of the default agent) the default agent. Never another model silently:
+        a missing agent is one line saying which cell to run."""
+        known = self.handles.get(run.id)
+        if known is not None and known.agent is not None:
+            return known.agent
+        named = self._agent_named(run.agent_name)
+        if named is not None:
+            return named
+        if run.agent_name in (None, DEFAULT_AGENT):
+            return self.default_agent()
+        raise NotFoundError(
+            f"run {run.id[:8]} was made by the agent named {run.agent_name!r}, which this kernel does not have; "
+            f"run the cell that defines Agent(name={run.agent_name!r}, ...) first, then this cell again "
+            "(or pass --agent VARIABLE)")
+
+    def agent_variable(self, name: str) -> Agent:
+        """The Agent held by the notebook variable ``name``; a wrong name lists the agents there are."""
+        namespace = getattr(self.shell, "user_ns", None) or {}
+        value = namespace.get(name)
+        if isinstance(value, Agent):
+            return value
+        if value is not None:
+            raise InvalidOperationError(f"{name!r} is a {type(value).__name__}, not an agio Agent")
+        agents = [(var, v) for var, v in namespace.items() if isinstance(v, Agent) and not var.startswith("_")]
+        listed = ", ".join(f"{var} (Agent name {v.name!r})" for var, v in agents) or "none yet"
+        same = next((var for var, v in agents if v.name == name), None)
+        hint = f"; did you mean {same}? (its Agent.name is {name!r})" if same else ""
+        raise NotFoundError(f"no agent named {name!r} in the notebook: give the variable's name, not Agent.name. "
+                            f"Agents in this kernel, by variable: {listed}{hint}")
 
     def _agent_named(self, name: str | None) -> Agent | None:
         """The notebook's agent that ran a stored run (by its name), e.g. after a kernel restart."""
@@ -317,6 +374,8 @@ class Controller:
 
     def replay(self, run_id: str) -> dict[str, Any]:
         run_id = resolve_run_id(self.repository, run_id)
+        if self.repository.get_run(run_id) is None:
+            raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}{_MOVED}")
         return bundle_for_run(self.repository, run_id)
 
     def _runner(self, agent: Agent, max_steps: int | None, approver: Any = None,
@@ -337,7 +396,7 @@ class Controller:
         handle = RunHandle(self, session_id, agent)
         live = LiveView(on_stop=handle.cancel, stop_hint=None if background or clicks_reach_a_busy_cell() else
                         "this kernel hears Stop only after the cell ends: interrupt the kernel (■) to stop now")
-        display_id = new_id()
+        display_id = handle.display_id = new_id()
         shell = self.shell
         parent = capture_parent(shell) if shell is not None else None
         if shell is not None:
@@ -345,6 +404,8 @@ class Controller:
 
             display(live.widget, display_id=display_id)
         handle.live = live
+        if shell is not None:
+            shell.user_ns["_agio"] = handle  # the latest run's handle, whatever the cell displays
         approver = functools.partial(_ask, handle, live) if shell is not None else None
         if step:  # step mode: each pause shows as a view in the cell (or, without a kernel, waits for Python)
             handle.debugger = Debugger(functools.partial(show_pause, handle, live), breakpoints, agent.registry)
@@ -421,15 +482,17 @@ class Controller:
         handle.cancel()
         handle._finished.wait(30)
         kept = len(self.repository.get_steps(handle.session_id)) if handle.session_id else 0
+        # a status, not an error: stdout (no red background)
         print(f"agio: run {(handle.run_id or '?')[:8]} cancelled by the interrupt; "
-              f"its completed steps are kept ({kept} in the session)", file=sys.stderr)
+              f"its completed steps are kept ({kept} in the session)")
         return handle
 
     def _waited(self, handle: RunHandle) -> RunHandle:
         if handle.error is not None:
             print(f"agio: {handle.error}", file=sys.stderr)
         elif handle.stopped and handle.status == "cancelled":
-            print(f"agio: run {(handle.run_id or '?')[:8]} stopped; its completed steps are kept", file=sys.stderr)
+            print(f"agio: run {(handle.run_id or '?')[:8]} stopped; its completed steps and the partial answer "
+                  "are kept")
         return handle
 
     def _finish_display(self, handle: RunHandle, live: LiveView, display_id: str, parent: Any) -> None:
@@ -452,6 +515,21 @@ class Controller:
         bundle = build_bundle(handle.events_list, run, session, attempts, seen)
         update_display(bundle, display_id=display_id, raw=True)
         live.close()
+        if run is not None and run.retry_of:
+            self.refresh_family(handle.run_id, skip=handle.run_id)
+
+    def refresh_family(self, run_id: str, skip: str | None = None) -> None:
+        """Redraw the transcripts of ``run_id``'s attempts that this kernel shows, so each says whether it
+        is superseded now (after a retry, or a change of the current attempt)."""
+        if self.shell is None:
+            return
+        from IPython.display import update_display
+
+        for attempt in list_attempts(self.repository, run_id):
+            shown = self.handles.get(attempt.run_id)
+            if attempt.run_id != skip and shown is not None and shown.display_id and shown.done:
+                update_display(bundle_for_run(self.repository, attempt.run_id), display_id=shown.display_id,
+                               raw=True)
 
 
 async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> ApprovalDecision:

@@ -12,7 +12,6 @@ from IPython.core.async_helpers import _asyncio_runner
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from ..agent import Agent
 from ..core import AgioError
 from ..models.settings import parse_settings
 from .commands import COMMANDS, Command, arg, build_parser, help_text
@@ -114,11 +113,10 @@ class AgioMagics(Magics):
             raise UsageError("%%agio: --max-steps must be at least 1")
         agent = None
         if args.agent is not None:
-            agent = self.shell.user_ns.get(args.agent)
-            if agent is None:
-                raise UsageError(f"%%agio: no agent named {args.agent!r} in the notebook")
-            if not isinstance(agent, Agent):
-                raise UsageError(f"%%agio: {args.agent!r} is a {type(agent).__name__}, not an agio Agent")
+            try:
+                agent = self.controller.agent_variable(args.agent)
+            except AgioError as exc:
+                raise UsageError(f"%%agio: {exc}") from None
         if args.model is not None:
             agent = self.controller.agent_with_model(agent or self.controller.default_agent(), args.model)
         if args.tools is not None:
@@ -148,6 +146,7 @@ class AgioMagics(Magics):
 
 
 _CELL_HEAD = re.compile(r"%%agio(?:[ \t]+(.*))?$")
+_LOAD_LINE = re.compile(r"%load_ext[ \t]+agio_notebook[ \t]*$")
 _RETRY_CELL = re.compile(r"%agio[ \t]+(retry\b.*)$")
 _AWAITED = "await get_ipython().magics_manager.registry['AgioMagics'].agio_awaited"
 
@@ -158,7 +157,13 @@ def await_agio_cells(lines: list[str]) -> list[str]:
 
     IPython runs a cell that awaits as a coroutine; ipykernel 7 dispatches comm messages (a click on
     Stop) while it awaits, which it does not while a cell blocks.
+
+    A cell a transcript control inserted starts with ``%load_ext agio_notebook`` (so it works in a
+    kernel that never loaded agio); this transformer exists only once agio is loaded, so there the line
+    would only print "already loaded": it is dropped.
     """
+    if len(lines) > 1 and _LOAD_LINE.match(lines[0].rstrip("\r\n")):
+        lines = lines[1:]
     if not lines or not _awaits_on_asyncio(get_ipython()):
         return lines  # the magic runs as it is, and blocks
     first = lines[0].rstrip("\r\n")

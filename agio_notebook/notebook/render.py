@@ -120,7 +120,8 @@ def card_html(card: ToolCard) -> str:
                  f'{escape(card.error_type or "error")}: {escape(card.error)}</pre>')
     return (f'<details class="agio-tool-card agio-tool-{escape(card.status)}" '
             f'style="border:1px solid #d0d7de;border-radius:6px;margin:4px 0 4px 12px;padding:2px 8px">'
-            f'<summary>🔧 <b>{escape(card.name)}</b> {_badge(card.status)}{duration}{_isolation(card)}</summary>'
+            f'<summary><span class="agio-tool-label" style="color:#57606a;font-size:11px">tool</span> '
+            f'<b>{escape(card.name)}</b> {_badge(card.status)}{duration}{_isolation(card)}</summary>'
             f'{body}</details>{card_marks_html(card)}'
             + (f'<div class="agio-displays" style="margin:0 0 4px 12px">{displays_html(card.displays)}</div>'
                if card.displays else ""))
@@ -156,6 +157,7 @@ def step_label(step: StepView, tip: str) -> str:
     return (f"#{step.sequence} {who}"
             + (f" · attempt {step.attempt}" if step.attempt > 1 else "")
             + (" · superseded" if step.superseded else "")
+            + (" · stopped: partial answer" if step.status == "cancelled" else "")
             + (f' · <span class="agio-metrics">{escape(tip)}</span>' if tip and step.role == "assistant" else ""))
 
 
@@ -177,6 +179,8 @@ def header_html(view: RunView) -> str:
     extra = ""
     if view.retry_of:
         extra += f" · attempt {view.attempt}, retry of {escape(view.retry_of[:8])}"
+    if view.superseded_by:
+        extra += f' · <span class="agio-superseded">superseded by {escape(view.superseded_by[:8])}</span>'
     origin = ""
     if view.forked_from:
         origin = (f'<div class="agio-fork-origin" style="font-size:11px;color:#57606a">forked from session '
@@ -213,7 +217,7 @@ def to_text(view: RunView) -> str:
     if view.forked_from:
         lines.append(f"  forked from session {view.forked_from[:8]} at step {view.forked_at}")
     for step in view.conversation():
-        mark = " (superseded)" if step.superseded else ""
+        mark = (" (superseded)" if step.superseded else "") + (" (stopped: partial)" if step.status == "cancelled" else "")
         who = "user" if step.role == "user" else "assistant"
         if step.memory:
             lines.append(f"#{step.sequence} memory: " + ", ".join(

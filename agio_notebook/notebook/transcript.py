@@ -60,6 +60,7 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
         # a run with no terminal event (interrupted: its process died) shows its stored status
         view.status, view.error = run_dict["status"], run_dict.get("error")
         view.settle_cards()
+    view.superseded_by = (run_dict or {}).get("superseded_by")
     payload["trace_svg"] = trace_svg(view.run_id, payload["events"])  # drawn by the JupyterLab extension
     lines = command_lines(view, payload["attempts"])
     html = to_html(view, commands_html(lines))

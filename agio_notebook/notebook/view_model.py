@@ -57,6 +57,7 @@ class RunView:
     kind: str = "run"
     attempt: int = 1
     retry_of: str | None = None
+    superseded_by: str | None = None  # the retry that replaced this attempt, when known
     query: str | None = None
     model_name: str | None = None
     error: str | None = None

@@ -8,8 +8,9 @@
 
 import { classToken, el } from './dom';
 import { renderFeedback, renderMemoryCard, renderTrace } from './memory';
-import { AttemptInfo, renderControls } from './controls';
+import { AttemptInfo, isSuperseded, renderControls } from './controls';
 import { renderCardDebug, renderStepDebug, Seen } from './debugger';
+import { icon } from './icons';
 
 export const MIME_TYPE = 'application/vnd.agio.run+json';
 
@@ -330,7 +331,9 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
     details.open = true;
   }
   const summary = el(doc, 'summary');
-  summary.append(el(doc, 'span', ['agio-tool-name'], card.name), ' ', statusBadge(doc, card.status));
+  const kind = el(doc, 'span', ['agio-tool-label'], 'tool');
+  kind.prepend(icon(doc, 'tool'));
+  summary.append(kind, ' ', el(doc, 'span', ['agio-tool-name'], card.name), ' ', statusBadge(doc, card.status));
   if (card.durationMs !== undefined && card.durationMs !== null) {
     summary.append(el(doc, 'span', ['agio-tool-duration'], ` ${Math.round(card.durationMs)} ms`));
   }
@@ -362,6 +365,10 @@ function renderStep(doc: Document, step: StepView, t?: Transcript): HTMLElement 
   if (step.superseded) {
     classes.push('agio-superseded');
   }
+  const partial = step.status === 'cancelled'; // stopped while it streamed: the text shown so far
+  if (partial) {
+    classes.push('agio-partial');
+  }
   const node = el(doc, 'div', classes);
   node.dataset.sequence = String(step.sequence);
   const label = el(doc, 'div', ['agio-step-label']);
@@ -374,6 +381,9 @@ function renderStep(doc: Document, step: StepView, t?: Transcript): HTMLElement 
     head += ' · superseded';
   }
   label.append(head);
+  if (partial) {
+    label.append(' · ', el(doc, 'span', ['agio-partial-note'], 'stopped: partial answer'));
+  }
   const metrics = metricsLine(step.metrics);
   if (metrics) {
     label.title = metrics;
@@ -422,11 +432,15 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
   }
   if (run.superseded_by) {
     header.append(el(doc, 'span', ['agio-attempt', 'agio-superseded'], ` · superseded by ${short(run.superseded_by)}`));
+  } else if (isSuperseded(view.transcript, run)) {
+    header.append(el(doc, 'span', ['agio-attempt', 'agio-superseded'], ' · superseded'));
   }
   root.append(header);
   if (view.session && view.session.forked_from) {
-    root.append(el(doc, 'div', ['agio-fork-origin'],
-      `forked from session ${short(view.session.forked_from)} at step ${view.session.forked_at}`));
+    const origin = el(doc, 'div', ['agio-fork-origin'],
+      ` forked from session ${short(view.session.forked_from)} at step ${view.session.forked_at}`);
+    origin.prepend(icon(doc, 'fork'));
+    root.append(origin);
   }
   for (const step of view.steps) {
     root.append(renderStep(doc, step, view.transcript));
