@@ -177,3 +177,24 @@ def test_an_agent_solution_is_run_as_given() -> None:
     assert isinstance(agent, Agent)
     result = check(exercise("pass_evaluation"), agent)
     assert result.passed and len(result.scenarios) == 20
+
+
+def test_a_recorded_run_replays_as_a_scenarios_model_check_after_check() -> None:
+    from agio_notebook import ScriptedModel, StepRunner
+    from agio_notebook.exercises import weather
+    from agio_notebook.models import ReplayModel
+    from agio_notebook.storage import InMemoryRepository
+
+    recorded = InMemoryRepository()
+    script = ScriptedModel([Reply.call("weather", city="Paris"), "It is 18°C and sunny in Paris."])
+    run = StepRunner(Agent(model=script, tools=[weather]), repository=recorded).run_sync(None, "Weather in Paris?")
+    ex = Exercise("graded", "Score a recorded run", "scorer", "Score the recorded run 1.0.", [
+        Scenario("recorded", "Weather in Paris?", model=ReplayModel.from_run(run.run_id, recorded), tools=[weather],
+                 expect=[expect(lambda t: t.value == 1.0, lambda t: f"scored {t.value}")])])
+    reference = solutions("write_scorer").reference
+    for _ in range(2):  # the same exercise object, checked twice
+        result = check(ex, reference)
+        assert result.passed, result.summary()
+        assert result["recorded"].final_text == "It is 18°C and sunny in Paris."
+    assert check(ex, solutions("write_scorer").WRONG[0][0]).passed  # that wrong scorer is right on this run
+    assert check(ex, lambda r: 0.0).failed[0].reason == "scored 0.0"

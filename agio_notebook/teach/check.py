@@ -5,6 +5,7 @@ A solution that raises fails its scenario with the reason; it never stops the ch
 
 from __future__ import annotations
 
+import copy
 import inspect
 from typing import Any, Callable
 
@@ -12,7 +13,7 @@ from ..agent import Agent
 from ..core import ExecutionConfig, RunStatus
 from ..execution import RunResult, StepRunner
 from ..explore.runner import run_coroutine
-from ..models import FunctionModel, ScriptedModel
+from ..models import FunctionModel
 from ..storage import InMemoryRepository
 from ..storage.base import Repository
 from .exercise import Exercise, Scenario, Trial
@@ -28,14 +29,15 @@ class SolutionError(Exception):
 
 
 def scenario_model(scenario: Scenario) -> Any:
-    """The scenario's model, fresh for this run (a script starts again; a plain function becomes a model)."""
+    """The scenario's model, fresh for this run: a copy, so a script or a recording starts again on every
+    check (a plain function becomes a FunctionModel)."""
     model = scenario.model
-    if isinstance(model, ScriptedModel):
-        model.reset()
-        return model
     if callable(model) and not hasattr(model, "stream"):
         return FunctionModel(model)
-    return model
+    try:
+        return copy.deepcopy(model)
+    except Exception:  # noqa: BLE001 - a model holding a client cannot be copied; it keeps its own state
+        return model
 
 
 def trial_of(result: RunResult, repository: Repository, value: Any = None) -> Trial:
