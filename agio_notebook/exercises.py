@@ -11,7 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from .notebook.transcript import build_bundle
+from .core import StepEvent
+from .notebook.render import to_html, to_text
+from .notebook.transcript import _mask_secrets
+from .notebook.view_model import fold
 from .teach import (EXERCISES, CheckResult, Exercise, Expectation, Hint, Scenario, ScenarioResult, Trial,
                     UnknownExerciseError, WrongKindError, exercise, expect)
 from .teach import check as _check
@@ -25,7 +28,14 @@ def check(exercise: Exercise, solution: Any, *, strict: bool = False) -> CheckRe
     or failed, why, and a failing run's transcript. ``strict=True`` raises ``AssertionError`` with the same
     summary (for nbgrader and otter-grader). A solution of the wrong kind is one line
     (:class:`WrongKindError`); a solution that raises fails its scenario with the reason."""
-    return _check(exercise, solution, strict=strict, transcript=lambda events: build_bundle(events))
+    return _check(exercise, solution, strict=strict, transcript=transcript)
+
+
+def transcript(events: list[StepEvent]) -> dict[str, str]:
+    """A scenario's run drawn as a ``%%agio`` cell's transcript, without its Retry and Fork commands: the run
+    lives in the check's throwaway store, not in yours."""
+    view = fold(_mask_secrets([e.to_dict() for e in events if e.type.value != "step_delta"]), None)
+    return {"text/html": to_html(view), "text/plain": to_text(view)}
 
 
 def exercises() -> pd.DataFrame:

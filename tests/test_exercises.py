@@ -113,6 +113,7 @@ def test_result_is_usable_from_python_and_renders_a_table() -> None:
     assert html.count('class="agio-exercise-row"') == 3 and html.count('data-passed="false"') == 2
     assert html.count("<details open>") == 2  # the failing runs' transcripts, inline
     assert "city_weather" in html and "Error (exception): KeyError" in html
+    assert "%agio retry" not in html and "%agio fork" not in html  # those runs are not in the learner's store
 
 
 def test_model_and_tool_output_is_escaped_in_the_table() -> None:
@@ -198,3 +199,17 @@ def test_a_recorded_run_replays_as_a_scenarios_model_check_after_check() -> None
         assert result["recorded"].final_text == "It is 18°C and sunny in Paris."
     assert check(ex, solutions("write_scorer").WRONG[0][0]).passed  # that wrong scorer is right on this run
     assert check(ex, lambda r: 0.0).failed[0].reason == "scored 0.0"
+
+
+def test_a_key_a_solution_leaks_never_reaches_the_table(monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-agio-test-DO-NOT-LEAK-0123456789")
+
+    def city_weather(city: str) -> str:
+        """Today's weather in a city."""
+        import os
+        raise ValueError(f"no city {city}; key {os.environ['OPENAI_API_KEY']}")
+
+    result = check(exercise("tool_errors"), city_weather)
+    assert not result.passed
+    shown = result._repr_html_() + result._text_transcript(result.failed[0])
+    assert "DO-NOT-LEAK" not in shown and "***" in shown

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 # events -> {"text/html": ..., "text/plain": ...}: how a failing run is shown (the notebook passes its
 # transcript bundle; without one the steps are listed as text)
 Transcript = Callable[[list[StepEvent]], dict[str, Any]]
+# JupyterLab right-aligns table cells; a reason reads from the left
+_CELL = ' style="text-align:left;vertical-align:top;padding:3px 8px"'
 
 
 @dataclass
@@ -102,12 +104,12 @@ class CheckResult:
             mark = ('<span style="color:#1a7f37">✓ passed</span>' if s.passed
                     else '<span style="color:#cf222e">✗ failed</span>')
             rows.append(f'<tr class="agio-exercise-row" data-passed="{str(s.passed).lower()}">'
-                        f"<td><b>{escape(s.name)}</b><br><small>{escape(s.description)}</small></td>"
-                        f"<td>{mark}</td><td>{escape(s.reason or '')}</td></tr>")
+                        f"<td{_CELL}><b>{escape(s.name)}</b><br><small>{escape(s.description)}</small></td>"
+                        f"<td{_CELL}>{mark}</td><td{_CELL}>{escape(s.reason or '')}</td></tr>")
             if not s.passed and s.events:
-                rows.append(f'<tr><td colspan="3"><details open><summary>transcript of {escape(s.name)}'
+                rows.append(f'<tr><td colspan="3"{_CELL}><details open><summary>transcript of {escape(s.name)}'
                             f"</summary>{self._html_transcript(s)}</details></td></tr>")
         return (f'<div class="agio-exercise" style="font-family:var(--jp-ui-font-family,sans-serif);'
                 f'font-size:13px"><div style="font-weight:600;color:{colour};margin-bottom:4px">{head}</div>'
-                '<table style="border-collapse:collapse;text-align:left"><thead><tr><th>scenario</th>'
-                f"<th>result</th><th>why</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+                f'<table style="border-collapse:collapse"><thead><tr><th{_CELL}>scenario</th>'
+                f"<th{_CELL}>result</th><th{_CELL}>why</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
