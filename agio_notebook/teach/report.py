@@ -38,7 +38,8 @@ class ScenarioResult:
                    list(trial.events) if trial is not None else [], list(trial.steps) if trial is not None else [])
 
     def line(self) -> str:
-        return f"  {'✓' if self.passed else '✗'} {self.name}: " + ("passed" if self.passed else f"failed: {self.reason}")
+        outcome = "passed" if self.passed else f"failed: {self.reason}"
+        return f"  {'✓' if self.passed else '✗'} {self.name}: {outcome}"
 
 
 @dataclass

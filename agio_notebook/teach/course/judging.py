@@ -44,7 +44,8 @@ def _scored_run(name: str, city: str, script: list[Any], expected: float, descri
             return f"your scorer returned {value!r} ({type(value).__name__}); return a number or a bool"
         return f"your scorer gave {float(value):g} to a run that should score {expected:g}: {describe}"
 
-    return Scenario(name, f"What's the weather in {city}?", model=ScriptedModel(script), tools=[weather], describe=describe,
+    return Scenario(name, f"What's the weather in {city}?", model=ScriptedModel(script), tools=[weather],
+                    describe=describe,
                     expect=[expect(lambda t: isinstance(t.value, (bool, int, float)) and float(t.value) == expected,
                                    why, name=f"scores {expected:g}")])
 
@@ -70,8 +71,8 @@ def repeats_the_tool(run):
 
 check(exercise("write_scorer"), repeats_the_tool)''',
     scenarios=[
-        _scored_run("good answer", "Paris", [Reply.call("weather", city="Paris"), "It is 18°C and sunny in Paris."], 1.0,
-                    "it called weather (18°C) and said 18°C"),
+        _scored_run("good answer", "Paris", [Reply.call("weather", city="Paris"), "It is 18°C and sunny in Paris."],
+                    1.0, "it called weather (18°C) and said 18°C"),
         _scored_run("a guess", "Paris", ["It is 18°C in Paris, I think."], 0.0,
                     "the agent answered without calling weather, so its 18°C is a guess"),
         _scored_run("wrong number", "Paris", [Reply.call("weather", city="Paris"), "It is 25°C in Paris."], 0.0,
