@@ -23,11 +23,12 @@ from .teach.course.loop import add
 from .teach.course.tools import RATES, WEATHER
 
 
-def check(exercise: Exercise, solution: Any, *, strict: bool = False) -> CheckResult:
-    """Run every scenario of ``exercise`` with ``solution`` offline and show a table: each scenario, passed
-    or failed, why, and a failing run's transcript. ``strict=True`` raises ``AssertionError`` with the same
-    summary (for nbgrader and otter-grader). A solution of the wrong kind is one line
-    (:class:`WrongKindError`); a solution that raises fails its scenario with the reason."""
+def check(exercise: Exercise | str, solution: Any, *, strict: bool = False) -> CheckResult:
+    """Run every scenario of ``exercise`` (an :class:`Exercise`, or a course exercise's name) with
+    ``solution`` offline and show a table: each scenario, passed or failed, why, and a failing run's
+    transcript. ``strict=True`` raises ``AssertionError`` with the same summary (for nbgrader and
+    otter-grader). A solution of the wrong kind is one line (:class:`WrongKindError`); a solution that
+    raises fails its scenario with the reason."""
     return _check(exercise, solution, strict=strict, transcript=transcript)
 
 

@@ -161,9 +161,12 @@ def test_check_works_inside_a_running_event_loop() -> None:
     assert asyncio.run(in_a_cell())
 
 
-def test_check_needs_an_exercise_first() -> None:
-    with pytest.raises(TypeError, match=r"check\(\) needs an Exercise first"):
-        check("tool_docstring", lambda: None)  # type: ignore[arg-type]
+def test_check_takes_an_exercise_or_its_name() -> None:
+    assert check("function_model", solutions("function_model").reference).passed
+    with pytest.raises(UnknownExerciseError, match=r"^no exercise 'nope'; the exercises are: "):
+        check("nope", lambda messages, tools: "hi")
+    with pytest.raises(TypeError, match=r"check\(\) needs an Exercise or an exercise's name first"):
+        check(42, lambda: None)  # type: ignore[arg-type]
 
 
 def test_a_scenario_writes_nothing_to_the_learners_store(tmp_path, monkeypatch) -> None:

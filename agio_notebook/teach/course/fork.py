@@ -7,8 +7,8 @@ from typing import Any
 from ...agent import Agent
 from ...models import Reply, ScriptedModel
 from ...storage.base import Repository, iter_events
-from ..check import call_solution, run_agent
 from ..exercise import Exercise, Scenario, Trial, expect
+from ..running import call_solution, run_agent
 from .judging import calculator
 
 QUESTION = "What is 15% of 80?"

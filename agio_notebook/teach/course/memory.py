@@ -9,8 +9,8 @@ from ...execution.context import is_memory_step
 from ...models import FunctionModel, Reply
 from ...storage.base import Repository
 from ...tools import tool
-from ..check import call_solution, run_agent
 from ..exercise import Exercise, Scenario, Trial, expect
+from ..running import call_solution, run_agent
 from .messages import last_user, system_text, tool_results
 
 FORECASTS = {"Oslo": "50°F (10°C), windy", "Lima": "68°F (20°C), cloudy"}
