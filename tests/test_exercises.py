@@ -216,3 +216,35 @@ def test_a_key_a_solution_leaks_never_reaches_the_table(monkeypatch) -> None:
     assert not result.passed
     shown = result._repr_html_() + result._text_transcript(result.failed[0])
     assert "DO-NOT-LEAK" not in shown and "***" in shown
+
+
+def test_a_loop_that_never_stops_or_a_tool_that_hangs_fails_its_scenario_not_the_notebook() -> None:
+    import time
+
+    from agio_notebook import ExecutionConfig
+
+    def calls_forever(messages, tools):
+        return Reply.call("wait", seconds=0)
+
+    def calls_a_long_wait(messages, tools):
+        return Reply.call("wait", seconds=2)
+
+    never_ends = expect(lambda t: t.run.status.value == "completed",
+                        lambda t: f"{t.run.status.value} after {t.run.metrics.model_calls} model calls")
+    ex = Exercise("loops", "Loops", "tool", "Write wait(seconds).", [
+        Scenario("default cap", "go", model=calls_forever, expect=[never_ends]),
+        Scenario("hangs", "go", model=calls_a_long_wait, config=ExecutionConfig(max_steps=1, tool_timeout=0.3),
+                 expect=[expect(lambda t: t.tool_results[0][1] == "ok", lambda t: t.tool_results[0][2])])])
+
+    def wait(seconds: float) -> str:
+        """Wait."""
+        time.sleep(seconds)
+        return "done"
+
+    started = time.monotonic()
+    result = check(ex, tool(lambda seconds: "done", name="wait"))
+    assert result["default cap"].reason == "max_steps after 8 model calls"
+    result = check(ex, wait)
+    assert "timeout" in result["hangs"].reason.lower()
+    assert result["default cap"].reason == "max_steps after 8 model calls"
+    assert time.monotonic() - started < 30
