@@ -22,7 +22,9 @@ from ..storage import Repository, open_repository
 from .approval import Approver
 from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
 from .fork import fork_session
+from .handoff import holder
 from .hooks import AgentHook, HookCaller, default_hooks
+from .nested import ParentLink, forget_tree
 from .memory_read import memory_event_payload, memory_read_sequence, read_memory
 from .recorder import RunRecorder
 from .requests import redact_for
@@ -142,8 +144,12 @@ class StepRunner:
 
     # -- public entry points -----------------------------------------------------
     async def run_stream(self, session: AgentSession | str | None, query: str, *,
-                         _recording: Recording | None = None) -> AsyncIterator[StepEvent]:
-        """Send ``query`` to the agent in ``session`` (new if None or unknown) and stream the events."""
+                         _recording: Recording | None = None, _parent: ParentLink | None = None
+                         ) -> AsyncIterator[StepEvent]:
+        """Send ``query`` to the agent in ``session`` (new if None or unknown) and stream the events.
+
+        A session handed off to another agent (``Agent(handoffs=...)``) goes on with the agent holding it.
+        """
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
         repo = self.repository
@@ -154,26 +160,37 @@ class StepRunner:
             else:
                 new_session = None if repo.get_session(session_id) is not None else AgentSession(session_id=session_id)
             steps = repo.get_steps(session_id) if new_session is None else []
-            rec = self._recorder(session_id, "run", query, steps, new_session)
-
-            def setup() -> list[Step]:
-                new: list[Step] = []
-                dangling, missing = pending_tool_calls(steps)
-                if dangling is not None:  # a cancelled run left tool calls unanswered
-                    for call in dangling.tool_calls:
-                        if call.id in missing:
-                            new.append(Step(session_id=session_id, run_id=rec.run.id,
-                                            sequence=rec.next_sequence(), role=StepRole.TOOL,
-                                            content="Tool call interrupted before it returned a result.",
-                                            tool_call_id=call.id, name=call.name, status="error",
-                                            error="interrupted"))
-                new.append(Step(session_id=session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
-                                role=StepRole.USER, content=query))
-                memory = read_memory(self.agent, repo, query, rec)  # before the first model call
-                return new + [memory] if memory is not None else new
-
-            async for event in self._lifecycle(rec, setup, recording=_recording):
+            agent = holder(self.agent, steps)
+            # a session handed off to another agent: the agent holding it answers
+            me = self if agent is self.agent else StepRunner(agent, self.hooks, self.config, repo, self.approver)
+            rec = me._recorder(session_id, "run", query, steps, new_session)
+            stream = me._lifecycle(rec, me._opening(rec, steps, query), recording=_recording)
+            if _parent is not None:
+                _parent.apply(rec.run)
+            async for event in stream:
                 yield event
+
+    def _opening(self, rec: RunRecorder, steps: list[Step], query: str) -> Callable[[], list[Step]]:
+        """The first steps of a new run: answers to calls a cancelled run left open, the query, memory."""
+        repo, session_id = self.repository, rec.run.session_id
+
+        def setup() -> list[Step]:
+            new: list[Step] = []
+            dangling, missing = pending_tool_calls(steps)
+            if dangling is not None:  # a cancelled run left tool calls unanswered
+                for call in dangling.tool_calls:
+                    if call.id in missing:
+                        new.append(Step(session_id=session_id, run_id=rec.run.id,
+                                        sequence=rec.next_sequence(), role=StepRole.TOOL,
+                                        content="Tool call interrupted before it returned a result.",
+                                        tool_call_id=call.id, name=call.name, status="error",
+                                        error="interrupted"))
+            new.append(Step(session_id=session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
+                            role=StepRole.USER, content=query))
+            memory = read_memory(self.agent, repo, query, rec)  # before the first model call
+            return new + [memory] if memory is not None else new
+
+        return setup
 
     async def run(self, session: AgentSession | str | None, query: str) -> RunResult:
         """Run to the end and return the result (``final_text``, ``steps``, ``metrics``...)."""
@@ -335,6 +352,7 @@ class StepRunner:
 
     @staticmethod
     def _finish(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
+        forget_tree(rec.run)
         rec.finish(status, error)
         event = rec.emit(_TERMINAL[status], {"run": rec.run.to_dict()})
         try:

@@ -25,7 +25,9 @@ from ..models.settings import check_settings, merge_settings
 from ..tools import ToolCallContext, ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .budget import Budget
+from .handoff import take_handoff
 from .hooks import HookCaller
+from .nested import interleave, over_tree_budget, needs_scope
 from .recorder import RunRecorder
 from .requests import redact_for
 from .tool_executor import ToolExecutor
@@ -79,7 +81,8 @@ class StepExecutor:
             if rec.run.metrics.model_calls >= max_steps:
                 rec.finish(RunStatus.MAX_STEPS, f"max_steps ({max_steps}) reached before a final answer")
                 return
-            over = self._over_budget(rec) or budget.check(rec.run.metrics, rec.messages)  # tokens, then cost
+            over = (self._over_budget(rec) or budget.check(rec.run.metrics, rec.messages)  # tokens, then cost
+                    or over_tree_budget(rec.run))  # and the outermost run's, with its nested runs
             if over is not None:
                 rec.finish(RunStatus.BUDGET_EXCEEDED, over)
                 return
@@ -299,7 +302,13 @@ class StepExecutor:
                 return ToolCallContext(run.session_id, run.id, call.id, call.name, step.sequence,
                                        sequences[call.id], rec.repository, batch_ids)
 
-            async for result in self.tool_executor.execute_batch(to_run, context):
+            batch: AsyncIterator[Any] = self.tool_executor.execute_batch(to_run, context)
+            if any(needs_scope(self.registry.get(c.name)) for c in to_run):  # nested runs stream in between
+                batch = interleave(batch, rec, self.config, recording, self.model, step.id, [c.id for c in to_run])
+            async for result in batch:
+                if isinstance(result, StepEvent):
+                    yield result
+                    continue
                 results[result.tool_call_id] = result
                 for action in result.actions:
                     for event in self._action_events(rec, action):
@@ -307,6 +316,7 @@ class StepExecutor:
                 yield self._result_event(rec, result, sequences)
                 await hooks.call("on_tool_end", run, result)
         tool_ms = (time.perf_counter() - t0) * 1000.0
+        handoff = take_handoff(self, rec, calls, results)  # the run goes on with another agent
         new_events = []
         for call in calls:
             result = results[call.id]
@@ -335,6 +345,8 @@ class StepExecutor:
         for event, tool_step in new_events:
             yield event
             await hooks.call("on_step_end", run, tool_step)
+        if handoff is not None:
+            yield handoff
         yield closing
 
     async def _approve(self, rec: RunRecorder, call: ToolCall, to_run: list[ToolCall],

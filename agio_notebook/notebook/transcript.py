@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from ..core import AgentRun, AgentSession, StepEvent, StepEventType
 from ..execution.attempts import Attempt, list_attempts
+from ..execution.nested import nested_events
 from ..storage.base import Repository, iter_events
 from .controls import attempt_dicts, command_lines, commands_html, commands_text
 from .render import to_html, to_text
@@ -44,7 +45,7 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
     ``attempts`` (this run's family) feed the attempt selector; the fallbacks show the equivalent commands.
     """
     dicts = [e.to_dict() if isinstance(e, StepEvent) else e for e in events]
-    dicts = [e for e in dicts if e["type"] != StepEventType.STEP_DELTA.value]
+    dicts = [e for e in dicts if e["type"] != StepEventType.STEP_DELTA.value and not _nested_delta(e)]
     run_dict = run.to_dict() if isinstance(run, AgentRun) else run
     if run_dict is None:
         run_dict = next((e["payload"]["run"] for e in reversed(dicts) if "run" in e["payload"]), None)
@@ -61,6 +62,10 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
     html = to_html(view, commands_html(lines))
     text = to_text(view) + ("\n" + commands_text(lines) if lines else "")
     return {MIME_TYPE: payload, "text/html": html, "text/plain": text}
+
+
+def _nested_delta(event: dict[str, Any]) -> bool:
+    return event["type"] == StepEventType.NESTED.value and event["payload"]["event"]["type"] == "step_delta"
 
 
 def trace_svg(run_id: str | None, events: list[dict[str, Any]]) -> str | None:
@@ -80,4 +85,5 @@ def bundle_for_run(repository: Repository, run_id: str) -> dict[str, Any]:
     run = repository.get_run(run_id)
     session = repository.get_session(run.session_id) if run is not None else None
     attempts = list_attempts(repository, run_id) if run is not None else None
-    return build_bundle(iter_events(repository, run_id), run, session, attempts)
+    return build_bundle([*iter_events(repository, run_id), *nested_events(repository, run_id)], run, session,
+                        attempts)
