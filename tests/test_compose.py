@@ -9,6 +9,7 @@ import json
 import pydantic
 import pytest
 
+import agio_notebook as agio
 from agio_notebook import Agent, ExecutionConfig, StepRunner, frames
 from agio_notebook.core import InvalidOperationError, RunStatus, StepEventType as E, StepRole
 from agio_notebook.execution import MAX_DEPTH
@@ -378,3 +379,30 @@ def test_handoff_bad_input_is_one_clear_line_and_loses_nothing(repo):
         a.__post_init__()
     with pytest.raises(TypeError, match="handoffs must be Agents"):
         Agent(model=Brain("b").model, name="b", handoffs=["specialist"])
+
+
+def test_trace_tree_and_diff_show_the_nesting(repo):
+    facts = {"suffix": ""}
+    planner, brains = tree_of_agents()
+    brains["source"].make_calls = lambda q: [call("lookup", topic=q.split()[-1] + facts["suffix"])]
+    runner = StepRunner(planner, repository=repo)
+    first = go(runner.run(None, "plan it"))
+    graph = agio.trace(first.run_id, repository=repo)
+    assert len(graph.nodes) == 5 + 6 * 4 and sorted(graph.agents.values()) == ["checker", "checker", "researcher",
+                                                                                "researcher", "source", "source"]
+    edges = set(zip(graph.edges["source"], graph.edges["target"]))
+    for run in repo.list_runs():
+        if run.parent_run_id == first.run_id:  # the asking model step leads into the nested run's first step
+            first_step = repo.get_steps(run.session_id)[0]
+            assert (run.parent_step_id, first_step.id) in edges
+    assert graph.dot_source().count('subgraph "cluster_') == 6 * 4
+    assert len(agio.trace(first.run_id, nested=False, repository=repo).nodes) == 5
+    text = repr(agio.tree(first.session_id, repository=repo))
+    assert text.count("↳ agent researcher") == 2 and text.count("      ↳ agent source") == 2
+    facts["suffix"] = "!"  # the innermost tool now answers differently
+    retry = go(runner.retry(first.run_id))
+    d = agio.diff(first.run_id, retry.run_id, repository=repo)
+    nested_rows = [r for r in d.rows if r.get("nested")]
+    assert len(nested_rows) == 2 and all(r["status"] == "changed" for r in nested_rows)
+    text = repr(d)
+    assert "    |     |     | ~ #3 tool: 'fact about cats' -> 'fact about cats!'" in text
