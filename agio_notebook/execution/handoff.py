@@ -79,6 +79,8 @@ def switch(executor: Any, rec: RunRecorder, agent: Agent) -> None:
     """Point a running executor at ``agent``: its model, settings, tools and instructions."""
     from .tool_executor import ToolExecutor
 
+    if getattr(executor.model, "replays_tree", False):  # a replayed tree answers the new agent's calls too
+        agent = agent.with_model(executor.model)
     model = agent.model
     own = getattr(model, "settings", None)
     executor.model = model
@@ -88,14 +90,9 @@ def switch(executor: Any, rec: RunRecorder, agent: Agent) -> None:
     executor.tool_executor = ToolExecutor(agent.registry, executor.config)
     executor._schemas = agent.registry.schemas()
     executor._tools_sha = tools_digest(executor._schemas)
-    messages = rec.messages
-    if messages and messages[0].get("role") == "system":
-        if agent.system_prompt:
-            messages[0] = {"role": "system", "content": agent.system_prompt}
-        else:
-            del messages[0]
-    elif agent.system_prompt:
-        messages.insert(0, {"role": "system", "content": agent.system_prompt})
+    # a new list (the executor digests a context it sees change identity afresh)
+    body = rec.messages[1:] if rec.messages and rec.messages[0].get("role") == "system" else rec.messages
+    rec.messages = ([{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []) + body
     rec.run.agent_name, rec.run.model_name = agent.name, agent.model_name
     rec.mark_run_dirty()
 

@@ -77,7 +77,10 @@ class StepExecutor:
                 yield event
         max_steps = self.config.max_steps
         chain = MessageChain()  # running digest of the context, extended by each turn's new messages
+        chained = rec.messages
         while True:
+            if rec.messages is not chained:  # a handoff put new instructions first: digest afresh
+                chain, chained = MessageChain(), rec.messages
             if rec.run.metrics.model_calls >= max_steps:
                 rec.finish(RunStatus.MAX_STEPS, f"max_steps ({max_steps}) reached before a final answer")
                 return
