@@ -97,6 +97,11 @@ def test_transcript_shows_the_nesting_live_and_rebuilt_from_the_store(repo):
     assert "     |      |      |   -> lookup({\"topic\": \"dogs\"}) [ok] fact about dogs" in text
     html = live["text/html"]
     assert html.count('class="agio-nested-run"') == 6
+    # model output inside a nested run is escaped like any other
+    evil = Agent(model=Brain("<img src=x onerror=alert(1)>").model, name="evil")
+    outer = Agent(model=Brain("outer", lambda q: [call("evil", query="hi")]).model, tools=[evil], name="outer")
+    shown = build_bundle(go(StepRunner(outer, repository=repo).run(None, "go")).events)["text/html"]
+    assert 'class="agio-nested-run"' in shown and "<img src=x" not in shown and "&lt;img src=x" in shown
     assert html.count('class="agio-nested-agent">source<') == 2
 
 
@@ -149,6 +154,40 @@ def test_nested_runs_count_against_the_outermost_budget(repo):
     assert tool_step.status == "error" and "ended budget_exceeded" in tool_step.content
     # without a budget the same tree completes: the stop above came from the budget
     assert go(StepRunner(top, repository=repo).run(None, "go")).status is RunStatus.COMPLETED
+
+
+def test_nested_runs_count_against_the_outermost_cost_budget(repo):
+    def priced(name, answer):
+        def fn(messages, tools):
+            if answer is None and messages[-1]["role"] == "user":
+                return Reply(tool_calls=[call("researcher", query="q")], usage=Usage(20, 5, 25))
+            return Reply(text=answer or "done", usage=Usage(400, 100, 500) if answer else Usage(20, 5, 25))
+        from agio_notebook import FunctionModel
+        return FunctionModel(fn, name=name)
+
+    researcher = Agent(model=priced("gpt-4o-mini", "a costly answer"), name="researcher")
+    planner = Agent(model=priced("gpt-4o-mini", None), tools=[researcher], name="planner")
+    free = go(StepRunner(planner, repository=repo).run(None, "go"))
+    assert free.status is RunStatus.COMPLETED and free.metrics.cost < 0.00005  # the planner alone: cheap
+    budget = ExecutionConfig(max_cost=0.00010)  # above the planner's own spend, below the tree's
+    limited = go(StepRunner(planner, config=budget, repository=repo).run(None, "go"))
+    assert limited.status is RunStatus.BUDGET_EXCEEDED
+    assert "max_cost ($0.0001) of the outermost run is used up" in limited.error and "by nested runs" in limited.error
+
+
+def test_an_inner_run_cancelled_on_its_own_is_a_tool_result(repo):
+    def gives_up(messages, tools):
+        raise asyncio.CancelledError()  # the nested run alone is cancelled, not the task of the outer run
+
+    quitter = Agent(model=Brain("q").model, name="quitter")
+    quitter.model.fn = gives_up
+    planner = Agent(model=Brain("planner", lambda q: [call("quitter", query="q")]).model, tools=[quitter],
+                    name="planner")
+    result = go(StepRunner(planner, repository=repo).run(None, "go"))
+    assert result.status is RunStatus.COMPLETED
+    step = next(s for s in result.steps if s.name == "quitter")
+    assert step.status == "error" and "agent 'quitter'" in step.content and "ended cancelled" in step.content
+    assert next(r for r in repo.list_runs() if r.agent_name == "quitter").status is RunStatus.CANCELLED
 
 
 def test_inner_failure_becomes_a_tool_result_the_outer_model_sees(repo):

@@ -10,12 +10,13 @@ cancellation of its own becomes a tool error the outer model sees.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+from typing import Any, AsyncIterator
 
 from .. import agent as agent_module
 from ..agent import AgentCall
-from ..core import AgentRun, AgentSession, ExecutionConfig, RunStatus, StepEventType
+from ..core import AgentRun, AgentSession, ExecutionConfig, RunStatus, StepEvent, StepEventType
 from ..tools.context import get_call
 from .runner import StepRunner
 from .nested import MAX_DEPTH, ParentLink, Scope, current_agents, current_scope, forward, tree_of
@@ -74,7 +75,8 @@ async def call_agent(call: AgentCall, query: str, input: Any = None) -> str:  # 
     child_id: str | None = None
     token = current_agents.set(chain[:-1])
     try:
-        async for event in runner.run_stream(session, text, _parent=link):
+        stream = runner.run_stream(session, text, _parent=link)
+        async for event in _own_cancel_ends(stream):
             if child_id is None:
                 child_id = event.run_id
                 ctx.step_extra["nested_run"] = {"run_id": child_id, "session_id": session.session_id,
@@ -93,6 +95,18 @@ async def call_agent(call: AgentCall, query: str, input: Any = None) -> str:  # 
         current_agents.reset(token)
     assert final is not None
     return _answer(agent.name, final)
+
+
+async def _own_cancel_ends(stream: AsyncIterator[StepEvent]) -> AsyncIterator[StepEvent]:
+    """The nested run's events; a cancellation of the nested run alone (not of the task running the outer
+    run) ends the stream after its ``run_cancelled``, so it becomes a tool error like any other ending."""
+    try:
+        async for event in stream:
+            yield event
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the outer run is being cancelled: it goes on up
 
 
 def _recorded(scope: Scope, name: str, arguments: str) -> Any:
