@@ -445,3 +445,25 @@ def test_trace_tree_and_diff_show_the_nesting(repo):
     assert len(nested_rows) == 2 and all(r["status"] == "changed" for r in nested_rows)
     text = repr(d)
     assert "    |     |     | ~ #3 tool: 'fact about cats' -> 'fact about cats!'" in text
+
+
+def test_tools_needing_approval_in_a_nested_run_ask_the_outer_runs_approver(repo):
+    from agio_notebook import tool
+    from agio_notebook.execution import ApprovalDecision
+
+    @tool(requires_approval=True)
+    def delete(name: str) -> str:
+        """Delete a file."""
+        return f"deleted {name}"
+
+    janitor = Agent(model=Brain("janitor", lambda q: [call("delete", name=q)]).model, tools=[delete], name="janitor")
+    boss = Agent(model=Brain("boss", lambda q: [call("janitor", query="old.txt")]).model, tools=[janitor], name="boss")
+    asked = []
+
+    async def approver(request):
+        asked.append((request.name, request.arguments))
+        return ApprovalDecision(True)
+
+    result = go(StepRunner(boss, repository=repo, approver=approver).run(None, "clean up"))
+    assert asked == [("delete", {"name": "old.txt"})]
+    assert result.final_text == "boss: janitor: deleted old.txt"

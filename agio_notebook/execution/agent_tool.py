@@ -69,7 +69,7 @@ async def call_agent(call: AgentCall, query: str, input: Any = None) -> str:  # 
                            metadata={"parent_run_id": parent.id, "parent_session_id": parent.session_id})
     repository = ctx.repository if ctx.repository is not None else scope.recorder.repository
     config = agent.config or ExecutionConfig()
-    runner = StepRunner(agent, config=config, repository=repository)
+    runner = StepRunner(agent, config=config, repository=repository, approver=scope.approver)
     tree = tree_of(parent)
     final: AgentRun | None = None
     child_id: str | None = None

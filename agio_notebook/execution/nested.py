@@ -110,6 +110,7 @@ class Scope:
     config: ExecutionConfig
     recording: Recording | None
     model: Any
+    approver: Any  # the outer run's: tools needing approval in nested runs ask the same person
     sink: asyncio.Queue[Any]
     agents: tuple[str, ...] = ()  # agent names from the outermost run down to this one
     calls: dict[str, str] = field(default_factory=dict)  # tool call id -> the assistant step id that asked
@@ -144,19 +145,18 @@ def forward(scope: Scope, tool_call_id: str, child_run_id: str, event: StepEvent
 _DONE = object()
 
 
-async def interleave(results: AsyncIterator[T], rec: RunRecorder, config: ExecutionConfig,
-                     recording: Recording | None, model: Any, step_id: str, call_ids: list[str]
-                     ) -> AsyncIterator[T | StepEvent]:
+async def interleave(results: AsyncIterator[T], rec: RunRecorder, executor: Any, recording: Recording | None,
+                     step_id: str, call_ids: list[str]) -> AsyncIterator[T | StepEvent]:
     """The batch's results, and between them a ``nested`` event for each event of a nested run.
 
     The batch runs in a task of its own that sees the :class:`Scope`; cancelling the caller cancels it,
     and so every nested run under it (each records its cancellation and keeps its steps).
     """
-    run = rec.run
+    run, config = rec.run, executor.config
     if run.tree_root_id not in _TREES:
         _TREES[run.tree_root_id] = Tree(run, config.max_tokens, config.max_cost)
     queue: asyncio.Queue[Any] = asyncio.Queue()
-    scope = Scope(rec, config, recording, model, queue, current_agents.get(),
+    scope = Scope(rec, config, recording, executor.model, executor.approver, queue, current_agents.get(),
                   {call_id: step_id for call_id in call_ids})
 
     async def pump() -> None:

@@ -307,7 +307,7 @@ class StepExecutor:
 
             batch: AsyncIterator[Any] = self.tool_executor.execute_batch(to_run, context)
             if any(needs_scope(self.registry.get(c.name)) for c in to_run):  # nested runs stream in between
-                batch = interleave(batch, rec, self.config, recording, self.model, step.id, [c.id for c in to_run])
+                batch = interleave(batch, rec, self, recording, step.id, [c.id for c in to_run])
             async for result in batch:
                 if isinstance(result, StepEvent):
                     yield result
