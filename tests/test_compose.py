@@ -467,3 +467,14 @@ def test_tools_needing_approval_in_a_nested_run_ask_the_outer_runs_approver(repo
     result = go(StepRunner(boss, repository=repo, approver=approver).run(None, "clean up"))
     assert asked == [("delete", {"name": "old.txt"})]
     assert result.final_text == "boss: janitor: deleted old.txt"
+
+
+def test_a_retry_after_a_handoff_goes_on_with_the_agent_that_held_the_conversation(repo):
+    triage, specialist, seen = _handoff_agents()
+    runner = StepRunner(triage, repository=repo)
+    first = go(runner.run("s1", "refund please"))
+    answer = next(s for s in first.steps if s.role is StepRole.ASSISTANT and s.content)
+    before = (len(seen["triage"]), len(seen["specialist"]))
+    retry = go(runner.retry(first.run_id, from_seq=answer.sequence))  # the specialist's answer, again
+    assert (len(seen["triage"]), len(seen["specialist"])) == (before[0], before[1] + 1)
+    assert retry.final_text == first.final_text and repo.get_run(retry.run_id).agent_name == "specialist"

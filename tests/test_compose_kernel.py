@@ -105,3 +105,16 @@ def test_the_next_cell_goes_on_with_the_agent_holding_the_session(kernel):
     assert kernel.value("_agio_last().final_text") == "specialist here: still wrong"
     agents = kernel.value("__import__('agio_notebook').runs(_agio_last().session_id)['agent_name'].tolist()")
     assert agents == ["specialist", "specialist"]
+
+
+def test_a_kernel_interrupt_reaches_the_innermost_run_too(kernel):
+    kernel.execute("NAP = 30")
+    msg_id = kernel.kc.execute("%%agio boss --new-session\ngo")
+    seen: list = []
+    assert collect_until(kernel, seen, innermost_napping, 60), "never got deep"
+    kernel.km.interrupt_kernel()
+    assert collect_until(kernel, seen, lambda s: any(idle_of(msg_id)(m) for m in s), 30)
+    kernel.reply_to(msg_id)
+    statuses = kernel.value("__import__('agio_notebook').runs()[lambda f: f.root_run_id == _agio_last().run_id]"
+                            "['status'].astype(str).tolist()")
+    assert statuses == ["cancelled"] * 3

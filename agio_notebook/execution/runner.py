@@ -225,6 +225,11 @@ class StepRunner:
         if fresh_memory and from_seq is None:
             from_seq = memory_read_sequence(self.repository, run_id)
         plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # clear errors before waiting
+        held = holder(self.agent, plan.context) if agent is None else self.agent
+        if held is not self.agent:  # at that point the conversation was with another agent (a handoff)
+            async for event in self.retry_stream(run_id, from_seq, held, fresh_memory, reuse=reuse):
+                yield event
+            return
         async with _claimed(self.repository, plan.session_id, self.config.session_wait):
             plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # what is stored now
             recording = Recording.from_steps(self.repository.get_steps(plan.session_id, include_superseded=True),
