@@ -5,12 +5,12 @@ from .errors import (AgioError, AmbiguousIdError, InvalidOperationError, ModelEr
                      StoreError)
 from .events import TERMINAL_EVENTS, TRANSIENT_EVENTS, StepEvent, StepEventType
 from .redact import scrub
-from .run import AgentRun, AgentSession, RunMetrics, RunStatus
+from .run import AgentRun, AgentSession, RunMetrics, RunStatus, run_tree
 from .step import Step, StepMetrics, StepRole, ToolCall, new_id, now
 
 __all__ = [
     "AgentRun", "AgentSession", "AgioError", "AmbiguousIdError", "ExecutionConfig", "InvalidOperationError",
     "ModelError", "NotFoundError", "RunMetrics", "RunStatus", "SessionBusyError", "Step", "StepEvent", "StepEventType",
     "StepMetrics", "StepRole", "StoreError", "TERMINAL_EVENTS", "TRANSIENT_EVENTS", "ToolCall", "new_id", "now",
-    "scrub",
+    "run_tree", "scrub",
 ]

@@ -38,6 +38,10 @@ class StepEventType(str, Enum):
     ACTION_STARTED = "action_started"
     ACTION_COMPLETED = "action_completed"
     ACTION_FAILED = "action_failed"
+    # an event of a run nested in this one (an agent called as a tool), tagged with its path
+    NESTED = "nested"
+    # the conversation moved to another agent (a handoff)
+    HANDOFF = "handoff"
 
     @property
     def is_terminal(self) -> bool:
@@ -50,7 +54,8 @@ TERMINAL_EVENTS = frozenset({StepEventType.RUN_COMPLETED, StepEventType.RUN_FAIL
 
 # Deltas are transient: the completed step carries the full text, so the store
 # keeps every event except these (a 20k-token answer would otherwise be 20k rows).
-TRANSIENT_EVENTS = frozenset({StepEventType.STEP_DELTA})
+# Nested events are copies: each nested run stores its own events under its own run id.
+TRANSIENT_EVENTS = frozenset({StepEventType.STEP_DELTA, StepEventType.NESTED})
 
 
 @dataclass(slots=True)

@@ -25,8 +25,10 @@ from .debug import Debugger, DebugRun, Handler
 from .pauses import BreakpointSpec, parse_breakpoints
 from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
 from .fork import fork_recording, fork_session
+from .handoff import holder
 from .history import check_answered, check_messages, history_steps
 from .hooks import AgentHook, HookCaller, default_hooks
+from .nested import ParentLink, forget_tree
 from .memory_read import memory_event_payload, memory_read_sequence, read_memory
 from .recorder import RunRecorder
 from .requests import redact_for
@@ -167,11 +169,13 @@ class StepRunner:
     # -- public entry points -----------------------------------------------------
     async def run_stream(self, session: AgentSession | str | None, query: str, *,
                          history: Sequence[dict[str, Any]] = (),
-                         _recording: Recording | None = None) -> AsyncIterator[StepEvent]:
+                         _recording: Recording | None = None, _parent: ParentLink | None = None
+                         ) -> AsyncIterator[StepEvent]:
         """Send ``query`` to the agent in ``session`` (new if None or unknown) and stream the events.
 
         ``history`` (chat messages, no system message) is a conversation that began elsewhere: for a new
         session only, it is stored first as the session's opening steps (of no run, like a fork's copies).
+        A session handed off to another agent (``Agent(handoffs=...)``) goes on with the agent holding it.
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
@@ -196,26 +200,37 @@ class StepRunner:
                 new_session = None
             if _recording is None and steps:  # the first run of a fork re-enters the forked session
                 _recording = fork_recording(repo, session_id, steps)
-            rec = self._recorder(session_id, "run", query, steps, new_session)
-
-            def setup() -> list[Step]:
-                new: list[Step] = []
-                dangling, missing = pending_tool_calls(steps)
-                if dangling is not None:  # a cancelled run left tool calls unanswered
-                    for call in dangling.tool_calls:
-                        if call.id in missing:
-                            new.append(Step(session_id=session_id, run_id=rec.run.id,
-                                            sequence=rec.next_sequence(), role=StepRole.TOOL,
-                                            content="Tool call interrupted before it returned a result.",
-                                            tool_call_id=call.id, name=call.name, status="error",
-                                            error="interrupted"))
-                new.append(Step(session_id=session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
-                                role=StepRole.USER, content=query))
-                memory = read_memory(self.agent, repo, query, rec)  # before the first model call
-                return new + [memory] if memory is not None else new
-
-            async for event in self._lifecycle(rec, setup, recording=_recording):
+            agent = holder(self.agent, steps)
+            # a session handed off to another agent: the agent holding it answers
+            me = self if agent is self.agent else StepRunner(agent, self.hooks, self.config, repo, self.approver)
+            rec = me._recorder(session_id, "run", query, steps, new_session)
+            stream = me._lifecycle(rec, me._opening(rec, steps, query), recording=_recording)
+            if _parent is not None:
+                _parent.apply(rec.run)
+            async for event in stream:
                 yield event
+
+    def _opening(self, rec: RunRecorder, steps: list[Step], query: str) -> Callable[[], list[Step]]:
+        """The first steps of a new run: answers to calls a cancelled run left open, the query, memory."""
+        repo, session_id = self.repository, rec.run.session_id
+
+        def setup() -> list[Step]:
+            new: list[Step] = []
+            dangling, missing = pending_tool_calls(steps)
+            if dangling is not None:  # a cancelled run left tool calls unanswered
+                for call in dangling.tool_calls:
+                    if call.id in missing:
+                        new.append(Step(session_id=session_id, run_id=rec.run.id,
+                                        sequence=rec.next_sequence(), role=StepRole.TOOL,
+                                        content="Tool call interrupted before it returned a result.",
+                                        tool_call_id=call.id, name=call.name, status="error",
+                                        error="interrupted"))
+            new.append(Step(session_id=session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
+                            role=StepRole.USER, content=query))
+            memory = read_memory(self.agent, repo, query, rec)  # before the first model call
+            return new + [memory] if memory is not None else new
+
+        return setup
 
     async def run(self, session: AgentSession | str | None, query: str, *,
                   history: Sequence[dict[str, Any]] = ()) -> RunResult:
@@ -284,6 +299,11 @@ class StepRunner:
         if fresh_memory and from_seq is None:
             from_seq = memory_read_sequence(self.repository, run_id)
         plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # clear errors before waiting
+        held = holder(self.agent, plan.context) if agent is None else self.agent
+        if held is not self.agent:  # at that point the conversation was with another agent (a handoff)
+            async for event in self.retry_stream(run_id, from_seq, held, fresh_memory, reuse=reuse):
+                yield event
+            return
         async with _claimed(self.repository, plan.session_id, self.config.session_wait):
             plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # what is stored now
             recording = Recording.from_steps(self.repository.get_steps(plan.session_id, include_superseded=True),
@@ -441,6 +461,7 @@ class StepRunner:
 
     @staticmethod
     def _terminal_event(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
+        forget_tree(rec.run)
         rec.finish(status, error)
         return rec.emit(_TERMINAL[status], {"run": rec.run.to_dict()})
 

@@ -25,8 +25,10 @@ from ..models.settings import check_settings, merge_settings
 from ..tools import ToolCallContext, ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .budget import Budget
+from .handoff import take_handoff
 from .pauses import ModelCall
 from .hooks import HookCaller
+from .nested import interleave, over_tree_budget, needs_scope
 from .recorder import RunRecorder
 from .requests import redact_for
 from .tool_executor import ToolExecutor
@@ -77,11 +79,15 @@ class StepExecutor:
                 yield event
         max_steps = self.config.max_steps
         chain = MessageChain()  # running digest of the context, extended by each turn's new messages
+        chained = rec.messages
         while True:
+            if rec.messages is not chained:  # a handoff put new instructions first: digest afresh
+                chain, chained = MessageChain(), rec.messages
             if rec.run.metrics.model_calls >= max_steps:
                 rec.finish(RunStatus.MAX_STEPS, f"max_steps ({max_steps}) reached before a final answer")
                 return
-            over = budget.check(rec.run.metrics, rec.messages)  # max_tokens, then max_cost: one estimate
+            over = (budget.check(rec.run.metrics, rec.messages)  # max_tokens, then max_cost: one estimate
+                    or over_tree_budget(rec.run))  # and the outermost run's, with its nested runs
             if over is not None:
                 rec.finish(RunStatus.BUDGET_EXCEEDED, over)
                 return
@@ -303,7 +309,13 @@ class StepExecutor:
                 return ToolCallContext(run.session_id, run.id, call.id, call.name, step.sequence,
                                        sequences[call.id], rec.repository, batch_ids)
 
-            async for result in self.tool_executor.execute_batch(to_run, context):
+            batch: AsyncIterator[Any] = self.tool_executor.execute_batch(to_run, context)
+            if any(needs_scope(self.registry.get(c.name)) for c in to_run):  # nested runs stream in between
+                batch = interleave(batch, rec, self, recording, step.id, [c.id for c in to_run])
+            async for result in batch:
+                if isinstance(result, StepEvent):
+                    yield result
+                    continue
                 results[result.tool_call_id] = result
                 for action in result.actions:
                     for event in self._action_events(rec, action):
@@ -314,6 +326,7 @@ class StepExecutor:
         if self.debugger is not None:  # pause after each result: edit it before it is stored
             async for event in self.debugger.after_tools(rec, calls, results, sequences):
                 yield event
+        handoff = take_handoff(self, rec, calls, results)  # the run goes on with another agent
         new_events = []
         for call in calls:
             result = results[call.id]
@@ -342,6 +355,8 @@ class StepExecutor:
         for event, tool_step in new_events:
             yield event
             await hooks.call("on_step_end", run, tool_step)
+        if handoff is not None:
+            yield handoff
         yield closing
 
     async def _approve(self, rec: RunRecorder, call: ToolCall, to_run: list[ToolCall],

@@ -154,6 +154,9 @@ def _step_info(step: Step | None, side: Side) -> dict[str, Any] | None:
     if step.role is StepRole.TOOL:
         name, arguments = side.calls.get(step.tool_call_id or "", (step.name or "", None))
         info["tool"] = {"name": name, "arguments": arguments, "result": step.content, "error": step.error}
+        nested = (step.extra.get("nested_run") or {}).get("run_id")
+        if nested:  # an agent called as a tool: its run, compared in turn
+            info["nested_run"] = nested
     return info
 
 
@@ -183,8 +186,12 @@ def _row(pa: Step | None, pb: Step | None, a: Side, b: Side) -> dict[str, Any]:
     result_changed = ("tool" in ia and "tool" in ib
                       and (ia["tool"]["result"], ia["tool"]["error"]) != (ib["tool"]["result"], ib["tool"]["error"]))
     same = ia["text"] == ib["text"] and not arguments and not result_changed and ia["status"] == ib["status"]
+    nested = None
+    if ia.get("nested_run") and ib.get("nested_run") and ia["nested_run"] != ib["nested_run"]:
+        nested = RunDiff(_resolve(ia["nested_run"], a.repository), _resolve(ib["nested_run"], b.repository)).to_dict()
+        same = same and all(r["status"] == "same" for r in nested["rows"])
     return {"status": "same" if same else "changed", "a": ia, "b": ib, "text_a": ops_a, "text_b": ops_b,
-            "arguments": arguments, "result_changed": result_changed,
+            "arguments": arguments, "result_changed": result_changed, "nested": nested,
             "tokens_delta": _delta(ia["tokens"], ib["tokens"]),
             "latency_delta_ms": _delta(ia["latency_ms"], ib["latency_ms"]),
             "cost_delta": _delta(ia["cost"], ib["cost"])}
@@ -334,6 +341,9 @@ def to_html(data: dict[str, Any]) -> str:
         rows.append(f'<tr class="agio-diff-row agio-diff-{r["status"]}" style="{_ROW_BG[r["status"]]}">'
                     f'<td style="{_CELL}">{_side_html(r["a"], r["text_a"])}</td>'
                     f'<td style="{_CELL}">{_side_html(r["b"], r["text_b"])}{_changes_html(r)}</td></tr>')
+        if r.get("nested"):  # the nested runs of an agent tool, compared inside the row
+            rows.append(f'<tr class="agio-diff-nested"><td colspan="2" style="{_CELL};padding-left:18px">'
+                        f'{to_html(r["nested"])}</td></tr>')
     changed = sum(r["status"] != "same" for r in data["rows"])
     summary = (f'{changed} of {len(data["rows"])} step pairs differ · tokens {a["tokens"]} → {b["tokens"]} '
                f'({_fmt_delta(d["tokens"])}) · latency {a["latency_ms"]:.0f} → {b["latency_ms"]:.0f} ms '
@@ -359,4 +369,6 @@ def to_text(data: dict[str, Any]) -> str:
         line += text_a[:60] if r["status"] in ("same", "only_a") else (
             f"{text_a[:40]!r} -> {text_b[:40]!r}" if r["status"] == "changed" else text_b[:60])
         lines.append(line)
+        if r.get("nested"):
+            lines.extend(f"    | {nested}" for nested in to_text(r["nested"]).splitlines())
     return "\n".join(lines)

@@ -118,6 +118,8 @@ def card_html(card: ToolCard) -> str:
     if card.error is not None:
         body += (f'<pre class="agio-tool-error" style="{_MONO};margin:2px 0;color:#cf222e;white-space:pre-wrap">'
                  f'{escape(card.error_type or "error")}: {escape(card.error)}</pre>')
+    if card.nested is not None:
+        body += nested_run_html(card.nested)
     return (f'<details class="agio-tool-card agio-tool-{escape(card.status)}" '
             f'style="border:1px solid #d0d7de;border-radius:6px;margin:4px 0 4px 12px;padding:2px 8px">'
             f'<summary><span class="agio-tool-label" style="color:#57606a;font-size:11px">tool</span> '
@@ -125,6 +127,28 @@ def card_html(card: ToolCard) -> str:
             f'{body}</details>{card_marks_html(card)}'
             + (f'<div class="agio-displays" style="margin:0 0 4px 12px">{displays_html(card.displays)}</div>'
                if card.displays else ""))
+
+
+def nested_run_html(view: RunView) -> str:
+    """The run of an agent called as a tool, inside its tool card: its steps and cards, at any depth."""
+    steps = "".join(step_html(s) for s in view.conversation())
+    line = escape(metrics_line(view.run_metrics, run=True))
+    error = (f'<div class="agio-error" style="color:#cf222e">{escape(view.error)}</div>'
+             if view.error and view.status not in ("completed", "running") else "")
+    return (f'<details open class="agio-nested-run" data-agio-run="{escape(view.run_id or "")}" '
+            f'style="border-left:2px dashed #8250df;margin:4px 0;padding:2px 0 2px 8px">'
+            f'<summary style="font-size:12px">agent <b class="agio-nested-agent">{escape(view.agent_name or "?")}</b> '
+            f'{_badge(view.status)} <span style="color:#57606a;font-size:11px">run '
+            f'{escape((view.run_id or "")[:8])}</span></summary>{steps}{error}'
+            f'<div class="agio-metrics" style="font-size:11px;color:#57606a">{line}</div></details>')
+
+
+def handoff_html(view: RunView) -> str:
+    """Who holds the conversation after handoffs (empty without one)."""
+    if not view.handoffs:
+        return ""
+    chain = " → ".join([view.handoffs[0]["from"], *(h["to"] for h in view.handoffs)])
+    return (f'<div class="agio-handoff" style="font-size:12px;color:#8250df">handed off: {escape(chain)}</div>')
 
 
 def role_color(role: str) -> str:
@@ -188,7 +212,7 @@ def header_html(view: RunView) -> str:
     ids = f"{escape((view.run_id or '')[:8])} · session {escape((view.session_id or '')[:8])}"
     return (f'<div class="agio-header" style="display:flex;gap:8px;align-items:center">'
             f'<b>agio {title}</b> {_badge(view.status)}<span style="color:#57606a;font-size:11px">{ids}'
-            f'{extra}</span></div>{origin}')
+            f'{extra}</span></div>{origin}{handoff_html(view)}')
 
 
 def footer_html(view: RunView) -> str:
@@ -212,6 +236,11 @@ def to_html(view: RunView, extra: str = "") -> str:
 
 
 def to_text(view: RunView) -> str:
+    lines = _text_lines(view)
+    return "\n".join(lines)
+
+
+def _text_lines(view: RunView) -> list[str]:
     lines = [f"agio {view.kind} {(view.run_id or '')[:8]} [{view.status}]"
              + (f" attempt {view.attempt} (retry of {view.retry_of[:8]})" if view.retry_of else "")]
     if view.forked_from:
@@ -232,7 +261,11 @@ def to_text(view: RunView) -> str:
             shown = [d.get("mime") for d in card.displays]
             if shown:
                 lines.append(f"     [{shown.count('image/png')} figure(s), {shown.count('text/html')} table(s) shown]")
+            if card.nested is not None:  # the nested run of an agent tool, indented under its call
+                lines.extend(f"     | {line}" for line in _text_lines(card.nested))
+    if view.handoffs:
+        lines.append("handed off: " + " → ".join([view.handoffs[0]["from"], *(h["to"] for h in view.handoffs)]))
     if view.error and view.status != "completed":
         lines.append(f"error: {view.error}")
     lines.append(metrics_line(view.run_metrics, run=True))
-    return "\n".join(lines)
+    return lines

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from ..core import AgentRun, AgentSession, StepEvent, StepEventType
 from ..execution.attempts import Attempt, list_attempts
+from ..execution.nested import nested_events
 from ..storage.base import Repository, iter_events
 from .debug_marks import attach_seen, seen_payload
 from .controls import attempt_dicts, command_lines, commands_html, commands_text
@@ -46,7 +47,7 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
     ``seen`` (:func:`~.debug_marks.seen_payload`) is what each model call saw, shown under it.
     """
     dicts = [e.to_dict() if isinstance(e, StepEvent) else e for e in events]
-    dicts = [e for e in dicts if e["type"] != StepEventType.STEP_DELTA.value]
+    dicts = [e for e in dicts if e["type"] != StepEventType.STEP_DELTA.value and not _nested_delta(e)]
     run_dict = run.to_dict() if isinstance(run, AgentRun) else run
     if run_dict is None:
         run_dict = next((e["payload"]["run"] for e in reversed(dicts) if "run" in e["payload"]), None)
@@ -68,6 +69,10 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
     return {MIME_TYPE: payload, "text/html": html, "text/plain": text}
 
 
+def _nested_delta(event: dict[str, Any]) -> bool:
+    return event["type"] == StepEventType.NESTED.value and event["payload"]["event"]["type"] == "step_delta"
+
+
 def trace_svg(run_id: str | None, events: list[dict[str, Any]]) -> str | None:
     """The run's trace graph as SVG, or None without steps or without Graphviz."""
     from ..memory.trace import trace_from_events
@@ -86,4 +91,5 @@ def bundle_for_run(repository: Repository, run_id: str) -> dict[str, Any]:
     session = repository.get_session(run.session_id) if run is not None else None
     attempts = list_attempts(repository, run_id) if run is not None else None
     seen = seen_payload(repository, run_id) if run is not None else None
-    return build_bundle(iter_events(repository, run_id), run, session, attempts, seen)
+    return build_bundle([*iter_events(repository, run_id), *nested_events(repository, run_id)], run, session,
+                        attempts, seen)

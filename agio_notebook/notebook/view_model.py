@@ -30,6 +30,8 @@ class ToolCard:
     replayed: bool = False  # a side-effect call answered from the record, not run again
     edited: dict[str, Any] = field(default_factory=dict)  # step mode: arguments/result edited, or skipped
     pauses: list[dict[str, Any]] = field(default_factory=list)  # step mode: where the run waited on it
+    nested: RunView | None = None  # the run of an agent called as this tool, folded from its nested events
+    changes: int = 0  # counts nested events folded in (the live view redraws the card when it moves)
 
 
 @dataclass
@@ -66,6 +68,8 @@ class RunView:
     steps: list[StepView] = field(default_factory=list)
     forked_from: str | None = None
     forked_at: int | None = None
+    agent_name: str | None = None  # the agent answering (it changes at a handoff)
+    handoffs: list[dict[str, Any]] = field(default_factory=list)  # {"from", "to", "sequence"} in order
     skipped: int = 0  # malformed events left out
     paused: dict[str, Any] | None = None  # step mode: the pause the run waits at now
     _by_seq: dict[int, StepView] = field(default_factory=dict, repr=False)
@@ -94,6 +98,13 @@ class RunView:
 
     def _apply(self, event: StepEvent) -> None:
         t, p = event.type, event.payload
+        if t is _E.NESTED:
+            self._apply_nested(p["path"], p["event"])
+            return
+        if t is _E.HANDOFF:
+            self.agent_name = p["to"]
+            self.handoffs.append({"from": p["from"], "to": p["to"], "tool_call_id": p.get("tool_call_id")})
+            return
         if t is _E.STEP_DELTA:
             if "content" in p:
                 self._step(p["sequence"], "assistant").text += p["content"]
@@ -105,6 +116,7 @@ class RunView:
             self.retry_of, self.query, self.model_name = run.get("retry_of"), run.get("query"), run.get("model_name")
             self.error, self.final_text = run.get("error"), run.get("final_text")
             self.run_metrics = run.get("metrics") or {}
+            self.agent_name = run.get("agent_name") or self.agent_name
             if t.is_terminal:
                 self.settle_cards()
         elif t is _E.STEP_COMPLETED:
@@ -187,6 +199,19 @@ class RunView:
             view = self._by_seq.get(p["sequence"])
             if view is not None:
                 view.metrics = p.get("step") or view.metrics
+
+    def _apply_nested(self, path: list[dict[str, Any]], event: dict[str, Any]) -> None:
+        """An event of a run nested under one of this run's tool cards (at any depth, by its path)."""
+        view: RunView = self
+        for hop in path:
+            card = view._cards.get(hop["tool_call_id"])
+            if card is None:  # the card is not known yet: nothing to hang it on
+                return
+            card.changes += 1
+            if card.nested is None or card.nested.run_id not in (None, hop.get("run_id")):
+                card.nested = RunView()
+            view = card.nested
+        view._apply(StepEvent.from_dict(event))
 
     def settle_cards(self) -> None:
         """The run is over: a call still running or awaiting approval never finished (cancelled with its

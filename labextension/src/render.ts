@@ -46,6 +46,7 @@ export interface ToolCard {
   displays: Display[];
   isolation?: string;
   diff?: string;
+  nested?: AgioEvent[]; // the events of the run of an agent called as this tool (paths relative to it)
 }
 
 /** A rich output of an action: a PNG (base64) or an HTML table from the sandbox (untrusted). */
@@ -73,6 +74,7 @@ export interface RunView {
   steps: StepView[];
   runMetrics: Record<string, any>;
   traceSvg?: string | null;
+  handoffs: { from: string; to: string }[];
 }
 
 const TERMINAL = new Set(['run_completed', 'run_failed', 'run_cancelled', 'run_max_steps', 'run_budget_exceeded']);
@@ -115,6 +117,7 @@ export function foldEvents(t: Transcript): RunView {
   const cards = new Map<string, ToolCard>();
   let run: Record<string, any> = t.run ?? {};
   let runMetrics: Record<string, any> = run.metrics ?? {};
+  const handoffs: { from: string; to: string }[] = [];
   const stepFor = (sequence: number, role: string): StepView => {
     let s = bySeq.get(sequence);
     if (!s) {
@@ -125,7 +128,12 @@ export function foldEvents(t: Transcript): RunView {
   };
   for (const e of t.events) {
     const p = e.payload;
-    if (e.type === 'run_started' || TERMINAL.has(e.type)) {
+    if (e.type === 'nested') {
+      routeNested(cards, e);
+    } else if (e.type === 'handoff') {
+      handoffs.push({ from: String(p.from), to: String(p.to) });
+      run = { ...run, agent_name: p.to };
+    } else if (e.type === 'run_started' || TERMINAL.has(e.type)) {
       if (p.run) {
         if (!t.run) {
           run = { ...run, ...p.run };
@@ -212,7 +220,19 @@ export function foldEvents(t: Transcript): RunView {
     }
   }
   const steps = [...bySeq.values()].filter(s => s.role !== 'tool').sort((a, b) => a.sequence - b.sequence);
-  return { transcript: t, run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg };
+  return { transcript: t, run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg, handoffs };
+}
+
+/** A nested run's event goes to the card of the call that started it, one level of its path down. */
+function routeNested(cards: Map<string, ToolCard>, e: AgioEvent): void {
+  const path = Array.isArray(e.payload.path) ? e.payload.path : [];
+  const inner = e.payload.event;
+  const card = path.length ? cards.get(path[0]?.tool_call_id) : undefined;
+  if (!card || !inner || typeof inner.type !== 'string') {
+    return;
+  }
+  card.nested = card.nested ?? [];
+  card.nested.push(path.length > 1 ? { ...e, payload: { path: path.slice(1), event: inner } } : inner);
 }
 
 /** Figures and tables of an action record, and a browser screenshot as a figure. */
@@ -357,7 +377,31 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
   if (card.error !== undefined) {
     details.append(el(doc, 'pre', ['agio-tool-error'], `${card.errorType ?? 'error'}: ${card.error}`));
   }
+  if (card.nested) {
+    details.open = true;
+    details.append(renderNestedRun(doc, card.nested));
+  }
   return details;
+}
+
+/** The run of an agent called as a tool, inside its card: its steps and cards, at any depth. */
+function renderNestedRun(doc: Document, events: AgioEvent[]): HTMLElement {
+  const view = foldEvents({ version: 1, run: null, session: null, events });
+  const box = el(doc, 'details', ['agio-nested-run']) as HTMLDetailsElement;
+  box.open = true;
+  box.dataset.agioRun = String(view.run.id ?? '');
+  const summary = el(doc, 'summary');
+  summary.append('agent ', el(doc, 'b', ['agio-nested-agent'], String(view.run.agent_name ?? '?')), ' ',
+    statusBadge(doc, String(view.run.status ?? 'running')), el(doc, 'span', ['agio-ids'], ` run ${short(view.run.id)}`));
+  box.append(summary);
+  for (const step of view.steps) {
+    box.append(renderStep(doc, step));
+  }
+  if (view.run.error && view.run.status !== 'completed') {
+    box.append(el(doc, 'div', ['agio-error'], String(view.run.error)));
+  }
+  box.append(el(doc, 'div', ['agio-metrics'], metricsLine(view.runMetrics, true)));
+  return box;
 }
 
 function renderStep(doc: Document, step: StepView, t?: Transcript): HTMLElement {
@@ -436,6 +480,10 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
     header.append(el(doc, 'span', ['agio-attempt', 'agio-superseded'], ' · superseded'));
   }
   root.append(header);
+  if (view.handoffs.length) {
+    const chain = [view.handoffs[0].from, ...view.handoffs.map(h => h.to)].join(' → ');
+    root.append(el(doc, 'div', ['agio-handoff'], `handed off: ${chain}`));
+  }
   if (view.session && view.session.forked_from) {
     const origin = el(doc, 'div', ['agio-fork-origin'],
       ` forked from session ${short(view.session.forked_from)} at step ${view.session.forked_at}`);
