@@ -262,3 +262,19 @@ def test_a_loop_that_never_stops_or_a_tool_that_hangs_fails_its_scenario_not_the
     assert "timeout" in result["hangs"].reason.lower()
     assert result["default cap"].reason == "max_steps after 8 model calls"
     assert time.monotonic() - started < 30
+
+
+def test_a_scenarios_setup_prepares_the_checks_store_first() -> None:
+    from agio_notebook import memory
+
+    def echo_memory(messages, tools):
+        return "remembered" if "Speak French" in messages[0].get("content", "") else "forgot"
+
+    ex = Exercise("setup", "Setup", "prompt", "Anything.", [
+        Scenario("with a skill", "greet me", model=echo_memory,
+                 setup=lambda repo: memory.add_skill("greeting", "Speak French when you greet me.", repository=repo),
+                 expect=[expect(lambda t: t.final_text == "remembered", lambda t: t.final_text)]),
+        Scenario("without", "greet me", model=echo_memory,
+                 expect=[expect(lambda t: t.final_text == "remembered", lambda t: t.final_text)])])
+    result = check(ex, "You greet people.")
+    assert [s.passed for s in result.scenarios] == [True, False] and result["without"].reason == "forgot"
