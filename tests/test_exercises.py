@@ -93,12 +93,26 @@ def test_a_solution_that_raises_is_a_failed_scenario_not_a_traceback() -> None:
 
     result = check(exercise("write_scorer"), scorer)
     assert [s.reason for s in result.scenarios] == ["your scorer raised ZeroDivisionError: oops"] * 4
+    assert all(s.events and s.run_id for s in result.scenarios)  # the runs it raised on are shown
 
     def model(messages, tools):
         raise KeyError("content")
 
     result = check(exercise("function_model"), model)
     assert all(s.reason == "the run failed: model 'model' failed: KeyError: 'content'" for s in result.scenarios)
+
+    async def choose(session_id, candidates, repository):
+        return {"not": "a run id"}
+
+    result = check(exercise("fork_compare_choose"), choose)
+    assert all(s.reason.startswith("choose() returned {'not': 'a run id'}, not the id of a run in the store")
+               for s in result.scenarios)
+
+    async def drive(solution, scenario, repository):  # a scenario that breaks for any other reason
+        raise RuntimeError("the store went away")
+
+    ex = Exercise("broken", "Broken", "function", "Anything.", [Scenario("s")], drive=drive)
+    assert check(ex, print).failed[0].reason == "this scenario could not run: RuntimeError: the store went away"
 
 
 def test_result_is_usable_from_python_and_renders_a_table() -> None:
@@ -248,3 +262,19 @@ def test_a_loop_that_never_stops_or_a_tool_that_hangs_fails_its_scenario_not_the
     assert "timeout" in result["hangs"].reason.lower()
     assert result["default cap"].reason == "max_steps after 8 model calls"
     assert time.monotonic() - started < 30
+
+
+def test_a_scenarios_setup_prepares_the_checks_store_first() -> None:
+    from agio_notebook import memory
+
+    def echo_memory(messages, tools):
+        return "remembered" if "Speak French" in messages[0].get("content", "") else "forgot"
+
+    ex = Exercise("setup", "Setup", "prompt", "Anything.", [
+        Scenario("with a skill", "greet me", model=echo_memory,
+                 setup=lambda repo: memory.add_skill("greeting", "Speak French when you greet me.", repository=repo),
+                 expect=[expect(lambda t: t.final_text == "remembered", lambda t: t.final_text)]),
+        Scenario("without", "greet me", model=echo_memory,
+                 expect=[expect(lambda t: t.final_text == "remembered", lambda t: t.final_text)])])
+    result = check(ex, "You greet people.")
+    assert [s.passed for s in result.scenarios] == [True, False] and result["without"].reason == "forgot"

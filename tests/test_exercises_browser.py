@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_notebook, new_output
 from playwright.sync_api import Page, sync_playwright
 
 from kernel_support import KERNEL_NAME
@@ -38,6 +38,14 @@ def test_exercise_inserts_its_starter_below_and_the_starter_checks(lab_env):
     nb = new_notebook(cells=[new_code_cell("%load_ext agio_notebook"), new_code_cell("%agio exercise tool_errors"),
                              new_code_cell("print('last')")], metadata={"kernelspec": spec})
     nbformat.write(nb, root / "exercise.ipynb")
+    # a notebook saved elsewhere (not signed here, so untrusted) whose output is a failing check's table
+    from agio_notebook.exercises import check, exercise
+    from agio_notebook.teach.solutions import solutions
+
+    failed = check(exercise("stopping_rule"), solutions("stopping_rule").WRONG[0][0])
+    saved = new_code_cell("check(exercise('stopping_rule'), searcher)", execution_count=1, outputs=[new_output(
+        "execute_result", {"text/html": failed._repr_html_(), "text/plain": failed.summary()}, execution_count=1)])
+    nbformat.write(new_notebook(cells=[saved], metadata={"kernelspec": spec}), root / "saved.ipynb")
     OUT.mkdir(exist_ok=True)
     with sync_playwright() as pw, running_lab(root, env) as (base, token):
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -66,5 +74,17 @@ def test_exercise_inserts_its_starter_below_and_the_starter_checks(lab_env):
             assert table.locator("details[open] .agio-run").count() == 2  # the failing runs' transcripts
             assert "gives it nothing to correct the spelling with" in table.inner_text()
             page.screenshot(path=str(OUT / "exercise-starter.png"), full_page=True)
+
+            # reopened untrusted: the sanitised table still shows each scenario, why, and the transcripts
+            page.goto(f"{base}/lab/tree/saved.ipynb?token={token}")
+            output = page.locator(".jp-Cell", has_text="searcher)").locator(".jp-OutputArea")
+            table = output.locator("table")
+            table.wait_for(timeout=LONG)
+            text = output.inner_text()
+            assert "exercise stopping_rule: 2 of 2 scenarios failed" in text
+            assert "your model never stopped" in text and "give up after 3 pages" in text
+            assert table.locator("summary", has_text="transcript of").count() == 2
+            assert text.count("When is the meeting?") == 2  # each failing run's transcript is shown, open
+            page.screenshot(path=str(OUT / "exercise-saved-untrusted.png"), full_page=True)
         finally:
             browser.close()

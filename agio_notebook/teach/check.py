@@ -18,6 +18,7 @@ from .kinds import as_solution
 from .report import CheckResult, ScenarioResult, Transcript
 from .running import SolutionError, call_solution, run_agent, scenario_model
 
+
 def agent_for(exercise: Exercise, solution: Any, scenario: Scenario) -> Agent:
     """The agent a scenario runs: the solution in its place, the scenario's model and tools around it."""
     name = exercise.name
@@ -34,7 +35,11 @@ def agent_for(exercise: Exercise, solution: Any, scenario: Scenario) -> Agent:
 async def default_drive(exercise: Exercise, solution: Any, scenario: Scenario, repository: Repository) -> Trial:
     trial = await run_agent(agent_for(exercise, solution, scenario), scenario, repository)
     if exercise.kind == "scorer":  # the run is the scenario's; the score is the learner's
-        trial.value = await call_solution(solution, trial, what="scorer")
+        try:
+            trial.value = await call_solution(solution, trial, what="scorer")
+        except SolutionError as exc:
+            exc.trial = trial  # the run the scorer failed on is shown with the reason
+            raise
     return trial
 
 
@@ -54,7 +59,9 @@ async def judge(exercise: Exercise, solution: Any, scenario: Scenario) -> Scenar
                 break
             reason = await expectation.failure(trial)
     except SolutionError as exc:
-        reason = str(exc)
+        reason, trial = str(exc), exc.trial or trial
+    except Exception as exc:  # noqa: BLE001 - whatever a solution made the scenario do: a reason, not a traceback
+        reason = f"this scenario could not run: {type(exc).__name__}: {exc}".splitlines()[0][:300]
     finally:
         repository.close()
     return ScenarioResult.of(scenario, reason, trial)

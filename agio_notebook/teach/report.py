@@ -11,8 +11,8 @@ from ..core import StepEvent
 if TYPE_CHECKING:
     from .exercise import Scenario, Trial
 
-# events -> {"text/html": ..., "text/plain": ...}: how a failing run is shown (the notebook passes its
-# transcript bundle; without one the steps are listed as text)
+# events -> {"text/html": ..., "text/plain": ...}: how a failing run is shown (agio_notebook.exercises draws
+# it as a %%agio cell's transcript; without one the steps are listed as text)
 Transcript = Callable[[list[StepEvent]], dict[str, Any]]
 # JupyterLab right-aligns table cells; a reason reads from the left
 _CELL = ' style="text-align:left;vertical-align:top;padding:3px 8px"'
@@ -20,6 +20,8 @@ _CELL = ' style="text-align:left;vertical-align:top;padding:3px 8px"'
 
 @dataclass
 class ScenarioResult:
+    """One scenario's outcome: passed or not, the reason, and the run it made (id, status, answer, steps)."""
+
     name: str
     description: str
     passed: bool

@@ -18,7 +18,9 @@ DEFAULT_CONFIG = ExecutionConfig(max_steps=8, tool_timeout=10.0, first_token_tim
 
 
 class SolutionError(Exception):
-    """The learner's code raised; the message says where and what."""
+    """The learner's code raised; the message says where and what (``trial``: the run it raised on)."""
+
+    trial: Trial | None = None
 
 
 def scenario_model(scenario: Scenario) -> Any:
