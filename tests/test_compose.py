@@ -421,10 +421,9 @@ def test_handoff_bad_input_is_one_clear_line_and_loses_nothing(repo):
                                                     "cannot reach"):
         go(StepRunner(stranger, repository=repo).run("s1", "hello?"))
     assert len(repo.get_steps("s1")) == kept
+    a = Agent(model=Brain("a").model, name="a")
+    a.handoffs = [a]  # only reachable by changing an agent after it was made
     with pytest.raises(ValueError, match="cannot hand off to itself"):
-        a = Agent(model=Brain("a").model, name="a")
-        Agent(model=a.model, name="a", handoffs=[a]).registry  # noqa: B018 - a different object, same name
-        a.handoffs = [a]
         a.__post_init__()
     with pytest.raises(TypeError, match="handoffs must be Agents"):
         Agent(model=Brain("b").model, name="b", handoffs=["specialist"])
