@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pydantic
 import pytest
 
 import agio_notebook as agio
 from agio_notebook import Agent, ExecutionConfig, StepRunner, frames
-from agio_notebook.core import InvalidOperationError, RunStatus, StepEventType as E, StepRole
+from agio_notebook.core import InvalidOperationError, RunStatus, StepEvent, StepEventType as E, StepRole
 from agio_notebook.execution import MAX_DEPTH
 from agio_notebook.models import ReplayModel, export_cassette
 from agio_notebook.models.base import Usage
@@ -131,6 +132,10 @@ def test_stop_reaches_the_innermost_run_and_keeps_every_step(repo):
         if run.depth == 3:  # the query and the model's tool call were stored before the Stop
             kept = [s.role for s in repo.get_steps(run.session_id)]
             assert kept == [StepRole.USER, StepRole.ASSISTANT]
+    # the cell's transcript (the stream's events, then the run's end): no nested box goes on saying it runs
+    end = StepEvent(E.RUN_CANCELLED, root_id, events[0].session_id, 10_000, {"run": repo.get_run(root_id).to_dict()})
+    text = build_bundle([*events, end])["text/plain"]
+    assert len(re.findall(r"agio run \w+ \[cancelled\]", text)) == 7 and "[running]" not in text
 
 
 def test_nested_runs_count_against_the_outermost_budget(repo):
