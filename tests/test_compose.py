@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pydantic
 import pytest
 
 import agio_notebook as agio
 from agio_notebook import Agent, ExecutionConfig, StepRunner, frames
-from agio_notebook.core import InvalidOperationError, RunStatus, StepEventType as E, StepRole
+from agio_notebook.core import InvalidOperationError, RunStatus, StepEvent, StepEventType as E, StepRole
 from agio_notebook.execution import MAX_DEPTH
 from agio_notebook.models import ReplayModel, export_cassette
 from agio_notebook.models.base import Usage
@@ -30,6 +31,14 @@ def repo(tmp_path):
     r.close()
 
 
+@pytest.fixture
+def any_repo(store_url):
+    """The same on each backend: TinyDB files, SQLite, PostgreSQL."""
+    r = new_repository(store_url)
+    yield r
+    r.close()
+
+
 def go(coro):
     return asyncio.run(coro)
 
@@ -38,7 +47,8 @@ def tree_runs(repo, root_id):
     return frames.runs(repository=repo).query("root_run_id == @root_id").set_index("run_id")
 
 
-def test_depth_three_with_parallel_inner_runs_is_linked_in_the_store_frames_and_events(repo):
+def test_depth_three_with_parallel_inner_runs_is_linked_in_the_store_frames_and_events(any_repo):
+    repo = any_repo
     planner, brains = tree_of_agents()
     result = go(StepRunner(planner, repository=repo).run(None, "plan it"))
     assert result.status is RunStatus.COMPLETED
@@ -122,6 +132,10 @@ def test_stop_reaches_the_innermost_run_and_keeps_every_step(repo):
         if run.depth == 3:  # the query and the model's tool call were stored before the Stop
             kept = [s.role for s in repo.get_steps(run.session_id)]
             assert kept == [StepRole.USER, StepRole.ASSISTANT]
+    # the cell's transcript (the stream's events, then the run's end): no nested box goes on saying it runs
+    end = StepEvent(E.RUN_CANCELLED, root_id, events[0].session_id, 10_000, {"run": repo.get_run(root_id).to_dict()})
+    text = build_bundle([*events, end])["text/plain"]
+    assert len(re.findall(r"agio run \w+ \[cancelled\]", text)) == 7 and "[running]" not in text
 
 
 def test_nested_runs_count_against_the_outermost_budget(repo):
@@ -267,7 +281,8 @@ def test_fork_of_the_outer_session_reuses_or_reruns_the_inner_runs(repo, reuse):
     assert (new == []) if reuse else (len(new) == 6 and {r.root_run_id for r in new} == {forked.run_id})
 
 
-def test_a_cassette_replays_the_whole_tree(repo, tmp_path):
+def test_a_cassette_replays_the_whole_tree(any_repo, tmp_path):
+    repo = any_repo
     planner, brains = tree_of_agents()
     first = go(StepRunner(planner, repository=repo).run(None, "plan it"))
     cassette = export_cassette(tmp_path / "tree.json", repo, run_id=first.run_id)
@@ -411,13 +426,19 @@ def test_handoff_bad_input_is_one_clear_line_and_loses_nothing(repo):
                                                     "cannot reach"):
         go(StepRunner(stranger, repository=repo).run("s1", "hello?"))
     assert len(repo.get_steps("s1")) == kept
+    a = Agent(model=Brain("a").model, name="a")
+    a.handoffs = [a]  # only reachable by changing an agent after it was made
     with pytest.raises(ValueError, match="cannot hand off to itself"):
-        a = Agent(model=Brain("a").model, name="a")
-        Agent(model=a.model, name="a", handoffs=[a]).registry  # noqa: B018 - a different object, same name
-        a.handoffs = [a]
         a.__post_init__()
     with pytest.raises(TypeError, match="handoffs must be Agents"):
         Agent(model=Brain("b").model, name="b", handoffs=["specialist"])
+    # a model handing off to an agent nobody configured: one tool error naming the tools there are
+    lost = Agent(model=Brain("lost", lambda q: [call("transfer_to_nobody")]).model, name="lost",
+                 handoffs=[specialist])
+    result = go(StepRunner(lost, repository=repo).run(None, "help"))
+    step = next(s for s in result.steps if s.name == "transfer_to_nobody")
+    assert step.status == "error" and "no tool named 'transfer_to_nobody' (available: transfer_to_specialist)" \
+        in step.content and repo.get_run(result.run_id).agent_name == "lost"
 
 
 def test_trace_tree_and_diff_show_the_nesting(repo):

@@ -70,6 +70,8 @@ class Tree:
             if used >= self.max_tokens:
                 return (f"token budget max_tokens={self.max_tokens} of the outermost run is used up "
                         f"({used} tokens, {self.nested_tokens} of them by nested runs)")
+        if self.max_cost is not None and self.nested_cost is None:
+            return "max_cost is set but the price of a nested run's model is unknown"
         if self.max_cost is not None and self.nested_cost is not None and m.cost is not None:
             spent = m.cost + self.nested_cost
             if spent >= self.max_cost:

@@ -226,6 +226,9 @@ class RunView:
         for card in self._cards.values():
             if card.status in ("running", "awaiting_approval"):
                 card.status = ended
+            if card.nested is not None and not card.nested.done:  # its end never reached this stream
+                card.nested.status = ended
+                card.nested.settle_cards()
 
     def conversation(self) -> list[StepView]:
         """Steps in sequence order, tool steps folded into their cards (they are shown there)."""

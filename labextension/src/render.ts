@@ -47,6 +47,7 @@ export interface ToolCard {
   isolation?: string;
   diff?: string;
   nested?: AgioEvent[]; // the events of the run of an agent called as this tool (paths relative to it)
+  nestedEnded?: string; // the outer run ended: how a nested run still running ends
 }
 
 /** A rich output of an action: a PNG (base64) or an HTML table from the sandbox (untrusted). */
@@ -214,8 +215,12 @@ export function foldEvents(t: Transcript): RunView {
   if (TERMINAL_STATUS.has(run.status)) {
     // the run is over: a call still running or awaiting approval never finished (as the Python fold says)
     for (const card of cards.values()) {
+      const ended = run.status === 'cancelled' ? 'cancelled' : 'interrupted';
       if (card.status === 'running' || card.status === 'awaiting_approval') {
-        card.status = run.status === 'cancelled' ? 'cancelled' : 'interrupted';
+        card.status = ended;
+      }
+      if (card.nested) {
+        card.nestedEnded = ended; // a nested run whose end never reached this stream ends with it
       }
     }
   }
@@ -379,14 +384,20 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
   }
   if (card.nested) {
     details.open = true;
-    details.append(renderNestedRun(doc, card.nested));
+    details.append(renderNestedRun(doc, card.nested, card.nestedEnded));
   }
   return details;
 }
 
 /** The run of an agent called as a tool, inside its card: its steps and cards, at any depth. */
-function renderNestedRun(doc: Document, events: AgioEvent[]): HTMLElement {
-  const view = foldEvents({ version: 1, run: null, session: null, events });
+function renderNestedRun(doc: Document, events: AgioEvent[], ended?: string): HTMLElement {
+  let view = foldEvents({ version: 1, run: null, session: null, events });
+  if (ended && !TERMINAL_STATUS.has(String(view.run.status))) {
+    // fold again as if its run had ended so: its own cards and nested runs settle the same way
+    const last = { type: 'run_cancelled', run_id: '', session_id: '', seq: 0, ts: 0,
+      payload: { run: { ...view.run, status: ended } } };
+    view = foldEvents({ version: 1, run: null, session: null, events: [...events, last] });
+  }
   const box = el(doc, 'details', ['agio-nested-run']) as HTMLDetailsElement;
   box.open = true;
   box.dataset.agioRun = String(view.run.id ?? '');

@@ -72,3 +72,23 @@ describe('nested runs', () => {
     expect(root.querySelector('.agio-handoff')?.textContent).toBe('handed off: planner → writer');
   });
 });
+
+describe('a nested run whose end never reached the stream', () => {
+  it('ends with the outer run, its running cards too', () => {
+    const hop = { tool_call_id: 'c1', run_id: 'mid' };
+    const t = {
+      version: 1, run: null, session: null,
+      events: [
+        ev('outer', 1, 'run_started', { run: { id: 'outer', agent_name: 'planner', status: 'running' } }),
+        asks('outer', 2, 'c1', 'researcher'),
+        ev('outer', 3, 'nested', { path: [hop], event: ev('mid', 1, 'run_started', { run: { id: 'mid', agent_name: 'researcher', status: 'running' } }) }),
+        ev('outer', 4, 'nested', { path: [hop], event: asks('mid', 2, 'c2', 'nap') }),
+        ev('outer', 5, 'run_cancelled', { run: { id: 'outer', agent_name: 'planner', status: 'cancelled' } })
+      ]
+    };
+    const root = renderTranscript(t, document);
+    const box = root.querySelector('.agio-nested-run')!;
+    expect(box.querySelector('.agio-status')?.textContent).toBe('cancelled');
+    expect(box.querySelector('.agio-tool-card .agio-status')?.textContent).toBe('cancelled');
+  });
+});
