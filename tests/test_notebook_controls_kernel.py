@@ -60,6 +60,9 @@ def first_run(workdir) -> tuple[Kernel, dict]:
     ok(k.execute("%load_ext agio_notebook\n" + AGENTS))
     res = k.execute("%%agio coder --new-session\nplease add")
     ok(res)
+    html = next(m["content"]["data"]["text/html"] for m in of_type(res["messages"], "update_display_data")
+                if MIME in m["content"]["data"])
+    assert "agio-tool-label" in html and "\N{WRENCH}" not in html  # no emoji font needed for the fallback
     return k, bundles(res)[-1]["run"]
 
 
@@ -122,6 +125,11 @@ def test_fork_under_a_superseded_attempt_copies_that_attempts_steps(workdir):
         steps = k.value("[s.content for s in _agio._controller.repository.get_steps("
                         "_agio._controller.session_id)]")
         assert steps[-1] == "answer 1", steps  # the superseded attempt's answer, as its transcript shows
+        # from Python, the handle of the first attempt forks its own steps too
+        assert k.value(f"_agio._controller.handles[{run['id']!r}].fork(4) != ''") is True
+        steps = k.value("[s.content for s in _agio._controller.repository.get_steps("
+                        "_agio._controller.session_id)]")
+        assert steps[-1] == "answer 1", steps
         ok(k.execute(f"%agio fork {run['session_id']} --at 4"))  # without --run: the current attempt
         steps = k.value("[s.content for s in _agio._controller.repository.get_steps("
                         "_agio._controller.session_id)]")

@@ -121,7 +121,8 @@ class RunHandle:
                                       background=background)
 
     def fork(self, at: int) -> str:
-        return self._controller.fork(self.session_id, at)
+        """A new session with steps 1..at as this attempt wrote them (even if a retry replaced it since)."""
+        return self._controller.fork(self.session_id, at, attempt=self._require_id())
 
     @property
     def attempts(self) -> pd.DataFrame:
