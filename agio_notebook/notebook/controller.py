@@ -483,10 +483,10 @@ class Controller:
         session = repo.get_session(handle.session_id) if handle.session_id else None
         attempts = list_attempts(repo, handle.run_id) if run is not None else None
         bundle = build_bundle(handle.events_list, run, session, attempts)
+        if run is not None and run.retry_of:  # the attempts it replaced say so (before its own, which ends the cell)
+            self.refresh_family(handle.run_id, skip=handle.run_id)
         update_display(bundle, display_id=display_id, raw=True)
         live.close()
-        if run is not None and run.retry_of:
-            self.refresh_family(handle.run_id, skip=handle.run_id)
 
     def refresh_family(self, run_id: str, skip: str | None = None) -> None:
         """Redraw the transcripts of ``run_id``'s attempts that this kernel shows, so each says whether it
