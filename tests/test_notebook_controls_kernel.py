@@ -111,7 +111,7 @@ def test_control_cells_work_in_a_kernel_that_never_loaded_agio_and_print_once(wo
         k.close()
 
 
-def test_fork_under_a_superseded_attempt_copies_that_attempts_steps(workdir):
+def test_controls_under_a_superseded_attempt_act_on_that_attempt(workdir):
     k, run = first_run(workdir)
     try:
         res = k.execute(f"%agio retry {run['id']} --from-seq 4")
@@ -134,6 +134,14 @@ def test_fork_under_a_superseded_attempt_copies_that_attempts_steps(workdir):
         steps = k.value("[s.content for s in _agio._controller.repository.get_steps("
                         "_agio._controller.session_id)]")
         assert steps[-1] == "answer 2"
+        # a second retry, from the tool call: attempt 3 has steps 2..4 of its own
+        ok(k.execute(f"%agio retry {run['id']} --from-seq 2"))
+        # Retry under the first attempt's transcript: it starts from ITS steps 1..3, not attempt 3's
+        res = k.execute(f"%agio retry {run['id']} --from-seq 4")
+        ok(res)
+        assert "is current again" in streams(res)
+        current = k.value(f"[s.run_id for s in _agio._controller.repository.get_steps({run['session_id']!r})]")
+        assert current[1:3] == [run["id"], run["id"]] and current[3] == k.value("_agio.run_id"), current
         # inside the tool batch is still refused, in one line
         res = k.execute(f"%agio fork {run['session_id']} --at 2 --run {run['id']}")
         assert res["reply"]["content"]["ename"] == "UsageError" and "tool batch" in res["reply"]["content"]["evalue"]

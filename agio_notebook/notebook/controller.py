@@ -287,6 +287,12 @@ class Controller:
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}{_MOVED}")
         agent = agent or self.agent_for(run)
+        if run.superseded_by is not None and run.start_sequence is not None:
+            # a retry of a replaced attempt starts from that attempt's steps, as its transcript shows them
+            number = next(a.number for a in list_attempts(self.repository, run_id) if a.run_id == run_id)
+            self.use_attempt(run_id, number)
+            print(f"agio: attempt {number} of run {run_id[:8]} is current again, so the retry starts from its steps")
+            run = self.repository.get_run(run_id) or run
         plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq,
