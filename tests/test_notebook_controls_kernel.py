@@ -136,6 +136,11 @@ def test_controls_under_a_superseded_attempt_act_on_that_attempt(workdir):
         assert steps[-1] == "answer 2"
         # a second retry, from the tool call: attempt 3 has steps 2..4 of its own
         ok(k.execute(f"%agio retry {run['id']} --from-seq 2"))
+        # a bad step under a replaced attempt is one line, and changes nothing
+        res = k.execute(f"%agio retry {run['id']} --from-seq 3")
+        assert res["reply"]["content"]["ename"] == "UsageError" and "no step 3" in res["reply"]["content"]["evalue"]
+        assert k.value(f"[a.current for a in __import__('agio_notebook.execution.attempts', fromlist=['x'])"
+                       f".list_attempts(_agio._controller.repository, {run['id']!r})]") == [False, False, True]
         # Retry under the first attempt's transcript: it starts from ITS steps 1..3, not attempt 3's
         res = k.execute(f"%agio retry {run['id']} --from-seq 4")
         ok(res)

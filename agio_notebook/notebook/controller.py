@@ -21,10 +21,12 @@ import pandas as pd
 
 from .. import frames
 from ..agent import Agent
-from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, StepEvent, StepEventType, new_id
+from ..core import (AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, StepEvent, StepEventType,
+                    StepRole, new_id)
 from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
 from ..execution.approval import check_arguments
 from ..execution.attempts import list_attempts, use_attempt
+from ..execution.fork import attempt_steps
 from ..execution.retry import plan_retry
 from ..execution.runner import active_run_ids
 from ..models import OpenAIModel, default_model
@@ -288,7 +290,12 @@ class Controller:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}{_MOVED}")
         agent = agent or self.agent_for(run)
         if run.superseded_by is not None and run.start_sequence is not None:
-            # a retry of a replaced attempt starts from that attempt's steps, as its transcript shows them
+            # a retry of a replaced attempt starts from that attempt's steps, as its transcript shows them;
+            # the step is checked against them before anything changes
+            own = {s.sequence: s for s in attempt_steps(self.repository, run_id)}
+            if from_seq is not None and (from_seq not in own or own[from_seq].role is StepRole.TOOL):
+                raise InvalidOperationError(f"attempt {run_id[:8]} has no step {from_seq} to retry from "
+                                            f"(its steps: {', '.join(map(str, sorted(own)))}; not a tool result)")
             number = next(a.number for a in list_attempts(self.repository, run_id) if a.run_id == run_id)
             self.use_attempt(run_id, number)
             print(f"agio: attempt {number} of run {run_id[:8]} is current again, so the retry starts from its steps")
