@@ -60,6 +60,9 @@ def first_run(workdir) -> tuple[Kernel, dict]:
     ok(k.execute("%load_ext agio_notebook\n" + AGENTS))
     res = k.execute("%%agio coder --new-session\nplease add")
     ok(res)
+    html = next(m["content"]["data"]["text/html"] for m in of_type(res["messages"], "update_display_data")
+                if MIME in m["content"]["data"])
+    assert "agio-tool-label" in html and "\N{WRENCH}" not in html  # no emoji font needed for the fallback
     return k, bundles(res)[-1]["run"]
 
 
@@ -108,7 +111,7 @@ def test_control_cells_work_in_a_kernel_that_never_loaded_agio_and_print_once(wo
         k.close()
 
 
-def test_fork_under_a_superseded_attempt_copies_that_attempts_steps(workdir):
+def test_controls_under_a_superseded_attempt_act_on_that_attempt(workdir):
     k, run = first_run(workdir)
     try:
         res = k.execute(f"%agio retry {run['id']} --from-seq 4")
@@ -122,10 +125,28 @@ def test_fork_under_a_superseded_attempt_copies_that_attempts_steps(workdir):
         steps = k.value("[s.content for s in _agio._controller.repository.get_steps("
                         "_agio._controller.session_id)]")
         assert steps[-1] == "answer 1", steps  # the superseded attempt's answer, as its transcript shows
+        # from Python, the handle of the first attempt forks its own steps too
+        assert k.value(f"_agio._controller.handles[{run['id']!r}].fork(4) != ''") is True
+        steps = k.value("[s.content for s in _agio._controller.repository.get_steps("
+                        "_agio._controller.session_id)]")
+        assert steps[-1] == "answer 1", steps
         ok(k.execute(f"%agio fork {run['session_id']} --at 4"))  # without --run: the current attempt
         steps = k.value("[s.content for s in _agio._controller.repository.get_steps("
                         "_agio._controller.session_id)]")
         assert steps[-1] == "answer 2"
+        # a second retry, from the tool call: attempt 3 has steps 2..4 of its own
+        ok(k.execute(f"%agio retry {run['id']} --from-seq 2"))
+        # a bad step under a replaced attempt is one line, and changes nothing
+        res = k.execute(f"%agio retry {run['id']} --from-seq 3")
+        assert res["reply"]["content"]["ename"] == "UsageError" and "no step 3" in res["reply"]["content"]["evalue"]
+        assert k.value(f"[a.current for a in __import__('agio_notebook.execution.attempts', fromlist=['x'])"
+                       f".list_attempts(_agio._controller.repository, {run['id']!r})]") == [False, False, True]
+        # Retry under the first attempt's transcript: it starts from ITS steps 1..3, not attempt 3's
+        res = k.execute(f"%agio retry {run['id']} --from-seq 4")
+        ok(res)
+        assert "is current again" in streams(res)
+        current = k.value(f"[s.run_id for s in _agio._controller.repository.get_steps({run['session_id']!r})]")
+        assert current[1:3] == [run["id"], run["id"]] and current[3] == k.value("_agio.run_id"), current
         # inside the tool batch is still refused, in one line
         res = k.execute(f"%agio fork {run['session_id']} --at 2 --run {run['id']}")
         assert res["reply"]["content"]["ename"] == "UsageError" and "tool batch" in res["reply"]["content"]["evalue"]

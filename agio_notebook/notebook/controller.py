@@ -21,13 +21,15 @@ import pandas as pd
 
 from .. import frames
 from ..agent import Agent
-from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, StepEvent, StepEventType, new_id
+from ..core import (AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, StepEvent, StepEventType,
+                    StepRole, new_id)
 from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
 from ..execution.approval import check_arguments
 from ..execution.debug import Debugger
 from ..execution.pauses import parse_breakpoints
 from ..execution.attempts import list_attempts, use_attempt
 from ..execution.feedback import feedback_and_proposal
+from ..execution.fork import attempt_steps
 from ..execution.retry import plan_retry
 from ..execution.runner import active_run_ids
 from ..models import OpenAIModel, default_model
@@ -129,7 +131,8 @@ class RunHandle:
                                       background=background)
 
     def fork(self, at: int) -> str:
-        return self._controller.fork(self.session_id, at)
+        """A new session with steps 1..at as this attempt wrote them (even if a retry replaced it since)."""
+        return self._controller.fork(self.session_id, at, attempt=self._require_id())
 
     @property
     def attempts(self) -> pd.DataFrame:
@@ -309,6 +312,17 @@ class Controller:
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}{_MOVED}")
         agent = agent or self.agent_for(run)
+        if run.superseded_by is not None and run.start_sequence is not None:
+            # a retry of a replaced attempt starts from that attempt's steps, as its transcript shows them;
+            # the step is checked against them before anything changes
+            own = {s.sequence: s for s in attempt_steps(self.repository, run_id)}
+            if from_seq is not None and (from_seq not in own or own[from_seq].role is StepRole.TOOL):
+                raise InvalidOperationError(f"attempt {run_id[:8]} has no step {from_seq} to retry from "
+                                            f"(its steps: {', '.join(map(str, sorted(own)))}; not a tool result)")
+            number = next(a.number for a in list_attempts(self.repository, run_id) if a.run_id == run_id)
+            self.use_attempt(run_id, number)
+            print(f"agio: attempt {number} of run {run_id[:8]} is current again, so the retry starts from its steps")
+            run = self.repository.get_run(run_id) or run
         plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq,
@@ -513,10 +527,10 @@ class Controller:
         attempts = list_attempts(repo, handle.run_id) if run is not None else None
         seen = seen_payload(repo, handle.run_id) if run is not None else None
         bundle = build_bundle(handle.events_list, run, session, attempts, seen)
+        if run is not None and run.retry_of:  # the attempts it replaced say so (before its own, which ends the cell)
+            self.refresh_family(handle.run_id, skip=handle.run_id)
         update_display(bundle, display_id=display_id, raw=True)
         live.close()
-        if run is not None and run.retry_of:
-            self.refresh_family(handle.run_id, skip=handle.run_id)
 
     def refresh_family(self, run_id: str, skip: str | None = None) -> None:
         """Redraw the transcripts of ``run_id``'s attempts that this kernel shows, so each says whether it

@@ -217,7 +217,7 @@ def header_html(view: RunView) -> str:
 
 def footer_html(view: RunView) -> str:
     error = (f'<div class="agio-error" style="color:#cf222e">{escape(view.error)}</div>'
-             if view.error and view.status != "completed" else "")
+             if view.error and view.status != "completed" and view.error != view.status else "")
     line = escape(metrics_line(view.run_metrics, run=True))
     now = phase(view)
     if now is not None:  # the run goes on: what it is doing first, then the metrics so far

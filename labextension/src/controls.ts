@@ -127,7 +127,7 @@ export function renderControls(t: ControlsInput, run: Record<string, any>, doc: 
     const current = attempts.find(a => a.current);
     bar.append(el(doc, 'div', ['agio-superseded-note'],
       'This attempt is superseded' + (current ? ` (attempt ${current.number} is current)` : '') +
-      ': Fork copies the steps shown here; Retry starts a new attempt from the step picked.'));
+      ': Fork copies the steps shown here; Retry makes it current again, then retries from the step picked.'));
   }
   const steps = stepOptions(t);
   const retries = retryOptions(steps);

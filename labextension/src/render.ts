@@ -508,7 +508,7 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
   if (trace) {
     root.append(trace);
   }
-  if (run.error && run.status !== 'completed') {
+  if (run.error && run.status !== 'completed' && run.error !== run.status) { // "cancelled" is said by the badge
     root.append(el(doc, 'div', ['agio-error'], String(run.error)));
   }
   root.append(el(doc, 'div', ['agio-metrics'], metricsLine(view.runMetrics, true)));
