@@ -374,7 +374,7 @@ def browser(*, allow: list[str] | tuple[str, ...] = (), limits: BrowserLimits | 
             return body(host.page(session_id, limits))
         except (ActionError, PlaywrightError) as exc:
             text = str(exc)
-            crashed = isinstance(exc, PlaywrightError) and not text.startswith("Timeout")
+            crashed = isinstance(exc, PlaywrightError) and ("crash" in text.lower() or "closed" in text.lower())
             if not crashed and "Timeout" not in text:
                 raise
             # a navigation that timed out, a crashed page, or a renderer stuck in a loop: the page is
