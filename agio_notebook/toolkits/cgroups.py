@@ -175,10 +175,29 @@ def _make_v1(memory_bytes: int, processes: int, name: str) -> SandboxGroup | Non
     return None
 
 
+def _remove_orphans(parent: Path) -> None:
+    """Empty groups left by a kernel that was killed before it could remove them."""
+    try:
+        entries = list(parent.glob("agio-sandbox-*"))
+    except OSError:
+        return
+    for group in entries:
+        owner = group.name.split("-")[2]
+        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            try:
+                group.rmdir()  # refused while a process is still inside: then it stays
+            except OSError:
+                pass
+
+
 def create(memory_bytes: int, processes: int) -> SandboxGroup | None:
     """A new cgroup capping memory and processes, or None where this machine allows none."""
     name = f"agio-sandbox-{os.getpid()}-{new_id()[:12]}"
-    return _make_v2(memory_bytes, processes, name) or _make_v1(memory_bytes, processes, name)
+    group = _make_v2(memory_bytes, processes, name) or _make_v1(memory_bytes, processes, name)
+    if group is not None:
+        for d in group.dirs:
+            _remove_orphans(d.parent)
+    return group
 
 
 _probed: dict[str, str] = {}
