@@ -367,3 +367,18 @@ def test_snapshots_never_copy_a_file_from_outside_through_a_swapped_link(env, tm
     assert ws.store_blob("f.txt") is None
     assert ws.store_blob("d/secret.txt") is None
     assert not any(b.read_bytes() == b"TOP SECRET" for b in ws.blobs.rglob("*") if b.is_file())
+
+
+def test_without_a_cgroup_the_per_process_bound_is_named(env, monkeypatch):
+    """Where no cgroup can be made, the sandbox still runs and says that memory is bounded per process."""
+    from agio_notebook.toolkits import cgroups
+
+    monkeypatch.setattr(cgroups, "create", lambda *args: None)
+    monkeypatch.setattr(cgroups, "_probed", {"kind": "rlimit"})
+    repo, _ = env
+    tools = python_sandbox(limits=SandboxLimits(timeout=10, memory_bytes=512 << 20, processes=32))
+    assert "memory: 512 MiB address space per process (rlimit) only, no cgroup here: up to 32 processes x that" \
+        in repr(tools), repr(tools)
+    step = one_tool_step(repo, "nocg", tools, "run_python", code="6 * 7")
+    assert step.status == "ok" and "[value] 42" in step.content, step.content
+    assert "no cgroup" in step.extra["actions"][0]["output"]["memory_bound"]

@@ -37,7 +37,7 @@ from .actions import MANUAL_SESSION, recorded
 from .errors import ActionError, check_positive
 from .proxy import BLOCK_HEADER, FilteringProxy
 from .web import Guard, to_markdown
-from .workspace import SANDBOX_UID
+from .workspace import SANDBOX_UID, reachable_temp_dir
 
 CHROMIUM = "/usr/bin/chromium"
 _LAUNCHER = """#!/bin/sh
@@ -48,18 +48,6 @@ export HOME={home} TMPDIR={home}
 exec setpriv --reuid={uid} --regid={uid} --clear-groups -- {executable} "$@"
 """
 _ENV_LOCK = threading.Lock()
-
-
-def _reachable_base() -> str:
-    """A directory in which a root-made directory can be walked into by ``nobody``: TMPDIR when it can,
-    else the usual temporary directories (TMPDIR may be a private directory, e.g. on CI or HPC)."""
-    from .sandbox import _reachable_by
-
-    for base in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"):
-        if os.path.isdir(base) and os.access(base, os.W_OK) and _reachable_by(os.path.join(base, "x"), SANDBOX_UID):
-            return base
-    raise ActionError("no temporary directory the unprivileged browser user can reach (tried TMPDIR, /tmp, "
-                      "/var/tmp, /dev/shm)")
 
 
 class _BrowserThread:
@@ -161,7 +149,7 @@ class BrowserHost:
         from playwright.sync_api import sync_playwright
 
         root = os.geteuid() == 0
-        self._files = tempfile.mkdtemp(prefix="agio-browser-", dir=_reachable_base() if root else None)
+        self._files = tempfile.mkdtemp(prefix="agio-browser-", dir=reachable_temp_dir() if root else None)
         if root:
             os.chmod(self._files, 0o711)  # nobody walks in to its profile; it lists nothing here
             home = Path(self._files) / "home"
@@ -386,7 +374,7 @@ def browser(*, allow: list[str] | tuple[str, ...] = (), limits: BrowserLimits | 
             return body(host.page(session_id, limits))
         except (ActionError, PlaywrightError) as exc:
             text = str(exc)
-            crashed = isinstance(exc, PlaywrightError) and not text.startswith("Timeout")
+            crashed = isinstance(exc, PlaywrightError) and ("crash" in text.lower() or "closed" in text.lower())
             if not crashed and "Timeout" not in text:
                 raise
             # a navigation that timed out, a crashed page, or a renderer stuck in a loop: the page is

@@ -175,10 +175,51 @@ def _make_v1(memory_bytes: int, processes: int, name: str) -> SandboxGroup | Non
     return None
 
 
+def _remove_orphans(parent: Path) -> None:
+    """Empty groups left by a kernel that was killed before it could remove them."""
+    try:
+        entries = list(parent.glob("agio-sandbox-*"))
+    except OSError:
+        return
+    for group in entries:
+        owner = group.name.split("-")[2]
+        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            try:
+                group.rmdir()  # refused while a process is still inside: then it stays
+            except OSError:
+                pass
+
+
+_joinable: dict[int, bool] = {}
+
+
+def _can_join(group: SandboxGroup) -> bool:
+    """Can a process this user starts move itself into the group (what the sandbox's launcher does)?
+    Making a group is not enough where the hierarchy is only partly delegated; tried once per version."""
+    if group.version not in _joinable:
+        import subprocess
+
+        try:
+            r = subprocess.run(["/bin/sh", "-c", 'for f in "$@"; do echo $$ > "$f" || exit 1; done', "sh",
+                                *group.procs_files], capture_output=True, timeout=30)
+            _joinable[group.version] = r.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _joinable[group.version] = False
+    return _joinable[group.version]
+
+
 def create(memory_bytes: int, processes: int) -> SandboxGroup | None:
     """A new cgroup capping memory and processes, or None where this machine allows none."""
     name = f"agio-sandbox-{os.getpid()}-{new_id()[:12]}"
-    return _make_v2(memory_bytes, processes, name) or _make_v1(memory_bytes, processes, name)
+    group = _make_v2(memory_bytes, processes, name) or _make_v1(memory_bytes, processes, name)
+    if group is None:
+        return None
+    for d in group.dirs:
+        _remove_orphans(d.parent)
+    if not _can_join(group):
+        group.remove()
+        return None
+    return group
 
 
 _probed: dict[str, str] = {}

@@ -17,6 +17,12 @@ is started through ``setpriv``, after binding any directory ``nobody`` cannot re
 under ``/root``) onto a staging directory in a private mount namespace.  A wall-clock timeout kills
 bwrap, and with ``--die-with-parent`` the namespace's init, which takes every process inside with it.
 
+The interpreter's directories are derived from the running interpreter (``sys.executable``, the
+prefixes, symlinks resolved), and the private ``/tmp`` is mounted before them: bubblewrap applies
+mounts in order, so a later tmpfs would hide a virtualenv under ``/tmp``.  Each call's processes are
+killed before the call returns (``_repl.end_processes``), and where a cgroup can be made
+(``cgroups.py``) it caps the memory and processes of the whole sandbox, not of each process.
+
 ``isolation="process"`` is the explicit, weaker opt-in for machines without user namespaces: the same
 interpreter, limits, timeout and clean environment, but no namespaces, so files and the network are
 reachable.  Nothing runs at that level unless asked for by name.
@@ -44,7 +50,7 @@ from typing import Any
 from ..core import new_id
 from . import cgroups
 from .errors import ActionError, IsolationUnavailable, check_positive
-from .workspace import SANDBOX_UID, Workspace
+from .workspace import SANDBOX_UID, Workspace, reachable_by, reachable_temp_dir
 
 ISOLATION_LEVELS = ("bubblewrap", "process")
 _REPL_SOURCE = (Path(__file__).with_name("_repl.py")).read_text()
@@ -163,17 +169,6 @@ class _Capped:
         return bytes(self.buf).decode("utf-8", errors="replace")
 
 
-def _reachable_by(path: str, uid: int) -> bool:
-    """Can ``uid`` (not root) walk to ``path``? Every ancestor must be searchable by it."""
-    parts = Path(path).parts
-    for i in range(1, len(parts)):
-        st = os.stat(Path(*parts[:i]))
-        bits = 0o100 if st.st_uid == uid else 0o001
-        if not st.st_mode & bits:
-            return False
-    return True
-
-
 def _python_dirs() -> list[str]:
     """Directories the running interpreter needs, derived from it, not assumed: its prefixes (a venv
     and the installation it was made from, a conda-style prefix) and the directory of the executable,
@@ -183,16 +178,6 @@ def _python_dirs() -> list[str]:
     for prefix in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix):
         found |= {os.path.abspath(prefix), os.path.realpath(prefix)}
     return sorted(d for d in found if d not in ("/", "/usr") and not d.startswith("/usr/") and os.path.isdir(d))
-
-
-def _stage_base() -> Path:
-    """Where root stages directories ``nobody`` cannot reach: a place ``nobody`` can reach, whatever
-    TMPDIR is."""
-    for base in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"):
-        if os.path.isdir(base) and _reachable_by(os.path.join(base, "x"), SANDBOX_UID):
-            return Path(base) / "agio-sandbox-stage"
-    raise IsolationUnavailable("no directory the unprivileged sandbox user can reach to stage the interpreter in "
-                               "(tried TMPDIR, /tmp, /var/tmp, /dev/shm)")
 
 
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "mime.types")
@@ -208,9 +193,12 @@ def bwrap_command(workspace_dir: str, repl_args: list[str]) -> tuple[list[str], 
     stages: list[tuple[str, str]] = []
 
     def source(path: str) -> str:
-        if not root or _reachable_by(path, SANDBOX_UID):
+        if not root or reachable_by(path, SANDBOX_UID):
             return path
-        stage_base = _stage_base()
+        try:
+            stage_base = Path(reachable_temp_dir()) / "agio-sandbox-stage"
+        except ActionError as exc:
+            raise IsolationUnavailable(str(exc)) from None
         stage_base.mkdir(mode=0o755, exist_ok=True)
         stage = stage_base / str(len(stages))
         stage.mkdir(mode=0o755, exist_ok=True)
