@@ -96,6 +96,7 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
             run_all(page, agio_cells=1)
 
             # 1. before the model call: the request laid out; edit the user's message
+            page.on("pageerror", lambda e: print("page error:", e))
             page.wait_for_selector(".agio-pause.agio-pause-model", timeout=LONG)
             request = page.locator(".agio-pause-model .agio-pause-request")
             assert "What is 2 + 3?" in request.inner_text() and "tokens" in request.inner_text()
@@ -114,7 +115,11 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
             resume_ms.append(page.evaluate(RESUME, ["tool", "click"]))
 
             # 3. before the second model call: go on with the key
-            page.wait_for_selector(".agio-pause.agio-pause-model", timeout=LONG)
+            try:
+                page.wait_for_selector(".agio-pause.agio-pause-model", timeout=LONG)
+            except Exception:
+                page.screenshot(path=str(OUT / "debugger-failed.png"), full_page=True)
+                raise
             resume_ms.append(page.evaluate(RESUME, ["model", "key"]))
 
             page.wait_for_function("""() => { const r = document.querySelector('.jp-AgioRun .agio-run');
