@@ -70,3 +70,15 @@ async def test_the_static_transcript_shows_pauses_edits_and_what_the_model_saw_e
     payload = bundle["application/vnd.agio.run+json"]
     assert payload["seen"]["calls"] == {"2": [0, 1], "4": [0, 1, 2, 3]}
     await asyncio.sleep(0)
+
+
+@sync
+async def test_a_pause_the_run_ended_at_is_marked_in_the_transcript(tmp_path):
+    runner, _ = runner_for(tmp_path, TOOL_THEN_ANSWER)
+    debug = runner.debug("s-end", "What is 2 + 3?", breakpoints=["tool"])
+    await debug.__anext__()
+    debug._task.cancel()  # an interrupt while paused
+    result = await debug._task
+    text = bundle_for_run(runner.repository, result.run_id)["text/plain"]
+    assert "paused before tool call add (step 3) → ended" in text
+    assert "[cancelled]" in text.splitlines()[0]
