@@ -18,9 +18,7 @@ EVIL = '<img src=x onerror="window.__pwned=1">'
 
 def model_pause() -> Pause:
     request = {"model": "m", "messages": [{"role": "user", "content": EVIL}], "tools": [], "settings": {}, "stream": True}
-    from agio_notebook.execution.pauses import request_tokens
-
-    return Pause(PauseKind.MODEL, "r", "s", 2, 1, request=request, tokens=request_tokens(request))
+    return Pause(PauseKind.MODEL, "r", "s", 2, 1, request=request)
 
 
 def test_a_bad_edit_and_a_second_click_are_one_line_and_change_nothing():
