@@ -24,7 +24,7 @@ def model_pause() -> Pause:
 def test_a_bad_edit_and_a_second_click_are_one_line_and_change_nothing():
     pause, note, closed = model_pause(), widgets.HTML(), []
     view = PauseView(pause, note, closed.append)
-    assert EVIL not in view.widget.children[1].value and "&lt;img" in view.widget.children[1].value
+    assert EVIL not in view.widget.children[0].value and "&lt;img" in view.widget.children[0].value
     view.editors["messages"].value = '[{"role": "user", "content": "x"'
     view.click("Continue")
     assert "messages: not valid JSON" in note.value and not pause.decided and not closed
