@@ -46,21 +46,30 @@ WATCH_PAUSES = """() => {
   }).observe(document.body, { childList: true, subtree: true });
 }"""
 
-# clicks a pause button (or presses its key) and measures the time until that pause view is gone
-RESUME = """async ([kind, how]) => {
+# clicks a pause view's Continue and measures the time until that view is gone
+RESUME = """async ([kind]) => {
   const view = document.querySelector('.agio-pause.agio-pause-' + kind);
   const t0 = performance.now();
-  if (how === 'key') {
-    view.querySelector('.agio-pause-continue').dispatchEvent(
-      new KeyboardEvent('keydown', { key: 'c', bubbles: true, cancelable: true }));
-  } else {
-    view.querySelector('.agio-pause-continue').click();
-  }
+  view.querySelector('.agio-pause-continue').click();
   while (performance.now() - t0 < 60000) {
     if (!view.isConnected) return performance.now() - t0;
     await new Promise(r => requestAnimationFrame(r));
   }
   return -1;
+}"""
+
+
+# measures from the key press (seen first, in the capture phase) until the pause view is gone
+TIME_KEY = """(kind) => {
+  const view = document.querySelector('.agio-pause.agio-pause-' + kind);
+  window.__keyToResume = null;
+  let t0 = null;
+  document.addEventListener('keydown', () => { t0 = performance.now(); }, { capture: true, once: true });
+  const poll = () => {
+    if (t0 !== null && !view.isConnected) { window.__keyToResume = performance.now() - t0; return; }
+    requestAnimationFrame(poll);
+  };
+  poll();
 }"""
 
 
@@ -102,7 +111,7 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
             assert "add" in page.locator(".agio-pause-model").inner_text()
             page.screenshot(path=str(OUT / "debugger-paused-model.png"), full_page=True)
             type_json(page, ".agio-pause-edit-messages", [{"role": "user", "content": "What is 20 + 30?"}])
-            resume_ms.append(page.evaluate(RESUME, ["model", "click"]))
+            resume_ms.append(page.evaluate(RESUME, ["model"]))
 
             # 2. before the tool call: arguments failing the schema are one line; then good ones
             page.wait_for_selector(".agio-pause.agio-pause-tool", timeout=LONG)
@@ -111,11 +120,16 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
             page.wait_for_function("[...document.querySelectorAll('.agio-pause-note')]"
                                    ".some(n => n.textContent.startsWith('add rejects these arguments'))", timeout=LONG)
             type_json(page, ".agio-pause-edit-arguments", {"a": 20, "b": 30})
-            resume_ms.append(page.evaluate(RESUME, ["tool", "click"]))
+            resume_ms.append(page.evaluate(RESUME, ["tool"]))
 
             # 3. before the second model call: go on with the key
             page.wait_for_selector(".agio-pause.agio-pause-model", timeout=LONG)
-            resume_ms.append(page.evaluate(RESUME, ["model", "key"]))
+            # with focus in the view (here on its Step button), a real key press reaches it: `c` continues
+            page.locator(".agio-pause-model .agio-pause-step").focus()
+            page.evaluate(TIME_KEY, "model")
+            page.keyboard.press("c")
+            page.wait_for_function("window.__keyToResume !== null", timeout=LONG)
+            resume_ms.append(page.evaluate("window.__keyToResume"))
 
             page.wait_for_function("""() => { const r = document.querySelector('.jp-AgioRun .agio-run');
                 return r && r.querySelector('.agio-status').textContent === 'completed'; }""", timeout=LONG)

@@ -173,6 +173,12 @@ def test_abort_and_bad_arguments_are_one_line(kernel):
         assert reply["status"] == "error" and reply["ename"] == "UsageError" and line in reply["evalue"], reply
         stderr = [m["content"]["text"] for m in of_type(res["messages"], "stream") if m["content"]["name"] == "stderr"]
         assert stderr == [f"UsageError: {reply['evalue']}\n"]
+    try:  # a cell that blocks would never hear the pause's buttons
+        kernel.execute("%autoawait off")
+        reply = kernel.execute("%%agio adder --step\nx")["reply"]["content"]
+        assert reply["ename"] == "UsageError" and "--step needs a cell that awaits" in reply["evalue"]
+    finally:
+        kernel.execute("%autoawait asyncio")
     msg_id = kernel.kc.execute("%%agio adder --new-session --step\nWhat is 2 + 3?")
     seen: list = []
     assert collect_until(kernel, seen, lambda s: open_pauses(s, "model"))

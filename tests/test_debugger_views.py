@@ -18,15 +18,13 @@ EVIL = '<img src=x onerror="window.__pwned=1">'
 
 def model_pause() -> Pause:
     request = {"model": "m", "messages": [{"role": "user", "content": EVIL}], "tools": [], "settings": {}, "stream": True}
-    from agio_notebook.execution.pauses import request_tokens
-
-    return Pause(PauseKind.MODEL, "r", "s", 2, 1, request=request, tokens=request_tokens(request))
+    return Pause(PauseKind.MODEL, "r", "s", 2, 1, request=request)
 
 
 def test_a_bad_edit_and_a_second_click_are_one_line_and_change_nothing():
     pause, note, closed = model_pause(), widgets.HTML(), []
     view = PauseView(pause, note, closed.append)
-    assert EVIL not in view.widget.children[1].value and "&lt;img" in view.widget.children[1].value
+    assert EVIL not in view.widget.children[0].value and "&lt;img" in view.widget.children[0].value
     view.editors["messages"].value = '[{"role": "user", "content": "x"'
     view.click("Continue")
     assert "messages: not valid JSON" in note.value and not pause.decided and not closed
@@ -70,3 +68,15 @@ async def test_the_static_transcript_shows_pauses_edits_and_what_the_model_saw_e
     payload = bundle["application/vnd.agio.run+json"]
     assert payload["seen"]["calls"] == {"2": [0, 1], "4": [0, 1, 2, 3]}
     await asyncio.sleep(0)
+
+
+@sync
+async def test_a_pause_the_run_ended_at_is_marked_in_the_transcript(tmp_path):
+    runner, _ = runner_for(tmp_path, TOOL_THEN_ANSWER)
+    debug = runner.debug("s-end", "What is 2 + 3?", breakpoints=["tool"])
+    await debug.__anext__()
+    debug._task.cancel()  # an interrupt while paused
+    result = await debug._task
+    text = bundle_for_run(runner.repository, result.run_id)["text/plain"]
+    assert "paused before tool call add (step 3) → ended" in text
+    assert "[cancelled]" in text.splitlines()[0]

@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 from ..core import Step, StepEvent, StepEventType, ToolCall
 from ..models.request import fingerprint_parts, messages_digest, tools_digest
 from ..tools import ToolRegistry, ToolResult
-from .pauses import BreakpointSpec, DebugError, ModelCall, Pause, PauseKind, parse_breakpoints, request_tokens
+from .pauses import BreakpointSpec, DebugError, ModelCall, Pause, PauseKind, parse_breakpoints
 from .recorder import RunRecorder
 from .step_executor import StepExecutor
 
@@ -36,6 +36,8 @@ class Debugger:
                  registry: ToolRegistry | None = None):
         self.handler = handler
         self.breakpoints = parse_breakpoints(breakpoints)
+        self._plain = [b for b in self.breakpoints if b.predicate is None]
+        self._predicates = [b for b in self.breakpoints if b.predicate is not None]
         self.registry = registry
         self.stepping = False  # after Step: stop at the very next point
         self.points = 0
@@ -47,8 +49,7 @@ class Debugger:
                            tools: list[dict[str, Any]]) -> AsyncIterator[StepEvent]:
         request = {"model": model, "messages": call.messages, "tools": tools, "settings": call.settings,
                    "stream": call.request.get("stream", True)}
-        pause = self._point(rec, PauseKind.MODEL, rec.upcoming_sequence, request=request,
-                            tokens=request_tokens(request))
+        pause = self._point(rec, PauseKind.MODEL, rec.upcoming_sequence, request=request)
         if pause is None:
             return
         async for event in self._wait(rec, pause):
@@ -137,12 +138,15 @@ class Debugger:
     # -- deciding whether to stop, and waiting ------------------------------------------
     def _point(self, rec: RunRecorder, kind: PauseKind, sequence: int, **parts: Any) -> Pause | None:
         self.points += 1
-        if not self.stepping and not self.breakpoints:
-            return None
-        pause = Pause(kind, rec.run.id, rec.run.session_id, sequence, self.points, **parts)
-        if self.stepping or any(b.fires(pause) for b in self.breakpoints):
-            return pause
-        return None
+        if not self.stepping:
+            call = parts.get("tool_call")
+            name = call["name"] if call else None
+            if not any(b.fires_at(kind, sequence, name) for b in self._plain):
+                if not self._predicates:
+                    return None
+                pause = Pause(kind, rec.run.id, rec.run.session_id, sequence, self.points, **parts)
+                return pause if any(b.predicate(pause) for b in self._predicates) else None
+        return Pause(kind, rec.run.id, rec.run.session_id, sequence, self.points, **parts)
 
     async def _wait(self, rec: RunRecorder, pause: Pause) -> AsyncIterator[StepEvent]:
         yield rec.emit(_E.RUN_PAUSED, _paused_payload(pause))

@@ -128,7 +128,7 @@ class Pause:
     sequence: int  # the step this point produces: the model call's step, or the tool call's result step
     index: int  # 1 for the run's first pause point, counting the points that did not stop too
     request: dict[str, Any] | None = None  # model: {"model", "messages", "tools", "settings", "stream"}
-    tokens: list[TokenCount] = field(default_factory=list)  # model: one count per message
+    _tokens: list[TokenCount] | None = field(default=None, repr=False)  # counted when first asked for
     reply: dict[str, Any] | None = None  # reply: {"content", "tool_calls"}
     tool_call: dict[str, Any] | None = None  # tool/result: {"id", "name", "arguments"} (arguments as text)
     result: str | None = None  # result: the tool's result text
@@ -138,9 +138,23 @@ class Pause:
     action: str | None = None  # continue | step | skip | abort, once decided
     skipped_result: str | None = None
     ended: bool = False  # the run ended (cancelled, interrupted) before this pause was decided
-    _decided: concurrent.futures.Future = field(default_factory=concurrent.futures.Future, repr=False)
+    _future: concurrent.futures.Future | None = field(default=None, repr=False)
+
+    @property
+    def _decided(self) -> concurrent.futures.Future:
+        """Made when first needed: a point where no breakpoint fires never pays for it."""
+        if self._future is None:
+            self._future = concurrent.futures.Future()
+        return self._future
 
     # -- reading -----------------------------------------------------------------------
+    @property
+    def tokens(self) -> list[TokenCount]:
+        """Before a model call: one count per message (the model's tokenizer, or an estimate)."""
+        if self._tokens is None:
+            self._tokens = request_tokens(self.request) if self.request else []
+        return self._tokens
+
     @property
     def messages(self) -> list[dict[str, Any]]:
         return list(self.request["messages"]) if self.request else []
@@ -290,14 +304,18 @@ class Breakpoint:
     def fires(self, pause: Pause) -> bool:
         if self.predicate is not None:
             return bool(self.predicate(pause))
-        kind, _, arg = self.spec.partition(":")
-        if kind == "model":
-            return pause.kind is PauseKind.MODEL
-        if kind == "tool":
-            return pause.kind is PauseKind.TOOL and (not arg or pause.name == arg)
-        if kind == "step":
-            return pause.sequence == int(arg)
-        return pause.kind.value == kind  # reply, result
+        return self.fires_at(pause.kind, pause.sequence, pause.name)
+
+    def fires_at(self, kind: PauseKind, sequence: int, name: str | None) -> bool:
+        """For a breakpoint that is not a predicate: whether it fires at this point (no Pause needed)."""
+        what, _, arg = self.spec.partition(":")
+        if what == "model":
+            return kind is PauseKind.MODEL
+        if what == "tool":
+            return kind is PauseKind.TOOL and (not arg or name == arg)
+        if what == "step":
+            return sequence == int(arg)
+        return kind.value == what  # reply, result
 
 
 DEFAULT_BREAKPOINTS: tuple[str, ...] = ("model", "tool")

@@ -131,6 +131,8 @@ class AgioMagics(Magics):
             raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one")
         if args.breakpoints is not None and not args.step:
             raise UsageError("%%agio: --break needs --step")
+        if args.step and not self.controller.defer_waits:  # a blocking cell never hears the pause's buttons
+            raise UsageError("%%agio: --step needs a cell that awaits its run (%autoawait on, in a Jupyter kernel)")
         if args.step and args.background:
             raise UsageError("%%agio: --step runs in the foreground (its pauses wait in the cell); drop --background")
         return self.controller.run_query(query, agent=agent, session=args.session, new_session=args.new_session,

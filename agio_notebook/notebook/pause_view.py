@@ -72,11 +72,10 @@ def details_html(pause: Pause) -> str:
 
 
 def _editor(label: str, value: str, rows: int = 4) -> widgets.Textarea:
-    editor = widgets.Textarea(value=value, description=label, rows=rows,
-                              layout=widgets.Layout(width="100%"), style={"description_width": "90px"})
-    editor.add_class("agio-pause-editor")
-    editor.add_class(f"agio-pause-edit-{label.split()[0]}")
-    return editor
+    # sent when the editor loses focus (not per key): see PauseView._renew for why
+    return widgets.Textarea(value=value, description=label, rows=rows, continuous_update=False,
+                            layout=widgets.Layout(width="100%"), style={"description_width": "90px"},
+                            _dom_classes=("agio-pause-editor", f"agio-pause-edit-{label.split()[0]}"))
 
 
 def _editors(pause: Pause) -> dict[str, widgets.Textarea]:
@@ -105,31 +104,54 @@ class PauseView:
         self._on_closed = on_closed
         self.editors = _editors(pause)
         self._initial = {k: e.value for k, e in self.editors.items()}
-        title = widgets.HTML(
+        self.texts = dict(self._initial)  # what the editors hold now
+        for key, editor in self.editors.items():
+            editor.observe(lambda change, k=key: self._renew(k, change["new"]), "value")
+        # one HTML for everything read-only: fewer widgets, a quicker view
+        shown = widgets.HTML(
             f'<div class="agio-pause-title" data-agio-paused-at="{time.time() * 1000:.1f}">'
-            f'<b>⏸ Paused</b> {escape(pause.describe())}</div>')
-        body = widgets.HTML(details_html(pause))
+            f'<b>⏸ Paused</b> {escape(pause.describe())} <span style="{_SMALL}">· {KEYS}</span></div>'
+            f'{details_html(pause)}')
         self.buttons: dict[str, widgets.Button] = {}
         for name, style, icon in (("Continue", "success", "play"), ("Step", "info", "step-forward"),
                                   ("Edit", "", "pencil"), ("Skip", "warning", "share"), ("Abort", "danger", "stop")):
             if name == "Skip" and pause.kind is not PauseKind.TOOL:
                 continue
             button = widgets.Button(description=name, button_style=style, icon=icon,
-                                    layout=widgets.Layout(width="auto"))
-            button.add_class(f"agio-pause-{name.lower()}")
+                                    layout=widgets.Layout(width="auto"), _dom_classes=(f"agio-pause-{name.lower()}",))
             button.on_click(lambda _, n=name: self.click(n))
             self.buttons[name] = button
-        keys = widgets.HTML(f'<span style="{_SMALL}">{KEYS}</span>')
-        self.widget = widgets.VBox([title, body, *self.editors.values(), widgets.HBox(list(self.buttons.values())),
-                                    keys], layout=widgets.Layout(border="2px solid #d4a72c", padding="4px 8px",
-                                                                 margin="4px 0"))
-        self.widget.add_class("agio-pause")
-        self.widget.add_class(f"agio-pause-{pause.kind.value}")
+        self._head = [shown]
+        self._tail = [widgets.HBox(list(self.buttons.values()))]
+        self.widget = widgets.VBox(self._children(), layout=widgets.Layout(border="2px solid #d4a72c",
+                                                                           padding="4px 8px", margin="4px 0"),
+                                   _dom_classes=("agio-pause", f"agio-pause-{pause.kind.value}"))
         pause._decided.add_done_callback(lambda _: self.close())
+
+    def _children(self) -> list[widgets.Widget]:
+        return [*self._head, *self.editors.values(), *self._tail]
+
+    def _renew(self, key: str, text: str) -> None:
+        """Keep the new text, and put a fresh editor holding it in place of the one that sent it.
+
+        While a cell runs, the browser sends a widget only one state update and buffers the rest until
+        the kernel reports that message idle, which a kernel busy with the awaiting cell never does: a
+        second edit in the same editor would never arrive. A fresh editor (a new widget) sends its own.
+        """
+        self.texts[key] = text
+        old = self.editors[key]
+        if self.pause.decided or self.pause.ended:
+            return
+        label = old.description
+        fresh = _editor(label, text, old.rows or 4)
+        fresh.observe(lambda change, k=key: self._renew(k, change["new"]), "value")
+        self.editors[key] = fresh
+        self.widget.children = self._children()
+        old.close()
 
     def changes(self) -> dict[str, Any]:
         """The editors whose text differs from what the pause proposed."""
-        return {k: e.value for k, e in self.editors.items() if k != "skip" and e.value != self._initial[k]}
+        return {k: t for k, t in self.texts.items() if k != "skip" and t != self._initial[k]}
 
     def click(self, name: str) -> None:
         """What a button (or its key) does; a problem is one line in the note, and nothing changes."""
@@ -147,7 +169,7 @@ class PauseView:
             elif name == "Step":
                 pause.step()
             elif name == "Skip":
-                pause.skip(self.editors["skip"].value)
+                pause.skip(self.texts["skip"])
             elif name == "Abort":
                 pause.abort()
         except DebugError as exc:
@@ -183,4 +205,3 @@ def show_pause(handle: Any, live: Any, pause: Pause) -> None:
     handle.pause_view = view
     if not pause.decided:
         box.children = (*box.children, view.widget)
-    live.flush()

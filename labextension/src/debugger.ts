@@ -190,16 +190,18 @@ export function pauseKey(event: KeyboardEvent): boolean {
   return true;
 }
 
-/** Focus a pause view's Continue button when one appears, so its keys work at once. */
+/** The pause views' keys, and a request for focus (Continue) when a view appears: JupyterLab may keep
+ * focus on the cell, and then Tab (or a click on a button) brings the keys to the view. */
 export function watchPauses(doc: Document): void {
   doc.addEventListener('keydown', event => void pauseKey(event), true);
   new MutationObserver(records => {
     for (const record of records) {
       for (const node of Array.from(record.addedNodes)) {
+        // the view's box may be attached before or after its buttons are rendered into it
         const button = node instanceof HTMLElement
-          ? (node.matches('.agio-pause') ? node : node.querySelector('.agio-pause'))?.querySelector('.agio-pause-continue')
+          ? (node.matches('.agio-pause-continue') ? node : node.querySelector('.agio-pause-continue'))
           : null;
-        if (button instanceof HTMLElement) {
+        if (button instanceof HTMLElement && button.closest('.agio-pause') && button.isConnected) {
           button.focus({ preventScroll: true });
         }
       }

@@ -335,6 +335,9 @@ export function metricsLine(m: Record<string, any>, run = false): string {
   if (m.tool_ms) {
     parts.push(`tools ${Math.round(m.tool_ms)} ms`);
   }
+  if (m.paused_ms) {
+    parts.push(`paused ${Math.round(m.paused_ms)} ms`); // step mode: its own figure (debugger.ts)
+  }
   if (m.duration_ms) {
     parts.push(`total ${Math.round(m.duration_ms)} ms`);
   }

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { pauseKey } from '../src/debugger';
-import { renderTranscript } from '../src/render';
+import { metricsLine, renderTranscript } from '../src/render';
 
 const RUN = { id: 'run00001aaaa', session_id: 'sess0001bbbb', status: 'completed', kind: 'run', attempt: 1, metrics: {} };
 const EVIL = '<img src=x onerror="window.__pwned=1">';
@@ -61,6 +61,8 @@ describe('step mode in the transcript', () => {
     ]);
     expect(seen[0].querySelector('.agio-seen-edited .agio-seen-step')?.textContent).toBe(' edited');
     expect(Array.from(seen[1].querySelectorAll('.agio-seen-step')).map(n => n.textContent)).toEqual(['#1', '#2', '#3']);
+    expect(metricsLine({ model_ms: 3, paused_ms: 2500.4, duration_ms: 2600 })).toBe(
+      'tokens unknown · model 3 ms · paused 2500 ms · total 2600 ms');
     expect(node.querySelector('img')).toBeNull();
     expect(node.textContent).toContain(EVIL);
   });
