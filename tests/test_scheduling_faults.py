@@ -308,3 +308,39 @@ def test_the_price_table_is_loaded_before_the_first_items_clock_starts():
     """In a fresh interpreter the first item's run finds the pricing library already imported."""
     proc = subprocess.run([sys.executable, "-c", FIRST_RUN], capture_output=True, text=True, timeout=120)
     assert proc.stdout.split("\n")[0] == "completed [True]", (proc.stdout, proc.stderr)
+
+
+def test_group_commit_on_every_backend_keeps_each_commits_outcome_its_own(store_url):
+    """Concurrent runs through the writer thread on TinyDB, SQLite and PostgreSQL: every step stored; a
+    commit whose sequence is taken fails alone, the others of its group are durable."""
+    import asyncio
+
+    from agio_notebook import StepRunner
+    from agio_notebook.core import Step, StepRole
+    from agio_notebook.storage import open_repository
+    from agio_notebook.storage.group_commit import committer_for
+
+    repo = open_repository(store_url)
+    try:
+        async def reply(messages, tools):
+            await asyncio.sleep(0.005)
+            return "ok"
+
+        runner = StepRunner(Agent(model=FunctionModel(reply, name="m"), name="a",
+                                  config=ExecutionConfig(enable_retry=False)), repository=repo)
+
+        async def runs() -> None:
+            await asyncio.gather(*(runner.run(f"g{i}", f"q{i}") for i in range(8)))
+
+        asyncio.run(runs())
+        assert all(len(repo.get_steps(f"g{i}")) == 2 for i in range(8))
+        assert all(r.status.value == "completed" for r in repo.list_runs())
+        taken = Step(session_id="g0", run_id="x", sequence=1, role=StepRole.USER, content="again")
+        fresh = Step(session_id="g1", run_id="x", sequence=3, role=StepRole.USER, content="new")
+        committer = committer_for(repo)
+        outcomes = repo.commit_group([{"steps": [taken]}, {"steps": [fresh]}])
+        assert outcomes[0] is not None and "already taken" in str(outcomes[0]) and outcomes[1] is None
+        assert [s.content for s in repo.get_steps("g1")][-1] == "new"
+        assert committer is not None and committer.submit({"steps": [taken]}).exception(30) is not None
+    finally:
+        repo.close()

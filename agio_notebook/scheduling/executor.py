@@ -689,14 +689,14 @@ async def _item_timeout(seconds: float | None) -> AsyncIterator[None]:
     waited = store_wait.get() or StoreWait()
     start = loop.time()
     async with asyncio.timeout(None) as scope:
-        def check() -> None:
+        def expire_or_wait() -> None:
             deadline = start + seconds + waited.elapsed()
             if loop.time() + 0.001 >= deadline:
                 scope.reschedule(loop.time())
             else:
                 nonlocal handle
-                handle = loop.call_at(deadline, check)
-        handle = loop.call_at(start + seconds, check)
+                handle = loop.call_at(deadline, expire_or_wait)
+        handle = loop.call_at(start + seconds, expire_or_wait)
         try:
             yield
         finally:

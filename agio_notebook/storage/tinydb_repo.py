@@ -273,18 +273,19 @@ class TinyDBRepository(TinyDBMaintenance):
         outcomes: list[BaseException | None] = []
         journals: dict[str, Journal] = {}
         changes: list[tuple[AgentSession | None, AgentRun | None]] = []
-        with self._lock:
-            for c in commits:
-                try:
+        for c in commits:
+            try:
+                with self._lock:  # taken per commit: readers on the event loop get in between
                     written = self._append_commit(c.get("session"), c.get("run"), c.get("steps", ()),
                                                   c.get("events", ()), sync=False, limit_files=False)
-                except Exception as exc:  # noqa: BLE001 - one commit's failure is that commit's alone
-                    outcomes.append(exc)
-                    continue
-                outcomes.append(None)
-                if written is not None:
-                    journals[written[0].path.name] = written[0]
-                    changes.append((written[1], c.get("run")))
+            except Exception as exc:  # noqa: BLE001 - one commit's failure is that commit's alone
+                outcomes.append(exc)
+                continue
+            outcomes.append(None)
+            if written is not None:
+                journals[written[0].path.name] = written[0]
+                changes.append((written[1], c.get("run")))
+        with self._lock:
             try:
                 self._update_index_many(changes, sync=False)
                 if not self._syncfs.available:
