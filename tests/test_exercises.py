@@ -68,7 +68,8 @@ def test_strict_raises_assertion_error_with_the_summary_and_passes_silently() ->
     ("fork_compare_choose", lambda session_id: None, "that does not take 3 arguments"),
     ("memory_second_run", None, "asks for a function learn(run_id, repository); got None"),
     ("edit_tool_call", lambda pause, more: None, "asks for a function steer(pause); got a function that does not"),
-    ("delegate_to_agent", Agent(model=lambda m, t: "hi"), "asks for a model function fn(messages, tools); got an"),
+    ("delegate_to_agent", Agent(model=lambda m, t: "hi"),
+     "asks for a model function fn(messages, tools); got an Agent"),
 ])
 def test_a_solution_of_the_wrong_kind_is_one_clear_line(name: str, solution: object, message: str) -> None:
     with pytest.raises(WrongKindError) as raised:
