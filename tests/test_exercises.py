@@ -19,7 +19,7 @@ WRONG = [(name, i) for name in EXERCISES for i in range(len(solutions(name).WRON
 def test_the_course_has_at_least_eight_exercises_each_with_two_wrong_solutions() -> None:
     assert len(EXERCISES) >= 8
     assert {"tool_docstring", "tool_errors", "function_model", "stopping_rule", "write_scorer", "pass_evaluation",
-            "memory_second_run", "fork_compare_choose"} <= set(EXERCISES)
+            "memory_second_run", "fork_compare_choose", "edit_tool_call", "delegate_to_agent"} <= set(EXERCISES)
     for name in EXERCISES:
         assert len(solutions(name).WRONG) >= 2, name
     assert list(exercises()["name"]) == list(EXERCISES)
@@ -67,6 +67,9 @@ def test_strict_raises_assertion_error_with_the_summary_and_passes_silently() ->
     ("write_scorer", 1.0, "asks for a scorer fn(run) returning 0..1; got a float"),
     ("fork_compare_choose", lambda session_id: None, "that does not take 3 arguments"),
     ("memory_second_run", None, "asks for a function learn(run_id, repository); got None"),
+    ("edit_tool_call", lambda pause, more: None, "asks for a function steer(pause); got a function that does not"),
+    ("delegate_to_agent", Agent(model=lambda m, t: "hi"),
+     "asks for a model function fn(messages, tools); got an Agent"),
 ])
 def test_a_solution_of_the_wrong_kind_is_one_clear_line(name: str, solution: object, message: str) -> None:
     with pytest.raises(WrongKindError) as raised:
@@ -278,3 +281,65 @@ def test_a_scenarios_setup_prepares_the_checks_store_first() -> None:
                  expect=[expect(lambda t: t.final_text == "remembered", lambda t: t.final_text)])])
     result = check(ex, "You greet people.")
     assert [s.passed for s in result.scenarios] == [True, False] and result["without"].reason == "forgot"
+
+
+def test_the_step_debugger_and_compose_exercises_sit_where_their_tutorials_do() -> None:
+    order = list(EXERCISES)
+    assert order.index("edit_tool_call") == order.index("function_model") + 1
+    assert order[-1] == "delegate_to_agent"
+
+
+def test_edit_tool_call_runs_in_step_mode_and_keeps_the_edit_in_the_stored_step() -> None:
+    """The check calls steer() at every pause, and judges the tool step the run stored: the arguments the
+    model proposed beside the ones sent."""
+    import json
+
+    seen: list[str] = []
+
+    def steer(pause):
+        seen.append(pause.kind.value)
+        solutions("edit_tool_call").reference(pause)
+
+    result = check(exercise("edit_tool_call"), steer)
+    assert result.passed, result.summary()
+    assert seen == ["model", "tool", "model"] * 2  # two scenarios, each paused before both model calls and add
+    tool_step = next(s for s in result["19 + 23"].steps if s.role.value == "tool")
+    edited = tool_step.extra["edited"]["arguments"]
+    assert json.loads(edited["proposed"]) == {"a": 19, "b": 22} and json.loads(edited["sent"]) == {"a": 19, "b": 23}
+    assert result["19 + 23"].final_text == "The sum is 42."
+
+    async def async_steer(pause):  # a coroutine works as well
+        solutions("edit_tool_call").reference(pause)
+
+    assert check(exercise("edit_tool_call"), async_steer).passed
+    aborted = check(exercise("edit_tool_call"), solutions("edit_tool_call").WRONG[-1][0])
+    assert all(s.status == "cancelled" and s.events for s in aborted.scenarios)  # the aborted runs are shown
+
+
+def test_delegate_to_agent_needs_the_researchers_nested_run() -> None:
+    """The planner's answer counts only if the researcher really ran: a nested run, stored and linked."""
+    from agio_notebook.storage import InMemoryRepository
+    from agio_notebook.teach.check import agent_for
+    from agio_notebook.teach.course.compose import NOTES, nested_runs
+    from agio_notebook.teach.kinds import as_solution
+    from agio_notebook.teach.running import run_agent
+
+    ex = exercise("delegate_to_agent")
+    scenario = ex.scenarios[0]
+    repository = InMemoryRepository()
+    model = as_solution("model", solutions("delegate_to_agent").reference, ex.name)
+    trial = asyncio.run(run_agent(agent_for(ex, model, scenario), scenario, repository))
+    (nested,) = nested_runs(trial)
+    assert nested.parent_run_id == trial.run.id and nested.depth == 1 and nested.status.value == "completed"
+    assert nested.final_text == NOTES["owls"] == trial.final_text
+    repository.close()
+
+    @tool(name="researcher")
+    def fake_researcher(query: str) -> str:
+        """Looks facts up."""
+        return NOTES["owls"]  # the right text, but no agent ran
+
+    faked = Exercise("faked", "Faked", "model", "Delegate.",
+                     [Scenario("owls", scenario.query, tools=[fake_researcher], expect=scenario.expect)])
+    result = check(faked, solutions("delegate_to_agent").reference)
+    assert result.failed[0].reason == "the researcher's nested run did not complete (never stored)"

@@ -24,7 +24,10 @@ _DESCRIBED = {"tool": "a tool (a function, or one decorated with @tool)",
 def _got(solution: Any) -> str:
     if isinstance(solution, str):
         return f"a str ({solution[:40]!r})" if solution else "an empty str"
-    return "None" if solution is None else f"a {type(solution).__name__}"
+    if solution is None:
+        return "None"
+    kind = type(solution).__name__
+    return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
 
 
 def _takes(fn: Callable[..., Any], n: int) -> bool:
