@@ -14,7 +14,9 @@ from agio_notebook.core import AgentRun, AgentSession, AmbiguousIdError, NotFoun
 from agio_notebook.execution.attempts import list_attempts, use_attempt
 from agio_notebook.explore import diff, sweep, tree
 from agio_notebook.memory.trace import trace
+from agio_notebook.execution import build_context_from_sequence_range
 from agio_notebook.models import ReplayModel
+from agio_notebook.models.replay import export_cassette
 from agio_notebook.scheduling import Executor, batch, resume_batch
 from agio_notebook.storage import new_repository
 from agio_notebook.storage.ids import resolve_run_id, resolve_session_id
@@ -69,7 +71,7 @@ def conversation(tmp_path):
     repo.close()
 
 
-def test_python_entry_points_take_the_8_characters_a_repr_shows(conversation):
+def test_python_entry_points_take_the_8_characters_a_repr_shows(conversation, tmp_path):
     repo, runner, first = conversation
     short_run, short_session = first.run_id[:8], first.session_id[:8]
     retried = go(runner.retry(short_run))
@@ -84,6 +86,10 @@ def test_python_entry_points_take_the_8_characters_a_repr_shows(conversation):
     assert diff(short_run, retried.run_id[:8], repository=repo).changed >= 1
     assert diff(short_session, forked[:8], repository=repo) is not None
     assert ReplayModel.from_run(short_run, repo) is not None
+    assert ReplayModel.from_session(short_session, repo) is not None
+    assert export_cassette(tmp_path / "c.json", repo, run_id=short_run).exists()
+    assert export_cassette(tmp_path / "s.json", repo, session_id=short_session).exists()
+    assert build_context_from_sequence_range(short_session, repo, 1, 1) == [{"role": "user", "content": "hello"}]
     assert list(frames.steps(run_id=short_run, repository=repo)["run_id"].unique()) == [first.run_id]
     assert set(frames.runs(short_session, repository=repo)["session_id"]) == {first.session_id}
     result = sweep(short_run, 2, agent=Agent(model=ScriptedModel(["swept"], loop=True)), repository=repo,

@@ -11,6 +11,7 @@ SETUP = r'''
 %load_ext agio_notebook
 from agio_notebook import Agent, ScriptedModel
 from agio_notebook.core import AgentSession
+from agio_notebook import memory as agio_memory
 bot = Agent(model=ScriptedModel(["one", "two", "three", "four", "five", "six"], loop=True), name="bot")
 _c = lambda: get_ipython().magics_manager.registry['AgioMagics'].controller
 '''
@@ -69,10 +70,24 @@ def test_short_ids_typed_back_into_every_command(kernel):
     ok(kernel, f"_f = %agio memory feedback {short}")
     assert kernel.value("list(_f['run_id'])") == [run]
     ok(kernel, f"%agio use {short_session}")
+    ok(kernel, f"%%agio bot --session {short_session}\nand again")
+    assert kernel.value(f"_c().repository.get_run(list(_c().handles)[-1]).session_id") == session
     ok(kernel, f"_fork = %agio fork {short_session} --at 1")
     fork = kernel.value("_fork")
     assert kernel.value(f"_c().repository.get_session({fork!r}).forked_from") == session
     ok(kernel, f"%agio tree {fork[:8]}")
+    ok(kernel, f"_tc = %agio tool_calls --run {short}")
+    ok(kernel, f"_ac = %agio actions --session {short_session}")
+    ok(kernel, "items = ['a', 'b']\n_b = %agio batch items --agent bot --name report-kernel")
+    ok(kernel, "_b.wait(60)")
+    ok(kernel, "_ex = %agio executions --batch report-k")
+    assert kernel.value("sorted(set(_ex['batch']))") == ["report-kernel"]
+    res = ok(kernel, "%agio memory add-experience asked twice --lesson 'answer once' --tags style")
+    printed = "".join(m["content"]["text"] for m in res["messages"] if m["msg_type"] == "stream")
+    experience = printed.split("experience ")[1].split()[0]
+    assert kernel.value(f"list(agio_memory.experiences(repository=_c().repository)['tags'])") == [["style"]]
+    ok(kernel, f"%agio memory delete {experience[:8]}")
+    assert kernel.value("len(agio_memory.experiences(repository=_c().repository))") == 0
 
 
 def test_ambiguous_and_unknown_prefixes_are_one_usage_line(kernel):

@@ -13,7 +13,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from ..agent import Agent
-from ..core import AgioError
+from ..core import AgioError, AmbiguousIdError, NotFoundError
+from ..storage.ids import resolve_session_id
 from ..models.settings import parse_settings
 from .commands import COMMANDS, Command, arg, build_parser, help_text
 from .commands import mcp as mcp_commands
@@ -125,9 +126,15 @@ class AgioMagics(Magics):
             agent = (agent or self.controller.default_agent()).with_tools(mcp_commands.tools_for(args.mcp))
         settings = parse_settings(args.settings, "--settings") if args.settings is not None else None
         query = interpolate(cell, self.shell.user_ns).strip()
-        if args.session is not None and self.controller.repository.get_session(args.session) is None:
-            raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one")
-        return self.controller.run_query(query, agent=agent, session=args.session, new_session=args.new_session,
+        session = args.session
+        if session is not None:  # the 8 characters a table shows name the session too
+            try:
+                session = resolve_session_id(self.controller.repository, session)
+            except AmbiguousIdError as exc:
+                raise UsageError(f"%%agio: {exc}") from None
+            except NotFoundError:
+                raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one") from None
+        return self.controller.run_query(query, agent=agent, session=session, new_session=args.new_session,
                                          max_steps=args.max_steps, background=args.background, settings=settings,
                                          wait=args.wait)
 
