@@ -249,7 +249,7 @@ class StepRunner:
         if at == 0 and query is not None:
             if self.repository.get_session(session_id) is None:
                 raise NotFoundError(f"no session {session_id!r} in the store")
-            new_session: AgentSession | str = AgentSession(forked_from=session_id, forked_at=0)
+            new_session: AgentSession | str = AgentSession()  # nothing copied: not a fork of the source
         else:
             new_session = fork_session(session_id, at, self.repository)
         if query is not None:
