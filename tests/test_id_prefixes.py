@@ -17,7 +17,9 @@ from agio_notebook.memory.trace import trace
 from agio_notebook.execution import build_context_from_sequence_range
 from agio_notebook.models import ReplayModel
 from agio_notebook.models.replay import export_cassette
-from agio_notebook.scheduling import Executor, batch, resume_batch
+from agio_notebook.memory import memory_for
+from agio_notebook.memory.records import Skill
+from agio_notebook.scheduling import ExecutionRecord, ExecutionStore, Executor, batch, resume_batch
 from agio_notebook.storage import new_repository
 from agio_notebook.storage.ids import resolve_run_id, resolve_session_id
 
@@ -58,6 +60,27 @@ def test_resolvers_on_every_backend(store_url):
     # LIKE's wildcards are characters of the prefix, not patterns
     with pytest.raises(NotFoundError):
         resolve_session_id(repo, "abcd%_")
+    # the kinds kept in the store's journals: batches, executions, memory records
+    store = ExecutionStore(repo)
+    for name in ("report-alpha", "report-beta"):
+        store.put_batch({"id": name})
+        store.put(ExecutionRecord(batch=name, id=f"e{name[7]}cafe" + "0" * 26))
+    store.flush()
+    assert store.resolve_batch("report-a") == "report-alpha"
+    with pytest.raises(AmbiguousIdError, match="report-alpha, report-beta"):
+        store.resolve_batch("report-")
+    executor = Executor(repository=repo)
+    assert executor.resolve_execution("eacafe") == "eacafe" + "0" * 26
+    with pytest.raises(NotFoundError, match="no execution 'ecafe0'"):
+        executor.resolve_execution("ecafe0")
+    mem = memory_for(repo)
+    for rid in twins:
+        mem.add(Skill(name="n", text="t", id=rid))
+    assert mem.resolve("skill", "abcdef01", ("skills",)) == twins[0]
+    with pytest.raises(AmbiguousIdError, match="starts 2 skill ids"):
+        mem.resolve("skill", "abcdef02", ("skills",))
+    memory.delete(twins[0][:8], repository=repo)
+    assert list(memory.skills(repository=repo)["id"]) == twins[1:]
     repo.close()
 
 

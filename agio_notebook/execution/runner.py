@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Iterator, Sequence
 
 from ..agent import Agent
-from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, NotFoundError,
-                    RunMetrics, RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
+from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
+                    RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
 from ..models.recording import Recording
 from ..storage import Repository, open_repository
 from ..storage.ids import resolve_run_id, resolve_session_id
@@ -247,8 +247,6 @@ class StepRunner:
         recording = Recording.from_steps(self.repository.get_steps(session_id, include_superseded=True),
                                          reuse=reuse)
         if at == 0 and query is not None:
-            if self.repository.get_session(session_id) is None:
-                raise NotFoundError(f"no session {session_id!r} in the store")
             new_session: AgentSession | str = AgentSession()  # nothing copied: not a fork of the source
         else:
             new_session = fork_session(session_id, at, self.repository)
