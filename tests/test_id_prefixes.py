@@ -13,6 +13,7 @@ from agio_notebook import Agent, ScriptedModel, scheduling, StepRunner, fork_ses
 from agio_notebook.core import AgentRun, AgentSession, AmbiguousIdError, NotFoundError, RunStatus
 from agio_notebook.execution.attempts import list_attempts, use_attempt
 from agio_notebook.explore import diff, sweep, tree
+from agio_notebook.scoring import regex, score_runs
 from agio_notebook.memory.trace import trace
 from agio_notebook.execution import build_context_from_sequence_range
 from agio_notebook.models import ReplayModel
@@ -118,6 +119,7 @@ def test_python_entry_points_take_the_8_characters_a_repr_shows(conversation, tm
     result = sweep(short_run, 2, agent=Agent(model=ScriptedModel(["swept"], loop=True)), repository=repo,
                    monitor=False)
     assert result.source == first.session_id and len(result.frame) == 1
+    assert list(score_runs([short_run], [regex("one")], repo)) == [first.run_id]
     item = memory.add_feedback(short_run, "+1", "good", repository=repo)
     assert item.run_id == first.run_id
     assert list(memory.feedback(short_run, repository=repo)["id"]) == [item.id]
