@@ -22,7 +22,7 @@ from ..storage import Repository, open_repository
 from ..storage.ids import resolve_run_id, resolve_session_id
 from .approval import Approver
 from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
-from .fork import fork_recording, fork_session
+from .fork import attempts_recording, fork_recording, fork_session
 from .hooks import AgentHook, HookCaller, default_hooks
 from .memory_read import memory_event_payload, memory_read_sequence, read_memory
 from .recorder import RunRecorder
@@ -270,8 +270,9 @@ class StepRunner:
         plan_resume(self.repository, session_id)  # clear errors before waiting
         async with _claimed(self.repository, session_id, self.config.session_wait):
             plan = plan_resume(self.repository, session_id)  # what is stored now
-            if _recording is None:  # a fork resumed: its recorded side-effect calls follow their on_replay
-                _recording = fork_recording(self.repository, session_id, plan.context)
+            if _recording is None:  # a fork or a retry resumed: recorded side-effect calls follow their on_replay
+                _recording = (fork_recording(self.repository, session_id, plan.context)
+                              or attempts_recording(self.repository, session_id))
             rec = self._recorder(session_id, "resume", plan.query, plan.context, None)
             async for event in self._lifecycle(rec, list, pending=plan.pending, recording=_recording):
                 yield event
