@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..core import AgentRun, AgioError, NotFoundError, Step, StepRole
+from ..core import AgentRun, AgioError, Step, StepRole
 from ..models.pricing import format_cost
 from ..storage.base import Repository
 from ..storage.ids import resolve_run_or_session
