@@ -3,6 +3,8 @@ an ambiguous prefix or one naming nothing is one UsageError line."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kernel_support import offline_kernel
@@ -47,7 +49,12 @@ def test_short_ids_typed_back_into_every_command(kernel):
     ok(kernel, "%%agio bot\nhello")
     run = kernel.value("list(_c().handles)[-1]")
     session = kernel.value("_c().session_id")
-    short, short_session = run[:8], session[:8]
+    shown = kernel.value("repr(list(_c().handles.values())[-1])")  # '<agio run 7a08f20e completed: ...>'
+    short = re.match(r"<agio run ([0-9a-f]{8}) ", shown).group(1)
+    assert run.startswith(short) and len(short) == 8
+    ok(kernel, "_ss = %agio sessions")  # the compact table shows short ids
+    short_session = kernel.value("list(_ss['session_id'])")[-1]
+    assert len(short_session) == 8 and session.startswith(short_session)
     transcript = kernel.value(f"_c().replay({run!r})['text/plain']")
     assert short in transcript  # the id as the transcript shows it
     ok(kernel, f"%agio retry {short}")
