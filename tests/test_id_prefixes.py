@@ -13,9 +13,14 @@ from agio_notebook import Agent, ScriptedModel, scheduling, StepRunner, fork_ses
 from agio_notebook.core import AgentRun, AgentSession, AmbiguousIdError, NotFoundError, RunStatus
 from agio_notebook.execution.attempts import list_attempts, use_attempt
 from agio_notebook.explore import diff, sweep, tree
+from agio_notebook.scoring import regex, score_runs
 from agio_notebook.memory.trace import trace
+from agio_notebook.execution import build_context_from_sequence_range
 from agio_notebook.models import ReplayModel
-from agio_notebook.scheduling import Executor, batch, resume_batch
+from agio_notebook.models.replay import export_cassette
+from agio_notebook.memory import memory_for
+from agio_notebook.memory.records import Skill
+from agio_notebook.scheduling import ExecutionRecord, ExecutionStore, Executor, batch, resume_batch
 from agio_notebook.storage import new_repository
 from agio_notebook.storage.ids import resolve_run_id, resolve_session_id
 
@@ -56,6 +61,27 @@ def test_resolvers_on_every_backend(store_url):
     # LIKE's wildcards are characters of the prefix, not patterns
     with pytest.raises(NotFoundError):
         resolve_session_id(repo, "abcd%_")
+    # the kinds kept in the store's journals: batches, executions, memory records
+    store = ExecutionStore(repo)
+    for name in ("report-alpha", "report-beta"):
+        store.put_batch({"id": name})
+        store.put(ExecutionRecord(batch=name, id=f"e{name[7]}cafe" + "0" * 26))
+    store.flush()
+    assert store.resolve_batch("report-a") == "report-alpha"
+    with pytest.raises(AmbiguousIdError, match="report-alpha, report-beta"):
+        store.resolve_batch("report-")
+    executor = Executor(repository=repo)
+    assert executor.resolve_execution("eacafe") == "eacafe" + "0" * 26
+    with pytest.raises(NotFoundError, match="no execution 'ecafe0'"):
+        executor.resolve_execution("ecafe0")
+    mem = memory_for(repo)
+    for rid in twins:
+        mem.add(Skill(name="n", text="t", id=rid))
+    assert mem.resolve("skill", "abcdef01", ("skills",)) == twins[0]
+    with pytest.raises(AmbiguousIdError, match="starts 2 skill ids"):
+        mem.resolve("skill", "abcdef02", ("skills",))
+    memory.delete(twins[0][:8], repository=repo)
+    assert list(memory.skills(repository=repo)["id"]) == twins[1:]
     repo.close()
 
 
@@ -69,7 +95,7 @@ def conversation(tmp_path):
     repo.close()
 
 
-def test_python_entry_points_take_the_8_characters_a_repr_shows(conversation):
+def test_python_entry_points_take_the_8_characters_a_repr_shows(conversation, tmp_path):
     repo, runner, first = conversation
     short_run, short_session = first.run_id[:8], first.session_id[:8]
     retried = go(runner.retry(short_run))
@@ -84,11 +110,16 @@ def test_python_entry_points_take_the_8_characters_a_repr_shows(conversation):
     assert diff(short_run, retried.run_id[:8], repository=repo).changed >= 1
     assert diff(short_session, forked[:8], repository=repo) is not None
     assert ReplayModel.from_run(short_run, repo) is not None
+    assert ReplayModel.from_session(short_session, repo) is not None
+    assert export_cassette(tmp_path / "c.json", repo, run_id=short_run).exists()
+    assert export_cassette(tmp_path / "s.json", repo, session_id=short_session).exists()
+    assert build_context_from_sequence_range(short_session, repo, 1, 1) == [{"role": "user", "content": "hello"}]
     assert list(frames.steps(run_id=short_run, repository=repo)["run_id"].unique()) == [first.run_id]
     assert set(frames.runs(short_session, repository=repo)["session_id"]) == {first.session_id}
     result = sweep(short_run, 2, agent=Agent(model=ScriptedModel(["swept"], loop=True)), repository=repo,
                    monitor=False)
     assert result.source == first.session_id and len(result.frame) == 1
+    assert list(score_runs([short_run], [regex("one")], repo)) == [first.run_id]
     item = memory.add_feedback(short_run, "+1", "good", repository=repo)
     assert item.run_id == first.run_id
     assert list(memory.feedback(short_run, repository=repo)["id"]) == [item.id]

@@ -3,6 +3,8 @@ an ambiguous prefix or one naming nothing is one UsageError line."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kernel_support import offline_kernel
@@ -11,6 +13,7 @@ SETUP = r'''
 %load_ext agio_notebook
 from agio_notebook import Agent, ScriptedModel
 from agio_notebook.core import AgentSession
+from agio_notebook import memory as agio_memory
 bot = Agent(model=ScriptedModel(["one", "two", "three", "four", "five", "six"], loop=True), name="bot")
 _c = lambda: get_ipython().magics_manager.registry['AgioMagics'].controller
 '''
@@ -46,7 +49,12 @@ def test_short_ids_typed_back_into_every_command(kernel):
     ok(kernel, "%%agio bot\nhello")
     run = kernel.value("list(_c().handles)[-1]")
     session = kernel.value("_c().session_id")
-    short, short_session = run[:8], session[:8]
+    shown = kernel.value("repr(list(_c().handles.values())[-1])")  # '<agio run 7a08f20e completed: ...>'
+    short = re.match(r"<agio run ([0-9a-f]{8}) ", shown).group(1)
+    assert run.startswith(short) and len(short) == 8
+    ok(kernel, "_ss = %agio sessions")  # the compact table shows short ids
+    short_session = kernel.value("list(_ss['session_id'])")[-1]
+    assert len(short_session) == 8 and session.startswith(short_session)
     transcript = kernel.value(f"_c().replay({run!r})['text/plain']")
     assert short in transcript  # the id as the transcript shows it
     ok(kernel, f"%agio retry {short}")
@@ -69,10 +77,24 @@ def test_short_ids_typed_back_into_every_command(kernel):
     ok(kernel, f"_f = %agio memory feedback {short}")
     assert kernel.value("list(_f['run_id'])") == [run]
     ok(kernel, f"%agio use {short_session}")
+    ok(kernel, f"%%agio bot --session {short_session}\nand again")
+    assert kernel.value(f"_c().repository.get_run(list(_c().handles)[-1]).session_id") == session
     ok(kernel, f"_fork = %agio fork {short_session} --at 1")
     fork = kernel.value("_fork")
     assert kernel.value(f"_c().repository.get_session({fork!r}).forked_from") == session
     ok(kernel, f"%agio tree {fork[:8]}")
+    ok(kernel, f"_tc = %agio tool_calls --run {short}")
+    ok(kernel, f"_ac = %agio actions --session {short_session}")
+    ok(kernel, "items = ['a', 'b']\n_b = %agio batch items --agent bot --name report-kernel")
+    ok(kernel, "_b.wait(60)")
+    ok(kernel, "_ex = %agio executions --batch report-k")
+    assert kernel.value("sorted(set(_ex['batch']))") == ["report-kernel"]
+    res = ok(kernel, "%agio memory add-experience asked twice --lesson 'answer once' --tags style")
+    printed = "".join(m["content"]["text"] for m in res["messages"] if m["msg_type"] == "stream")
+    experience = printed.split("experience ")[1].split()[0]
+    assert kernel.value(f"list(agio_memory.experiences(repository=_c().repository)['tags'])") == [["style"]]
+    ok(kernel, f"%agio memory delete {experience[:8]}")
+    assert kernel.value("len(agio_memory.experiences(repository=_c().repository))") == 0
 
 
 def test_ambiguous_and_unknown_prefixes_are_one_usage_line(kernel):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agio_notebook import Agent, Reply, ScriptedModel, StepRunner, tool
+from agio_notebook import Agent, ExecutionConfig, Reply, ScriptedModel, StepRunner, tool
 from agio_notebook.core import RunStatus
 from agio_notebook.execution import fork_session
 from agio_notebook.explore import sweep
@@ -65,6 +65,27 @@ def test_recorded_side_effect_call_is_not_run_again(repo, path):  # noqa: F811
         assert outcome.status is RunStatus.COMPLETED
         tool_step = next(s for s in outcome.steps if s.role.value == "tool")
         assert tool_step.content == "sent to ann@example.org (#1)" and tool_step.extra["replayed"]
+
+
+def test_resuming_a_retry_re_enters_the_earlier_attempt(repo):  # noqa: F811
+    """A retry stopped before it asked for the recorded call (max_steps), then resumed: the resume
+    continues the retry, and the earlier attempt's call is answered from the record, as in the retry."""
+    send_email, sent = mailer()
+
+    @tool
+    def note(text: str) -> str:
+        """Take a note."""
+        return "noted"
+
+    first = go(StepRunner(agent(send_email), repository=repo).run(None, "mail ann"))
+    stopping = Agent(model=ScriptedModel([Reply.call("note", text="first, a note")]), tools=[send_email, note],
+                     config=ExecutionConfig(max_steps=1))
+    retried = go(StepRunner(stopping, repository=repo).retry(first.run_id))
+    assert retried.status is RunStatus.MAX_STEPS and sent == ["ann@example.org"]
+    resumed = go(StepRunner(agent(send_email), repository=repo).resume(first.session_id))
+    assert resumed.status is RunStatus.COMPLETED and sent == ["ann@example.org"]
+    tool_step = next(s for s in resumed.steps if s.role.value == "tool")
+    assert tool_step.extra["replayed"]
 
 
 def test_later_runs_in_a_fork_are_its_own(repo):  # noqa: F811

@@ -73,3 +73,10 @@ def fork_recording(repository: Repository, session_id: str, steps: list[Step], *
         recorded += repository.get_steps(session.forked_from, include_superseded=True)
         session = repository.get_session(session.forked_from)
     return Recording.from_steps(recorded, reuse=reuse) if recorded else None
+
+
+def attempts_recording(repository: Repository, session_id: str) -> Recording | None:
+    """The earlier attempts of a session (its superseded steps): what resuming a retry re-enters, as the
+    retry itself did. Current steps are not in it: calls the conversation made stay its own."""
+    earlier = [s for s in repository.get_steps(session_id, include_superseded=True) if s.superseded]
+    return Recording.from_steps(earlier) if earlier else None

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 
 from ..agent import Agent
-from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, NotFoundError,
-                    RunMetrics, RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
+from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
+                    RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
 from ..models.recording import Recording
 from ..storage import Repository, open_repository
 from ..storage.ids import resolve_run_id, resolve_session_id
@@ -24,7 +24,7 @@ from .approval import Approver
 from .debug import Debugger, DebugRun, Handler
 from .pauses import BreakpointSpec, parse_breakpoints
 from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
-from .fork import fork_recording, fork_session
+from .fork import attempts_recording, fork_recording, fork_session
 from .handoff import holder
 from .history import check_answered, check_messages, history_steps
 from .hooks import AgentHook, HookCaller, default_hooks
@@ -339,9 +339,7 @@ class StepRunner:
         recording = Recording.from_steps(self.repository.get_steps(session_id, include_superseded=True),
                                          reuse=reuse)
         if at == 0 and query is not None:
-            if self.repository.get_session(session_id) is None:
-                raise NotFoundError(f"no session {session_id!r} in the store")
-            new_session: AgentSession | str = AgentSession(forked_from=session_id, forked_at=0)
+            new_session: AgentSession | str = AgentSession()  # nothing copied: not a fork of the source
         else:
             new_session = fork_session(session_id, at, self.repository)
         if query is not None:
@@ -364,8 +362,9 @@ class StepRunner:
         plan_resume(self.repository, session_id)  # clear errors before waiting
         async with _claimed(self.repository, session_id, self.config.session_wait):
             plan = plan_resume(self.repository, session_id)  # what is stored now
-            if _recording is None:  # a fork resumed: its recorded side-effect calls follow their on_replay
-                _recording = fork_recording(self.repository, session_id, plan.context)
+            if _recording is None:  # a fork or a retry resumed: recorded side-effect calls follow their on_replay
+                _recording = (fork_recording(self.repository, session_id, plan.context)
+                              or attempts_recording(self.repository, session_id))
             rec = self._recorder(session_id, "resume", plan.query, plan.context, None)
             async for event in self._lifecycle(rec, list, pending=plan.pending, recording=_recording):
                 yield event

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..core import AgentRun, AgioError, NotFoundError, Step, StepRole
+from ..core import AgentRun, AgioError, Step, StepRole
 from ..models.pricing import format_cost
 from ..views import text_html
 from ..storage.base import Repository

@@ -12,7 +12,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from ..core import AgentRun, NotFoundError, Step, StepRole
+from ..core import AgentRun, Step, StepRole
 from ..execution.attempts import is_current
 from ..models.pricing import format_cost
 from ..views import text_html

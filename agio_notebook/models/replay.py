@@ -312,6 +312,7 @@ def export_cassette(path: str | os.PathLike[str], repository: Repository | None 
         raise ValueError("export_cassette needs exactly one of run_id or session_id")
     repository = current_store(repository)
     if run_id is not None:
+        run_id = resolve_run_id(repository, run_id)
         run = repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store")
@@ -319,6 +320,7 @@ def export_cassette(path: str | os.PathLike[str], repository: Repository | None 
         tree, steps = _tree_steps(repository, run_id)  # the run and the runs nested in it
         runs = [run_id, *sorted(tree - {run_id})]
     else:
+        session_id = resolve_session_id(repository, session_id)
         steps = repository.get_steps(session_id, include_superseded=True)  # type: ignore[arg-type]
     if not steps:
         raise NotFoundError(f"no session {session_id!r} with steps in the store")

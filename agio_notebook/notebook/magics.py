@@ -12,7 +12,9 @@ from IPython.core.async_helpers import _asyncio_runner
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from ..core import AgioError
+from ..agent import Agent
+from ..core import AgioError, AmbiguousIdError, NotFoundError
+from ..storage.ids import resolve_session_id
 from ..models.settings import parse_settings
 from .commands import COMMANDS, Command, arg, build_parser, help_text
 from .commands import mcp as mcp_commands
@@ -127,15 +129,21 @@ class AgioMagics(Magics):
             agent = (agent or self.controller.default_agent()).with_tools(mcp_commands.tools_for(args.mcp))
         settings = parse_settings(args.settings, "--settings") if args.settings is not None else None
         query = interpolate(cell, self.shell.user_ns).strip()
-        if args.session is not None and self.controller.repository.get_session(args.session) is None:
-            raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one")
+        session = args.session
+        if session is not None:  # the 8 characters a table shows name the session too
+            try:
+                session = resolve_session_id(self.controller.repository, session)
+            except AmbiguousIdError as exc:
+                raise UsageError(f"%%agio: {exc}") from None
+            except NotFoundError:
+                raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one") from None
         if args.breakpoints is not None and not args.step:
             raise UsageError("%%agio: --break needs --step")
         if args.step and not self.controller.defer_waits:  # a blocking cell never hears the pause's buttons
             raise UsageError("%%agio: --step needs a cell that awaits its run (%autoawait on, in a Jupyter kernel)")
         if args.step and args.background:
             raise UsageError("%%agio: --step runs in the foreground (its pauses wait in the cell); drop --background")
-        return self.controller.run_query(query, agent=agent, session=args.session, new_session=args.new_session,
+        return self.controller.run_query(query, agent=agent, session=session, new_session=args.new_session,
                                          max_steps=args.max_steps, background=args.background, settings=settings,
                                          wait=args.wait, step=args.step, breakpoints=args.breakpoints)
 

@@ -62,16 +62,22 @@ def _where(repository: Any) -> str:
     return f"in the store at {root}" if root else "in the store"
 
 
+def _exists(repository: Any, kind: str) -> Callable[[str], bool]:
+    """A full id is one keyed read (tens of microseconds); only a prefix asks for candidates."""
+    get = repository.get_run if kind == "run" else repository.get_session
+    return lambda i: get(i) is not None
+
+
 def resolve_run_id(repository: Any, run_id: Any) -> str:
     """The full id of the run ``run_id`` names (a full id or a unique prefix of 6+ characters)."""
-    return resolve_prefix("run", run_id, lambda i: repository.get_run(i) is not None, _candidates(repository, "run"),
+    return resolve_prefix("run", run_id, _exists(repository, "run"), _candidates(repository, "run"),
                           where=_where(repository))
 
 
 def resolve_session_id(repository: Any, session_id: Any) -> str:
     """The full id of the session ``session_id`` names (a full id or a unique prefix of 6+ characters)."""
-    return resolve_prefix("session", session_id, lambda i: repository.get_session(i) is not None,
-                          _candidates(repository, "session"), where=_where(repository))
+    return resolve_prefix("session", session_id, _exists(repository, "session"), _candidates(repository, "session"),
+                          where=_where(repository))
 
 
 def prefix_pattern(prefix: str) -> str:
@@ -81,9 +87,9 @@ def prefix_pattern(prefix: str) -> str:
 
 def resolve_run_or_session(repository: Any, ref: Any, kind: str = "run or session") -> tuple[str, str]:
     """``("run", id)`` or ``("session", id)`` for a reference that may name either (diff, sweep)."""
-    if isinstance(ref, str) and repository.get_run(ref.strip()) is not None:
+    if isinstance(ref, str) and _exists(repository, "run")(ref.strip()):
         return "run", ref.strip()
-    if isinstance(ref, str) and repository.get_session(ref.strip()) is not None:
+    if isinstance(ref, str) and _exists(repository, "session")(ref.strip()):
         return "session", ref.strip()
     runs, sessions = _candidates(repository, "run"), _candidates(repository, "session")
     kinds: dict[str, str] = {}

@@ -106,6 +106,7 @@ class SQLRepository:
     """Shared by :class:`SQLiteRepository` and :class:`PostgresRepository`; subclasses connect."""
 
     placeholder = "?"
+    binary_text_order = True  # text compares byte by byte (SQLite); PostgreSQL's order follows its locale
     root: str  # where the store is, for messages (a path, or a URL without its password)
 
     def __init__(self) -> None:
@@ -306,10 +307,12 @@ class SQLRepository:
         return dict(zip(FRAME_COLUMNS, columns))
 
     def ids_with_prefix(self, kind: str, prefix: str, limit: int = 20) -> list[str]:
-        """Run or session ids starting with ``prefix``: one indexed query."""
+        """Run or session ids starting with ``prefix``: one query (on SQLite a range of the primary key)."""
         table, column = ("agio_runs", "id") if kind == "run" else ("agio_sessions", "session_id")
-        rows = self._query(f"SELECT {column} FROM {table} WHERE {column} LIKE ? ESCAPE '\\' "
-                           f"ORDER BY {column} LIMIT ?", (prefix_pattern(prefix), limit))
+        where, params = f"{column} LIKE ? ESCAPE '\\'", [prefix_pattern(prefix)]
+        if self.binary_text_order:  # a range on the primary key's index (LIKE alone scans the table)
+            where, params = f"{column} >= ? AND {column} < ? AND " + where, [prefix, prefix + "\U0010ffff", *params]
+        rows = self._query(f"SELECT {column} FROM {table} WHERE {where} ORDER BY {column} LIMIT ?", (*params, limit))
         return [r[0] for r in rows]
 
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:

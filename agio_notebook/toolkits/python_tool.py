@@ -101,8 +101,11 @@ def replay_python(session_id: str, repository: Any, upto: int | None = None, *, 
     so code that wrote files writes them again (the next action's snapshot records any difference).
     Pass the ``limits`` and ``isolation`` the toolkit uses, or its next call starts over.  Returns each
     call's result."""
+    from ..storage.ids import resolve_session_id
     from .workspace import workspace_for
 
+    if repository is not None:  # a unique prefix of 6+ characters works too
+        session_id = resolve_session_id(repository, session_id)
     ws = workspace_for(session_id, root, repository)
     box = pool.get(session_id, ws, limits or SandboxLimits(), isolation)
     box.close()
