@@ -5,8 +5,8 @@ continues from there: with the step's user message (or a prompt variant in its p
 a user step, or by asking the model again when it is a model step. The runs are one batch of the
 scheduling executor (its concurrency cap, fair queue, records and cost budget); each run is scored
 once the batch ends. The results frame has a row per run, and the summary a row per variant with
-means and 95% intervals that fit their measure: Wilson for a 0/1 score, a bootstrap for other scores
-(it never leaves the range of the values), Student's t for tokens, latency and cost.
+means and 95% intervals that fit their measure: Wilson for a 0/1 score, a percentile bootstrap for
+other scores and for tokens, latency and cost (it never leaves the range of the values).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ AXES = ("agent", "model", "prompt", "settings")
 _CONFIG_FIELDS = {f.name for f in fields(ExecutionConfig)}
 METRICS = ("total_tokens", "latency_ms", "cost")
 MIME_TYPE = "application/vnd.agio.sweep+json"
-WILSON, BOOTSTRAP, STUDENT_T = "Wilson", "bootstrap", "Student's t"
+WILSON, BOOTSTRAP = "Wilson", "bootstrap"
 
 
 class SweepError(AgioError, ValueError):
@@ -140,22 +140,6 @@ def _clean(values: Sequence[Any]) -> list[float]:
     return [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
 
 
-def interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high) with Student's t; NaN bounds below two values."""
-    clean = _clean(values)
-    n = len(clean)
-    if n == 0:
-        return math.nan, math.nan, math.nan
-    mean = sum(clean) / n
-    if n < 2:
-        return mean, math.nan, math.nan
-    from scipy import stats
-
-    sd = math.sqrt(sum((v - mean) ** 2 for v in clean) / (n - 1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
-
-
 def wilson(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
     """(rate, low, high) of 0/1 values with Wilson's score interval: always inside [0, 1]."""
     clean = _clean(values)
@@ -197,14 +181,14 @@ def bootstrap(values: Sequence[float], confidence: float = 0.95, resamples: int 
 
 
 def interval_method(column: str, values: Sequence[Any]) -> str:
-    """Which interval fits a summary column: Wilson for 0/1 scores, a bootstrap for other scores."""
-    if column in METRICS:
-        return STUDENT_T
+    """Which interval fits a summary column: Wilson for a 0/1 score, else a bootstrap (it stays within the
+    values' range: never a negative latency or a score off its scale)."""
     clean = _clean(values)
-    return WILSON if clean and all(v in (0.0, 1.0) for v in clean) else BOOTSTRAP
+    binary = column not in METRICS and clean and all(v in (0.0, 1.0) for v in clean)
+    return WILSON if binary else BOOTSTRAP
 
 
-_INTERVALS = {WILSON: wilson, BOOTSTRAP: bootstrap, STUDENT_T: interval}
+_INTERVALS = {WILSON: wilson, BOOTSTRAP: bootstrap}
 
 
 class SweepResult:
@@ -343,7 +327,7 @@ def comparison_data(result: SweepResult) -> dict[str, Any]:
 def comparison_html(result: SweepResult) -> str:
     """Per variant: each mean with its interval drawn as a bar, best mean of each column in bold.
 
-    Each column's header names its interval (Wilson, bootstrap or Student's t); dollar amounts stay
+    Each column's header names its interval (Wilson or bootstrap); dollar amounts stay
     text (:func:`text_html`), never LaTeX.
     """
     summary = result.summary
@@ -380,7 +364,7 @@ def comparison_html(result: SweepResult) -> str:
         f"<div class='agio-sweep' style='font-family:var(--jp-ui-font-family,system-ui,sans-serif);"
         f"font-size:13px'><b>agio sweep</b> <span style='color:#57606a;font-size:11px'>step {result.at} of "
         f"session {escape(result.source[:8])} · {len(result.jobs)} runs · means with 95% intervals "
-        f"(Wilson for 0/1 scores, a bootstrap for other scores, Student's t for tokens, latency and cost)</span>"
+        f"(Wilson for 0/1 scores, a percentile bootstrap for the rest)</span>"
         f"<table style='border-collapse:collapse'><tr>{head}</tr>{''.join(body)}</table></div>")
 
 
