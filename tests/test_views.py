@@ -57,3 +57,13 @@ def test_the_cost_so_far_stays_unknown_while_an_item_that_ran_has_no_price():
     assert _cost_so_far([]) is None
     assert _cost_so_far([rec(10, 0.002), rec(12, 0.003), rec(0, None)]) == 0.005
     assert _cost_so_far([rec(10, 0.002), rec(12, None)]) is None
+
+
+def test_the_run_transcripts_html_fallback_keeps_dollars_as_text():
+    from agio_notebook.notebook.render import to_html
+    from agio_notebook.notebook.view_model import RunView
+
+    view = RunView()
+    html = to_html(view)
+    assert html.startswith('<div class="mathjax_ignore tex2jax_ignore">')
+    assert "$" not in to_html(view, extra="<span>costs $5 and $6</span>")

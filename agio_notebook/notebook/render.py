@@ -13,6 +13,7 @@ from html import escape
 import nh3
 
 from ..models.pricing import format_cost
+from ..views import text_html
 from .debug_marks import card_marks_html, marks_text, step_marks_html
 from .phase import phase
 from .view_model import RunView, StepView, ToolCard
@@ -230,9 +231,9 @@ def footer_html(view: RunView) -> str:
 def to_html(view: RunView, extra: str = "") -> str:
     """The whole run; ``extra`` is markup placed under the footer (already escaped by its maker)."""
     steps = "".join(step_html(s) for s in view.conversation())
-    return (f'<div class="agio-run" data-agio-run="{escape(view.run_id or "")}" style="{_BOX};'
-            f'border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
-            f'{header_html(view)}{steps}{footer_html(view)}{extra}</div>')
+    return text_html(f'<div class="agio-run" data-agio-run="{escape(view.run_id or "")}" style="{_BOX};'
+                     f'border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
+                     f'{header_html(view)}{steps}{footer_html(view)}{extra}</div>')  # "$5" is text, not math
 
 
 def to_text(view: RunView) -> str:
