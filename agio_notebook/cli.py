@@ -34,14 +34,16 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from .storage import iter_events, open_repository
+    from .storage.ids import resolve_run_id
 
     repo = open_repository(args.store)
-    run = repo.get_run(args.run_id)
+    run_id = resolve_run_id(repo, args.run_id)  # the 8 characters `agio runs` shows work too
+    run = repo.get_run(run_id)
     if run is None:
-        raise AgioError(f"no run {args.run_id!r} in the store at {repo.root}")
+        raise AgioError(f"no run {run_id!r} in the store at {repo.root}")
     printer = EventPrinter(sys.stdout)
     ended = False
-    for event in iter_events(repo, args.run_id):
+    for event in iter_events(repo, run_id):
         printer(event)
         ended = ended or event.type.is_terminal
     if not ended:  # e.g. interrupted: its process died before a terminal event
@@ -51,8 +53,10 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _runs(args: argparse.Namespace) -> int:
     from .storage import open_repository
+    from .storage.ids import resolve_session_id
 
-    runs = open_repository(args.store).list_runs(args.session)
+    repo = open_repository(args.store)
+    runs = repo.list_runs(resolve_session_id(repo, args.session) if args.session else None)
     print(f"{'run':<10} {'session':<10} {'kind':<7} {'status':<12} {'steps':>5}  query")
     for run in runs:
         query = (run.query or "").replace("\n", " ")

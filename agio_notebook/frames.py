@@ -14,14 +14,15 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .core import StoreError
+from .core import StoreError, run_tree
 from .storage import Repository, open_repository
+from .storage.ids import resolve_filter, resolve_run_id, resolve_session_id
 
 STEP_METRICS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "ttft_ms", "model_ms", "tool_ms",
                 "duration_ms")
 RUN_COUNTS = ("steps", "model_calls", "tool_calls", "tool_errors", "prompt_tokens", "completion_tokens", "total_tokens",
               "cached_tokens", "reused_calls", "reused_tokens")
-RUN_TIMES = ("ttft_ms", "model_ms", "tool_ms", "duration_ms")
+RUN_TIMES = ("ttft_ms", "model_ms", "tool_ms", "paused_ms", "duration_ms")
 ROLES = ["user", "assistant", "tool", "system"]
 STEP_STATUSES = ["ok", "error", "rejected"]
 ACTION_KINDS = ["code_execution", "file_operation", "web_browsing", "tool_call"]
@@ -59,7 +60,13 @@ def _text(values: Any) -> pd.Series:
     return pd.Series(pd.array(values, dtype="string"))
 
 
+def _filters(repo: Repository, session_id: str | None, run_id: str | None = None) -> tuple[str | None, str | None]:
+    """The session and run filters, a unique prefix of 6+ characters resolved to its id."""
+    return resolve_filter(resolve_session_id, repo, session_id), resolve_filter(resolve_run_id, repo, run_id)
+
+
 def _step_docs(repo: Repository, session_id: str | None, run_id: str | None) -> list[dict[str, Any]]:
+    session_id, run_id = _filters(repo, session_id, run_id)
     if session_id is None and run_id is not None:
         run = repo.get_run(run_id)
         session_id = run.session_id if run is not None else None
@@ -82,10 +89,28 @@ def _step_docs(repo: Repository, session_id: str | None, run_id: str | None) -> 
     return docs
 
 
-def steps(session_id: str | None = None, run_id: str | None = None, *,
+def _tree_docs(repo: Repository, root_run_id: str) -> list[dict[str, Any]]:
+    """The steps of run ``root_run_id`` and of every run nested in it (agents called as tools)."""
+    runs = run_tree(repo.iter_run_dicts(), root_run_id)
+    if not runs:
+        raise StoreError(f"no run {root_run_id!r} in the store")
+    ids = {r["id"] for r in runs}
+    docs = [d for sid in dict.fromkeys(r["session_id"] for r in runs) for d in repo.iter_step_dicts(sid)
+            if d.get("run_id") in ids]
+    docs.sort(key=lambda d: (d.get("created_at") or 0.0, d["sequence"]))
+    return docs
+
+
+def steps(session_id: str | None = None, run_id: str | None = None, *, tree: str | None = None,
           repository: Repository | None = None) -> pd.DataFrame:
-    """One row per step (all sessions unless filtered), in session and sequence order."""
+    """One row per step (all sessions unless filtered), in session and sequence order.
+
+    ``tree=run_id``: the steps of that run and of every run nested in it, in the order they were made.
+    """
     repo = repository or open_repository()
+    if tree is not None:
+        return _steps_frame(_step_columns(_tree_docs(repo, resolve_run_id(repo, tree))))
+    session_id, run_id = _filters(repo, session_id, run_id)
     columns = getattr(repo, "step_columns", None)  # a store that keeps the frame's columns itself (SQL)
     if columns is not None and run_id is None:
         return _steps_frame(columns(session_id))
@@ -157,6 +182,12 @@ def _run_frame(docs: Iterable[dict[str, Any]]) -> pd.DataFrame:
         "model_name": _text([d.get("model_name") for d in docs]),
         "start_sequence": _int([d.get("start_sequence") for d in docs]),
         "end_sequence": _int([d.get("end_sequence") for d in docs]),
+        # nested runs (agents called as tools): the run and tool call that asked, and how deep (0: outermost)
+        "parent_run_id": _text([d.get("parent_run_id") for d in docs]),
+        "parent_step_id": _text([d.get("parent_step_id") for d in docs]),
+        "parent_tool_call_id": _text([d.get("parent_tool_call_id") for d in docs]),
+        "depth": _int([d.get("depth") or 0 for d in docs]),
+        "root_run_id": _text([d.get("root_run_id") or d["id"] for d in docs]),
         "started_at": _utc([d.get("started_at") for d in docs]),
         "ended_at": _utc([d.get("ended_at") for d in docs]),
     }
@@ -173,7 +204,8 @@ def _run_frame(docs: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 def runs(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
     """One row per run (retries and resumes included), oldest first, with its totals."""
-    return _run_frame((repository or open_repository()).iter_run_dicts(session_id))
+    repo = repository or open_repository()
+    return _run_frame(repo.iter_run_dicts(_filters(repo, session_id)[0]))
 
 
 def run_metrics(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
@@ -182,10 +214,17 @@ def run_metrics(session_id: str | None = None, *, repository: Repository | None 
     return frame[["run_id", "status", "attempt", *RUN_COUNTS, *RUN_TIMES, "cost"]].set_index("run_id")
 
 
-def tool_calls(session_id: str | None = None, run_id: str | None = None, *,
+def tool_calls(session_id: str | None = None, run_id: str | None = None, *, tree: str | None = None,
                repository: Repository | None = None) -> pd.DataFrame:
-    """One row per tool call: the call (from the assistant step) joined with its result step."""
-    docs = _step_docs(repository or open_repository(), session_id, None)
+    """One row per tool call: the call (from the assistant step) joined with its result step.
+
+    ``tree=run_id``: the calls of that run and of every run nested in it; ``nested_run_id`` names the
+    nested run an agent tool's call started.
+    """
+    repo = repository or open_repository()
+    session_id, run_id = _filters(repo, session_id, run_id)
+    docs = (_tree_docs(repo, resolve_run_id(repo, tree)) if tree is not None
+            else _step_docs(repo, session_id, None))
     # keyed by attempt too: a retry that reuses recorded answers repeats their tool call ids
     results = {(d["session_id"], d.get("tool_call_id"), d.get("attempt", 1)): d for d in docs if d["role"] == "tool"}
     rows: list[tuple[Any, ...]] = []
@@ -200,14 +239,15 @@ def tool_calls(session_id: str | None = None, run_id: str | None = None, *,
                          call["function"]["name"], call["function"]["arguments"],
                          res.get("status") if res else None, res.get("content"), res.get("error"),
                          (res.get("metrics") or {}).get("duration_ms"), d.get("attempt", 1),
-                         bool(d.get("superseded"))))
-    cols = list(zip(*rows)) if rows else [[] for _ in range(13)]
+                         bool(d.get("superseded")), ((res.get("extra") or {}).get("nested_run") or {}).get("run_id")))
+    cols = list(zip(*rows)) if rows else [[] for _ in range(14)]
     return pd.DataFrame({
         "session_id": _text(list(cols[0])), "run_id": _text(list(cols[1])), "sequence": _int(list(cols[2])),
         "result_sequence": _int(list(cols[3])), "tool_call_id": _text(list(cols[4])), "name": _text(list(cols[5])),
         "arguments": _text(list(cols[6])), "status": _cat(list(cols[7]), STEP_STATUSES),
         "result": _text(list(cols[8])), "error": _text(list(cols[9])), "duration_ms": _float(list(cols[10])),
         "attempt": _int(list(cols[11])), "superseded": pd.Series(list(cols[12]), dtype="bool"),
+        "nested_run_id": _text(list(cols[13])),
     })
 
 
@@ -220,7 +260,9 @@ def actions(session_id: str | None = None, run_id: str | None = None, *,
     """
     import json
 
-    docs = _step_docs(repository or open_repository(), session_id, run_id)
+    repo = repository or open_repository()
+    session_id, run_id = _filters(repo, session_id, run_id)
+    docs = _step_docs(repo, session_id, run_id)
     rows: list[dict[str, Any]] = []
     for d in docs:
         if run_id is not None and d.get("run_id") != run_id:
@@ -270,4 +312,21 @@ def sessions(*, repository: Repository | None = None) -> pd.DataFrame:
         "created_at": _utc([s.created_at for s in all_sessions]),
         "last_run_at": _utc([last.get(s.session_id) for s in all_sessions]),
         "cost": _float([cost.get(s.session_id, 0.0) for s in all_sessions]),
+    })
+
+
+def context(run_id: str, step: int, *, repository: Repository | None = None) -> pd.DataFrame:
+    """What the model saw: the exact messages model call ``step`` (its step number) of ``run_id`` received,
+    one row each: role, text, tokens (``tokens_estimated`` when no tokenizer counted them), the step the
+    message came from (NA for the system prompt) and whether it was edited in step mode."""
+    from .execution.seen import seen_rows
+
+    rows = seen_rows(repository or open_repository(), run_id, step)
+    return pd.DataFrame({
+        "role": _cat([r["role"] for r in rows], ROLES),
+        "text": _text([r["text"] for r in rows]),
+        "tokens": _int([r["tokens"] for r in rows]),
+        "tokens_estimated": _bool([r["tokens_estimated"] for r in rows]),
+        "step": _int([r["step"] for r in rows]),
+        "edited": _bool([r["edited"] for r in rows]),
     })

@@ -10,12 +10,19 @@
    not installed), overhead per execution against the local backend.
 4. A peer: the same latency-bound batch through LangGraph's ``abatch`` with ``max_concurrency``
    (from the ``bench`` extra; skipped when LangGraph is not installed).
+5. Group commit on disk: the throughput batch on a TinyDB store on disk (the filesystem is printed;
+   tmpfs is refused), with commits made inline on the scheduler loop (the old path: group commit
+   switched off) and through the store's writer thread (group commit), and on the in-memory
+   repository. Per row: runs/s, fraction of the ideal (target >= 0.6 with group commit), syncs per
+   run (fsync and syncfs calls), and the scheduler loop's longest stalls (p99 and max of how late a
+   2 ms sleep wakes up), and the ratio against the in-memory repository.
 
 Stores live in --dir (default: a temporary directory on disk; pass /dev/shm for tmpfs).
 
     python bench/scheduling.py                 # everything but Ray
     python bench/scheduling.py --ray           # with the Ray rows
     python bench/scheduling.py --quick         # 200 runs instead of 1,000
+    python bench/scheduling.py --group-commit  # only table 5
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ import asyncio
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
+import threading
 import tempfile
 import time
 from pathlib import Path
@@ -36,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agio_notebook import Agent, ExecutionConfig, FunctionModel, StepRunner  # noqa: E402
 from agio_notebook.models.scripted import Reply  # noqa: E402
 from agio_notebook.scheduling import Executor, batch  # noqa: E402
-from agio_notebook.storage import InMemoryRepository, TinyDBRepository  # noqa: E402
+from agio_notebook.scheduling import loop as sched_loop  # noqa: E402
+from agio_notebook.storage import InMemoryRepository, TinyDBRepository, durability, group_commit  # noqa: E402
 
 
 async def lookup(key: str) -> str:
@@ -166,16 +176,108 @@ def langgraph_abatch(runs: int, concurrency: int, latency: float) -> dict[str, A
     return {"runs": runs, "wall_s": wall, "rate": runs / wall, "ideal": ideal, "ratio": runs / wall / ideal}
 
 
+def filesystem(path: Path) -> str:
+    """The type of the filesystem holding ``path`` (as ``df -T`` reports it)."""
+    out = subprocess.run(["df", "-T", str(path)], capture_output=True, text=True).stdout.splitlines()
+    return out[-1].split()[1] if len(out) > 1 else "unknown"
+
+
+class SyncCounter:
+    """Counts fsync and syncfs calls while installed (each is one wait for the disk)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> SyncCounter:
+        self._fsync, self._syncfs = os.fsync, durability.syncfs
+
+        def counted(fn: Any) -> Any:
+            def call(fd: int) -> None:
+                with self._lock:
+                    self.calls += 1
+                fn(fd)
+            return call
+
+        os.fsync, durability.syncfs = counted(self._fsync), counted(self._syncfs)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        os.fsync, durability.syncfs = self._fsync, self._syncfs
+
+
+def loop_stalls(stop: threading.Event, lags: list[float], tick: float = 0.002) -> Any:
+    """On the scheduler loop: how late each ``tick`` sleep wakes up (a stall of the loop)."""
+    async def watch() -> None:
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            t = loop.time()
+            await asyncio.sleep(tick)
+            lags.append(loop.time() - t - tick)
+    return sched_loop.submit(watch())
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def grouped_batch(repo: Any, runs: int, concurrency: int, latency: float, *, grouped: bool) -> dict[str, Any]:
+    group_commit.enabled = grouped
+    try:
+        ex = Executor(repo, max_concurrency=concurrency)
+        agent = latency_agent(latency)
+        batch(agent, ["warm"], executor=ex).wait()  # imports and first-file costs out of the figures
+        stop, lags = threading.Event(), []
+        watcher = loop_stalls(stop, lags)
+        with SyncCounter() as syncs:
+            t0, c0 = time.perf_counter(), time.process_time()
+            h = batch(agent, [f"q{i}" for i in range(runs)], concurrency=concurrency, executor=ex).wait()
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        stop.set()
+        watcher.result(10)
+        assert h.metrics()["completed"] == runs, h.metrics()
+    finally:
+        group_commit.enabled = True
+    ideal = concurrency / (2 * latency)
+    return {"rate": runs / wall, "ratio": runs / wall / ideal, "syncs": syncs.calls / runs, "cpu_ms": cpu / runs * 1000,
+            "p99_ms": percentile(lags, 0.99) * 1000, "max_ms": max(lags, default=0.0) * 1000}
+
+
+def group_commit_table(base: Path, runs: int) -> None:
+    fs = filesystem(base)
+    print(f"5. group commit: {runs} runs, 100 ms per model call, 2 calls per run, concurrency 64, ideal 320 runs/s")
+    print(f"   store in {base} on {fs} · load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if fs in ("tmpfs", "ramfs"):
+        print("   refused: the store is on tmpfs; pass --dir on a disk")
+        return
+    rows = [("TinyDB on disk, commits inline (before)", lambda: fresh_repo(base, "inline"), False),
+            ("TinyDB on disk, group commit (after)", lambda: fresh_repo(base, "grouped"), True),
+            ("in-memory repository", InMemoryRepository, True)]
+    results = [(label, grouped_batch(make(), runs, 64, 0.1, grouped=grouped)) for label, make, grouped in rows]
+    memory = results[-1][1]["rate"]
+    print(f"   {'store':<42}{'runs/s':>8}{'of ideal':>9}{'syncs/run':>10}{'stall p99':>10}{'stall max':>10}"
+          f"{'vs memory':>10}{'cpu/run':>9}")
+    for label, r in results:
+        print(f"   {label:<42}{r['rate']:>8.1f}{r['ratio']:>9.2f}{r['syncs']:>10.2f}{r['p99_ms']:>8.1f}ms"
+              f"{r['max_ms']:>8.1f}ms{r['rate'] / memory:>10.2f}{r['cpu_ms']:>7.1f}ms")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=None, help="where the stores go (default: a temp dir on disk)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--ray", action="store_true", help="also measure the Ray backend")
+    ap.add_argument("--group-commit", action="store_true", help="only the group commit table (5)")
     args = ap.parse_args()
     runs = 200 if args.quick else 1000
     base = Path(args.dir or tempfile.mkdtemp(prefix="agio-sched-bench-", dir="/var/tmp"))
     base.mkdir(parents=True, exist_ok=True)
     print(f"stores in {base} · {os.cpu_count()} cores · python {sys.version.split()[0]}\n")
+    if args.group_commit:
+        group_commit_table(base, runs)
+        shutil.rmtree(base, ignore_errors=True) if args.dir is None else None
+        return
 
     print("1. throughput, 100 ms per model call, 2 calls per run, concurrency 64")
     print(f"   {'engine':<34}{'runs':>6}{'wall s':>9}{'runs/s':>9}{'ideal':>8}{'ratio':>7}")
@@ -204,6 +306,8 @@ def main() -> None:
         else:
             print(f"   local {r['local_ms']:.2f} ms/run · ray {r['ray_ms']:.2f} ms/run · "
                   f"ray overhead {r['overhead_ms']:.2f} ms/execution ({r['ray_ms'] / r['local_ms']:.1f}x)")
+    print()
+    group_commit_table(base, runs)
     shutil.rmtree(base, ignore_errors=True) if args.dir is None else None
 
 

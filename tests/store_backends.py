@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from agio_notebook.toolkits.workspace import reachable_temp_dir
 from lab_support import free_port
 
 BACKENDS = ("tinydb", "sqlite", "postgres")
@@ -75,9 +76,9 @@ class PostgresServer:
 
 @contextlib.contextmanager
 def running_postgres() -> Iterator[PostgresServer]:
-    # not under pytest's tmp_path: its directories are private to the test's user, and the server runs
-    # as `postgres` when the tests run as root
-    workdir = Path(tempfile.mkdtemp(prefix="agio-pg-"))
+    # not under pytest's tmp_path, nor under a private TMPDIR: the server runs as `postgres` when the
+    # tests run as root, and must be able to walk to its data directory
+    workdir = Path(tempfile.mkdtemp(prefix="agio-pg-", dir=reachable_temp_dir()))
     server = PostgresServer(workdir)
     try:
         server.start()

@@ -135,6 +135,82 @@ def test_fork_bomb(env):
     assert_blocked(step, "BlockingIOError")
 
 
+SURVIVING_BOMB = """import os, time
+main = os.getpid()
+try:
+    while True:
+        os.fork()
+except BlockingIOError:
+    if os.getpid() != main:
+        time.sleep(1000)  # each child that hit the limit holds its process slot
+    raise
+"""
+
+
+def test_a_fork_bombs_children_do_not_survive_the_call(env):
+    repo, tools = env
+    step = one_tool_step(repo, "fb", tools, "run_python", code=SURVIVING_BOMB)
+    assert_blocked(step, "BlockingIOError")
+    # at once, in the same interpreter: only bwrap's init and the interpreter are left, and new
+    # processes can start (the bomb's children held every slot until the call killed them)
+    after = one_tool_step(repo, "fb", tools, "run_python", code=(
+        "import os, subprocess\n"
+        "left = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+        "(left, [subprocess.run(['true']).returncode for _ in range(20)], 'main' in dir())"))
+    assert after.status == "ok", after.content
+    assert "[value] ([1, 2], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], True)" in after.content
+
+
+def test_a_process_group_level_call_ends_its_processes_too(env):
+    repo, _ = env
+    tools = python_sandbox(isolation="process", limits=SandboxLimits(timeout=10))
+    step = one_tool_step(repo, "pg", tools, "run_python",
+                         code="import subprocess; p = subprocess.Popen(['sleep', '1000']); p.pid")
+    assert step.status == "ok", step.content
+    assert not _sleepers()
+
+
+def _cgroups_writable() -> bool:
+    """Can this user make cgroups here (root on a writable cgroup filesystem)?"""
+    mounts = [line.split()[4] for line in open("/proc/self/mountinfo") if " - cgroup" in line]
+    return os.geteuid() == 0 and any(os.access(m, os.W_OK) and not os.statvfs(m).f_flag & os.ST_RDONLY
+                                     for m in mounts)
+
+
+MEMORY_HOGS = """import os, time
+pids = []
+for i in range(4):
+    pid = os.fork()
+    if pid == 0:
+        block = b'x' * (300 << 20)  # written, so really resident
+        time.sleep(3)
+        os._exit(0)
+    pids.append(pid)
+statuses = [os.waitpid(p, 0)[1] for p in pids]
+[('killed' if os.WIFSIGNALED(s) else 'ok') for s in statuses]
+"""
+
+
+def test_memory_is_capped_for_the_whole_sandbox(env):
+    """Four processes of 300 MiB each, every one under the 512 MiB per-process limit: the whole
+    sandbox's cap stops them, and the bound in force is the one the toolkit names."""
+    repo, _ = env
+    tools = python_sandbox(limits=SandboxLimits(timeout=60, memory_bytes=512 << 20))
+    if not _cgroups_writable():
+        assert "per process (rlimit) only, no cgroup here" in repr(tools), repr(tools)
+        return
+    assert "512 MiB for the whole sandbox (cgroup v" in repr(tools), repr(tools)
+    step = one_tool_step(repo, "mem", tools, "run_python", code=MEMORY_HOGS)
+    assert step.status == "ok", step.content
+    assert "'killed'" in step.content, step.content  # the kernel killed at least one of them
+    assert step.content.count("'ok'") <= 1, step.content  # never more than 512 MiB at once
+    assert "the sandbox reached its memory limit (512 MiB for the whole sandbox" in step.content, step.content
+    output = step.extra["actions"][0]["output"]
+    assert output["memory_kills"] >= 1 and "cgroup v" in output["memory_bound"]
+    again = one_tool_step(repo, "mem", tools, "run_python", code="6 * 7")
+    assert again.status == "ok" and "[value] 42" in again.content, again.content
+
+
 def test_allocating_2_gb(env):
     step = attack(env, "m", "run_python", code="x = bytearray(2 * 1024**3)")
     assert_blocked(step, "MemoryError")
@@ -146,17 +222,14 @@ def test_infinite_loop_is_stopped_by_the_timeout(env):
     assert step.extra["actions"][0]["output"]["timed_out"] is True
 
 
-def test_a_process_left_running_dies_with_the_sandbox(env):
+def test_a_process_left_running_does_not_outlive_its_call(env):
     repo, tools = env
     step = one_tool_step(repo, "z", tools, "run_python",
                          code="import subprocess; p = subprocess.Popen(['sleep', '1000']); p.pid")
     assert step.status == "ok", step.content
-    assert _sleepers()
-    pool.close("z")
-    deadline = time.monotonic() + 30
-    while _sleepers() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _sleepers()
+    assert not _sleepers()  # gone when the call returned, not later
+    after = one_tool_step(repo, "z", tools, "run_python", code="p.pid > 0")
+    assert "[value] True" in after.content, after.content  # the interpreter and its variables live on
 
 
 def _sleepers() -> list[str]:
@@ -212,7 +285,7 @@ def test_isolation_unavailable_refuses_with_one_line(env, monkeypatch):
     repo, tools = env
     step = one_tool_step(repo, "u", tools, "run_python", code="1+1")
     assert step.status == "error"
-    assert "sandbox refused: no OS isolation available (bubblewrap (bwrap) is not installed); pass " \
+    assert "sandbox refused: bubblewrap cannot start here (bubblewrap (bwrap) is not installed); pass " \
            "isolation='process'" in step.content
     weak = one_tool_step(repo, "u2", python_sandbox(isolation="process"), "run_python", code="1+1")
     assert weak.status == "ok" and "[sandbox: process (weak, opted in)" in weak.content
@@ -294,3 +367,18 @@ def test_snapshots_never_copy_a_file_from_outside_through_a_swapped_link(env, tm
     assert ws.store_blob("f.txt") is None
     assert ws.store_blob("d/secret.txt") is None
     assert not any(b.read_bytes() == b"TOP SECRET" for b in ws.blobs.rglob("*") if b.is_file())
+
+
+def test_without_a_cgroup_the_per_process_bound_is_named(env, monkeypatch):
+    """Where no cgroup can be made, the sandbox still runs and says that memory is bounded per process."""
+    from agio_notebook.toolkits import cgroups
+
+    monkeypatch.setattr(cgroups, "create", lambda *args: None)
+    monkeypatch.setattr(cgroups, "_probed", {"kind": "rlimit"})
+    repo, _ = env
+    tools = python_sandbox(limits=SandboxLimits(timeout=10, memory_bytes=512 << 20, processes=32))
+    assert "memory: 512 MiB address space per process (rlimit) only, no cgroup here: up to 32 processes x that" \
+        in repr(tools), repr(tools)
+    step = one_tool_step(repo, "nocg", tools, "run_python", code="6 * 7")
+    assert step.status == "ok" and "[value] 42" in step.content, step.content
+    assert "no cgroup" in step.extra["actions"][0]["output"]["memory_bound"]

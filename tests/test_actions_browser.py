@@ -42,6 +42,10 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Location", f"http://localhost:{port}/second")
             self.send_header("Content-Length", "0")
             self.end_headers()
+        elif parts.path == "/loop":  # never reaches DOMContentLoaded
+            self._send(b"<html><body><p>spin</p><script>while (true) {}</script></body></html>")
+        elif parts.path == "/late-loop":  # loads, then loops: the text extraction would wait forever
+            self._send(b"<html><body><p>late</p><script>setTimeout(() => { while (true) {} }, 20)</script></body></html>")
         elif parts.path == "/websocket":
             # a WebSocket is not seen by Playwright's route filter; the proxy must refuse it
             self._send(f"<html><body><script>new WebSocket('ws://localhost:{port}/ws')</script></body></html>"
@@ -156,3 +160,147 @@ def test_chromium_runs_unprivileged_with_its_own_sandbox(env, server):
     assert not [a for _, _, a in chromium if b"--no-sandbox" in a]
     if os.geteuid() == 0:
         assert {uid for _, uid, _ in chromium} == {65534}
+
+
+def _spinning_renderers() -> list[int]:
+    """Our chromium renderers whose main thread is always runnable over half a second (an endless loop)."""
+    import os
+
+    renderers = []
+    for pid in descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"--type=renderer" in f.read():
+                    renderers.append(pid)
+        except OSError:
+            continue
+    hits = dict.fromkeys(renderers, 0)
+    for _ in range(50):
+        for pid in renderers:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    hits[pid] += f.read().rsplit(")", 1)[1].split()[0] == "R"
+            except OSError:
+                pass
+        time.sleep(0.01)
+    return [pid for pid, n in hits.items() if n >= 45]
+
+
+@pytest.mark.parametrize("path", ["/loop", "/late-loop"])
+def test_a_page_in_an_endless_loop_does_not_disable_the_browser(tmp_path, server, path):
+    from agio_notebook.toolkits import BrowserLimits
+
+    repo = TinyDBRepository(tmp_path / "store")
+    tools = browser(allow=["127.0.0.1"], limits=BrowserLimits(timeout=6))
+    host = tools[0].close.__self__
+    host.call(host._start)  # chromium's start-up on a loaded machine is not what these timeouts measure
+    try:
+        assert one_tool_step(repo, "spin", tools, "navigate_and_extract", url=server + "/").status == "ok"
+        stuck = one_tool_step(repo, "spin", tools, "navigate_and_extract", url=server + path)
+        assert stuck.status == "error", stuck.content
+        assert "the page was closed and the session's next call gets a fresh page" in stuck.content, stuck.content
+        assert not _spinning_renderers()  # no core left busy
+        after = run_calls(repo, "spin", tools, ("navigate_and_extract", {"url": server + "/second"}),
+                          ("screenshot", {}), ("click", {"selector": "text=You made it."}))
+        assert [s.status for s in tool_steps(after)] == ["ok"] * 3, [s.content for s in tool_steps(after)]
+        assert "You made it." in tool_steps(after)[0].content
+    finally:
+        tools[0].close()
+        repo.close()
+
+
+def test_an_element_that_never_appears_keeps_the_page(env, server):
+    from agio_notebook.toolkits import BrowserLimits
+
+    repo, _ = env
+    tools = browser(allow=["127.0.0.1"], limits=BrowserLimits(timeout=5))
+    host = tools[0].close.__self__
+    host.call(host._start)
+    try:
+        result = run_calls(repo, "keep", tools, ("navigate_and_extract", {"url": server + "/second"}),
+                           ("click", {"selector": "#missing"}), ("screenshot", {}))
+        nav, click, shot = tool_steps(result)
+        assert nav.status == "ok", nav.content
+        assert click.status == "error" and "fresh page" not in click.content, click.content
+        assert shot.status == "ok" and f"Screenshot of {server}/second" in shot.content, shot.content
+    finally:
+        tools[0].close()
+
+
+def _private_tmpdir(tmp_root: str) -> str:
+    """A TMPDIR only root can enter (as CI, JupyterHub and HPC sites set one), under /var/tmp."""
+    import os
+    import tempfile
+
+    private = tempfile.mkdtemp(prefix="agio-private-tmp-", dir=tmp_root)
+    os.chmod(private, 0o700)
+    return private
+
+
+def test_the_browser_works_whatever_tmpdir_is(tmp_path, server, monkeypatch):
+    import os
+    import shutil
+    import tempfile
+
+    private = _private_tmpdir("/var/tmp")
+    try:
+        monkeypatch.setenv("TMPDIR", private)
+        monkeypatch.setattr(tempfile, "tempdir", None)
+        assert tempfile.gettempdir() == private
+        repo = TinyDBRepository(tmp_path / "store")
+        tools = browser(allow=["127.0.0.1"])
+        try:
+            step = one_tool_step(repo, "t", tools, "navigate_and_extract", url=server + "/second")
+            assert step.status == "ok" and "You made it." in step.content, step.content
+        finally:
+            tools[0].close()
+            repo.close()
+        assert os.listdir(private) == []  # the browser's files went where its user can write, and are gone
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+EXITS_WITH_A_BROWSER_OPEN = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from actions_support import one_tool_step
+from agio_notebook.storage import TinyDBRepository
+from agio_notebook.toolkits import browser
+
+tools = browser(allow=["127.0.0.1"])
+step = one_tool_step(TinyDBRepository(sys.argv[2]), "x", tools, "navigate_and_extract", url=sys.argv[3])
+print(step.status, tools[0].close.__self__._files, flush=True)
+"""
+
+
+def test_the_interpreter_exits_quietly_with_a_browser_open(tmp_path, server):
+    """No close by hand: the exit handler closes the browser, with nothing on stderr and no chromium left."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    private = _private_tmpdir("/var/tmp")
+    try:
+        env = dict(os.environ, TMPDIR=private, AGIO_WORKSPACES=str(tmp_path / "ws"),
+                   PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+        r = subprocess.run([sys.executable, "-c", EXITS_WITH_A_BROWSER_OPEN, str(root / "tests"),
+                            str(tmp_path / "store"), server + "/second"], env=env, capture_output=True, text=True,
+                           timeout=180)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    status, files = r.stdout.split()
+    assert status == "ok"
+    assert not os.path.exists(files)
+    leftover = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if files.encode() in f.read():
+                    leftover.append(pid)
+        except OSError:
+            continue
+    assert not leftover, leftover

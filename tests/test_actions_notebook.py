@@ -172,3 +172,33 @@ def test_sandbox_and_browser_end_with_the_kernel(tmp_path):
     while any(_alive(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in started if _alive(p)]
+
+
+def test_the_code_interpreter_tutorial_stops_at_a_failed_tool(kernelspec_dir, tmp_path, monkeypatch):
+    """The tutorial's scripted agent answers the same whatever its tools returned; with the sandbox
+    unable to start, the tutorial must stop right after the run, naming the failed tool, instead of
+    reading on as if it had worked."""
+    from pathlib import Path
+
+    from nbclient.exceptions import CellExecutionError
+
+    root = Path(__file__).resolve().parent.parent
+    nb = nbformat.read(root / "notebooks" / "code_interpreter.ipynb", as_version=4)
+    broken = ("from agio_notebook.toolkits import sandbox\n"
+              "sandbox._probe['bubblewrap'] = 'bwrap: execvp /x/bin/python3: No such file or directory'")
+    nb.cells.insert(1, nbformat.v4.new_code_cell(broken))
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.execution_count, cell.outputs = None, []
+    first_check = next(i for i, c in enumerate(nb.cells) if "tools_worked(first.steps)" in c.source)
+    for name, value in (("AGIO_STORE", str(tmp_path / "store")), ("AGIO_WORKSPACES", str(tmp_path / "ws"))):
+        monkeypatch.setenv(name, value)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    client = NotebookClient(nb, kernel_name=KERNEL_NAME, timeout=180, resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(CellExecutionError) as failed:
+        client.execute()
+    assert "a tool call failed" in str(failed.value) and "run_python: Error" in str(failed.value), failed.value
+    assert "sandbox refused" in str(failed.value)
+    ran = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.get("execution_count")]
+    assert max(ran) == first_check, (ran, first_check)  # nothing after the failed check ran

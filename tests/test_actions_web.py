@@ -15,6 +15,31 @@ from agio_notebook.toolkits.web import WebLimits
 
 from actions_support import one_tool_step
 
+# Link targets that run code or carry content when followed, each written a way filters miss: case,
+# whitespace, HTML entities (decimal, hex, named, without semicolons), tabs and newlines inside the scheme
+UNSAFE_TARGETS = [
+    "javascript:alert(3)", "JavaScript:alert(3)", "JAVASCRIPT:alert(3)", " javascript:alert(3)",
+    "\tjavascript:alert(3)", "java\tscript:alert(3)", "java\nscript:alert(3)", "java\rscript:alert(3)",
+    "&#106;avascript:alert(3)", "&#x6A;avascript:alert(3)", "&#0000106&#0000097vascript:alert(3)",
+    "jav&#x09;ascript:alert(3)", "jav&#10;ascript:alert(3)", "jav&Tab;ascript:alert(3)",
+    "javascript&colon;alert(3)", "&#x20;javascript:alert(3)", "\x01javascript:alert(3)",
+    "vbscript:msgbox(3)", "VBScript:msgbox(3)", "vb&#115;cript:msgbox(3)",
+    "data:text/html;base64,PHNjcmlwdD5hbGVydCgzKTwvc2NyaXB0Pg==", "DATA:text/html,<script>alert(3)</script>",
+    " d a t a :text/html,x", "&#100;ata:text/html,x",
+]
+SAFE_TARGETS = ["https://example.com/ok", "/relative/ok", "other.html", "#section", "mailto:a@example.com",
+                "?q=1&r=2"]
+
+
+def links_page() -> bytes:
+    items = [f'<li><a href="{t.replace(chr(34), "&quot;")}">bad link {i}</a></li>' for i, t in enumerate(UNSAFE_TARGETS)]
+    items += [f"<li><a href='{t}'>good link {i}</a></li>" for i, t in enumerate(SAFE_TARGETS)]
+    items += ['<li><img alt="bad image" src="data:image/png;base64,iVBORw0KGgo="></li>',
+              '<li><img alt="js image" src="javascript:alert(3)"></li>',
+              '<li><a href=javascript:alert(3)>unquoted</a></li>', "<li><a HREF='JaVaScRiPt:alert(3)'>mixed</a></li>"]
+    return ("<html><body><h1>Links</h1><ul>" + "".join(items) + "</ul></body></html>").encode()
+
+
 PAGE = b"""<html><head><title>T</title><script>alert(1)</script></head><body>
 <h1>Prices</h1><p>Apples cost <b>3</b> coins.</p><ul><li>one</li><li>two</li></ul></body></html>"""
 
@@ -27,6 +52,8 @@ class Handler(BaseHTTPRequestHandler):
         port = self.server.server_address[1]
         if self.path == "/page":
             self._send(200, "text/html; charset=utf-8", PAGE)
+        elif self.path == "/links":
+            self._send(200, "text/html; charset=utf-8", links_page())
         elif self.path == "/data.json":
             self._send(200, "application/json", b'{"a": 1}')
         elif self.path == "/hop":
@@ -154,3 +181,28 @@ def test_a_1_gb_download_is_refused(env, server):
     assert declared.status == "error" and "1073741824 bytes, over the 1000000-byte limit" in declared.content
     streamed = fetch(env, "g", f"{server}/huge-chunked")
     assert streamed.status == "error" and "sent more than 1000000 bytes" in streamed.content
+
+
+def test_script_and_data_link_targets_never_reach_the_model(env, server):
+    step = fetch(env, "js", f"{server}/links")
+    assert step.status == "ok", step.content
+    text = step.content.lower()
+    for needle in ("javascript", "vbscript", "data:", "alert(3)", "msgbox", "base64", "<script", "&#"):
+        assert needle not in text, (needle, step.content)
+    for i in range(len(UNSAFE_TARGETS)):
+        assert f"* bad link {i}\n" in step.content or step.content.endswith(f"* bad link {i}"), step.content
+    for i, target in enumerate(SAFE_TARGETS):
+        assert f"[good link {i}]({target})" in step.content, step.content
+    assert "* bad image" in step.content and "* js image" in step.content
+    assert "* unquoted" in step.content and "* mixed" in step.content
+    recorded = step.extra["actions"][0]["output"]["text"].lower()
+    assert "javascript" not in recorded and "data:" not in recorded
+
+
+def test_link_scheme_reads_targets_as_a_browser_does():
+    from agio_notebook.toolkits.web import link_scheme
+
+    assert link_scheme("java\tscript:x") == "javascript"
+    assert link_scheme(" \x00JaVa\nScRiPt :x") == "javascript"
+    assert link_scheme("/a:b") is None and link_scheme("page.html") is None and link_scheme("#x") is None
+    assert link_scheme("HTTPS://example.com") == "https"

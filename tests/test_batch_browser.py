@@ -86,8 +86,12 @@ def test_monitor_moves_cancel_works_and_the_saved_summary_renders(lab):
         summary.wait_for(timeout=60000)
         page.wait_for_function("document.body.innerText.includes('after the batch: 60')", timeout=60000)
         text = summary.inner_text()
-        completed = int(re.search(r"(\d+) completed", text).group(1))
+        completed = int(re.search(r"(\d+)/60 completed", text).group(1))
         assert "· cancelled ·" in text and 2 <= completed < 60 and "item 5: cancelled" not in text
+        # after Cancel it says so: counts by status, the rate of completed items, no full bar
+        assert f"{completed} completed · 0 failed · {60 - completed} cancelled" in text
+        assert "completed/s" in text and "60/60" not in text
+        assert summary.locator(".agio-batch-bar-cancelled").count() == 1
         assert page.locator(".agio-batch-monitor").count() == 0
         assert page.locator(".agio-batch b:has-text('not bold')").count() == 0
         page.screenshot(path=str(out / "batch-cancelled.png"))

@@ -147,6 +147,24 @@ def test_cancellation_mid_run_marks_cancelled_and_keeps_steps():
     assert [s.role.value for s in repo.get_steps("s1")] == ["user", "assistant"]
 
 
+def test_cancel_while_the_answer_streams_keeps_it_as_a_partial_step_the_next_turn_sees():
+    repo = InMemoryRepository()
+    runner, _ = make_runner([text(*(f"w{i} " for i in range(200)))], repo=repo)
+    runner.agent.model.delay = 0.01
+    deltas = lambda events: sum(e.type is E.STEP_DELTA for e in events) >= 5  # noqa: E731
+    seen = asyncio.run(cancel_when(runner.run_stream("s1", "go"), deltas))
+    assert [e.type for e in seen[-2:]] == [E.STEP_COMPLETED, E.RUN_CANCELLED]  # durable, then announced
+    steps = repo.get_steps("s1")
+    assert [(s.role.value, s.status) for s in steps] == [("user", "ok"), ("assistant", "cancelled")]
+    shown = "".join(e.payload["content"] for e in seen if e.type is E.STEP_DELTA)
+    assert steps[1].content == shown and shown.startswith("w0 w1 w2 w3 w4 ") and steps[1].extra["partial"] is True
+    assert repo.get_run(seen[0].run_id).final_text == shown
+    runner2, model2 = make_runner([text("go on then")], repo=repo)
+    run(runner2, "continue", session="s1")
+    assert [(m["role"], m.get("content")) for m in model2.seen[0]] == [
+        ("user", "go"), ("assistant", shown), ("user", "continue")]
+
+
 def test_next_query_after_cancel_answers_dangling_calls_first():
     repo = InMemoryRepository()
     runner, _ = make_runner([calls(("nap", {"seconds": 10}))], tools=[nap], repo=repo)

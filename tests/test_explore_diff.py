@@ -58,6 +58,7 @@ def test_retry_attempts_diff(repo):
     html = d._repr_html_()
     assert "&lt;b&gt;today&lt;/b&gt;" in html and "<b>today</b>" not in html  # model output is escaped
     assert 'class="agio-diff-insert"' in html and "weather.city" in html
+    assert "$" not in html and "cost &#36;" in html and "mathjax_ignore" in html  # costs are text, not LaTeX
     bundle = d._repr_mimebundle_()
     assert set(bundle) == {MIME_TYPE, "text/html", "text/plain"}
     assert "~ #4 assistant" in bundle["text/plain"]

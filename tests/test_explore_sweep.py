@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -10,7 +11,7 @@ import pytest
 import agio_notebook
 from agio_notebook import Agent, FunctionModel, Reply, ScriptedModel, StepRunner, frames
 from agio_notebook.core import NotFoundError
-from agio_notebook.explore.sweep import SweepError, interval
+from agio_notebook.explore.sweep import SweepError, bootstrap, interval_method, wilson
 from agio_notebook.models.base import Usage
 from agio_notebook.models.pricing import PricingError, set_prices
 from agio_notebook.scoring import ScoredRun, called_before_answer, exact, llm_judge, regex, score_runs
@@ -67,22 +68,46 @@ def test_sweep_rows_variants_scores_and_intervals(repo):
     assert len(summary) == 4 and summary["runs"].tolist() == [3, 3, 3, 3]
     careful = summary[summary.model == "careful"].iloc[0]
     assert careful["score_called_weather_mean"] == 1.0
-    assert careful["score_called_weather_ci_low"] == careful["score_called_weather_ci_high"] == 1.0  # no spread
+    # a 0/1 score gets Wilson's interval: 3 of 3 is [0.44, 1], inside the score's bounds
+    assert result.interval_methods["score_called_weather"] == "Wilson"
+    assert careful["score_called_weather_ci_low"] == pytest.approx(0.43850, abs=1e-4)
+    assert careful["score_called_weather_ci_high"] == 1.0
+    assert (summary["score_called_weather_ci_low"] >= 0).all() and (summary["score_called_weather_ci_high"] <= 1).all()
     assert careful["total_tokens_ci_low"] <= careful["total_tokens_mean"] <= careful["total_tokens_ci_high"]
     assert result.best_run("called_weather") in set(frame.loc[frame.model == "careful", "run_id"])
     assert result.worst_run("called_weather") in set(frame.loc[frame.model == "hasty", "run_id"])
     html = result._repr_html_()
     assert "agio-sweep-variant" in html and "careful" in html
+    # dollar amounts are text, not LaTeX: no `$` in the HTML, and MathJax is told to leave the table alone
+    assert "$" not in html and "&#36;0." in html and "mathjax_ignore" in html
+    assert "95% Wilson" in html and "95% bootstrap" in html
+    bundle = result._repr_mimebundle_()
+    data = bundle["application/vnd.agio.sweep+json"]
+    assert bundle["text/html"] == html and data["methods"]["called_weather"] == "Wilson"
+    [row] = [v for v in data["variants"] if v["labels"]["model"] == "careful" and v["labels"]["prompt"] == "weather in Paris?"]
+    assert row["values"]["called_weather"] == {"mean": 1.0, "low": pytest.approx(0.4385, abs=1e-4), "high": 1.0}
+    json.dumps(data, allow_nan=False)  # no NaN in the saved notebook: unknown is null
     # scores are columns of runs() too
     runs = frames.runs(repository=repo)
     assert runs["score_called_weather"].notna().sum() == 12
 
 
-def test_interval_matches_student_t():
-    mean, low, high = interval([1.0, 2.0, 3.0])
-    assert mean == 2.0 and low == pytest.approx(2 - 4.302653 / math.sqrt(3)) and high == pytest.approx(
-        2 + 4.302653 / math.sqrt(3))
-    assert math.isnan(interval([1.0])[1])
+def test_bounded_scores_get_intervals_inside_their_bounds():
+    # a t interval of 1/3 from 0/1 values was [-1.10, 1.77]; Wilson's stays inside [0, 1]
+    mean, low, high = wilson([0.0, 1.0, 0.0])
+    assert 0 <= low < mean < high <= 1
+    mean, low, high = wilson([0.0, 1.0])
+    assert mean == 0.5 and 0 <= low < 0.5 < high <= 1
+    assert wilson([1.0, 1.0, 1.0])[1:] == (pytest.approx(0.43850, abs=1e-4), 1.0)
+    assert wilson([0.0] * 5)[1] == 0.0
+    # a 0..1 (or any bounded) score: a seeded bootstrap stays within the values
+    values = [0.1, 0.9, 0.95, 0.2, 1.0]
+    mean, low, high = bootstrap(values)
+    assert min(values) <= low <= mean <= high <= max(values) and bootstrap(values) == (mean, low, high)
+    assert interval_method("score_ok", [0.0, 1.0, None]) == "Wilson"
+    assert interval_method("score_judge", [0.5, 1.0]) == "bootstrap"
+    assert interval_method("cost", [0.0, 1.0]) == "bootstrap"  # metrics are not scores
+    assert bootstrap([5.0, 40.0, 9.0])[1] >= 5.0  # a latency interval never goes below the fastest run
 
 
 def test_scorer_errors_are_cells_and_the_sweep_goes_on(repo):

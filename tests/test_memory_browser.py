@@ -151,7 +151,7 @@ def test_thumbs_in_a_reopened_notebook_store_feedback_through_the_kernel(lab_wit
             raise
         source = page.evaluate("() => document.querySelectorAll('.jp-Notebook .jp-Cell')[2]"
                                ".querySelector('.cm-content').innerText")
-        assert source == f"%agio feedback {run_id} -1"
+        assert source == f"%load_ext agio_notebook\n%agio feedback {run_id} -1"  # loads agio where missing
         try:
             page.wait_for_function(
                 """() => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[2];

@@ -124,12 +124,14 @@ def test_feedback_magic_accept_and_next_run_retrieves(kernel):
     assert err and not any(m["msg_type"] == "error" and len(m["content"]["traceback"]) > 2 for m in err)
 
 
-def test_trace_displays_as_svg(kernel):
+def test_trace_displays_as_a_drawing(kernel):
     kernel.execute("%%agio tutor --new-session\nWhat is the speed of light?")
     res = kernel.execute("agio_notebook.trace(_.run_id)")
     data = of_type(res["messages"], "execute_result")[-1]["content"]["data"]
-    assert data["image/svg+xml"].startswith("<svg") and "memory" in data["image/svg+xml"]
+    assert data["image/png"] and "image/svg+xml" not in data and data["application/vnd.agio.trace+json"]["layout"]["nodes"]
     run_id = kernel.value("_.run_id")
     res = kernel.execute(f"%agio trace {run_id}")
     data = of_type(res["messages"], "execute_result")[-1]["content"]["data"]
-    assert data["image/svg+xml"].count('class="node') == 3  # user, memory_read, model
+    trace = data["application/vnd.agio.trace+json"]
+    assert [n["kind"] for n in trace["nodes"]] == ["user", "memory_read", "model"]
+    assert len(trace["layout"]["nodes"]) == 3

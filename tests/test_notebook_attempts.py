@@ -81,7 +81,9 @@ def test_weather_retry_with_an_exhausted_model_supersedes_nothing(kernel):
     assert bundle(first)["attempts"] == [{"number": 1, "run_id": run["id"], "status": "completed", "current": True,
                                           "steps": 5}]
     html = next(d["text/html"] for d in final_outputs(first) if MIME in d)
-    assert f"%agio retry {run['id']} --from-seq 2" in html and f"%agio fork {run['session_id']} --at 5" in html
+    # the defaults the fallback shows are ones the commands accept: the answer, and the end of the run
+    assert f"%agio retry {run['id']} --from-seq 5" in html
+    assert f"%agio fork {run['session_id']} --at 5 --run {run['id']}" in html
 
     before = kernel.value(f"current({run['session_id']!r})")
     retry = kernel.execute(f"%agio retry {run['id']} --from-seq 2")

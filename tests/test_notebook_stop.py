@@ -6,6 +6,7 @@ channel, while the cell is still executing.
 
 from __future__ import annotations
 
+import json
 import time
 
 import ipykernel
@@ -39,8 +40,20 @@ async def slow_words(messages, tools):
 def _agio_last():
     return list(get_ipython().magics_manager.registry["AgioMagics"].controller.handles.values())[-1]
 
+async def crawl(messages, tools):
+    crawl.seen.append([m.get("content") for m in messages])
+    if messages[-1]["content"] == "go on":
+        yield "done"
+        return
+    for i in range(400):
+        await asyncio.sleep(0.05)
+        yield f"crawl{i} "
+
+crawl.seen = []
+
 sleeper = Agent(model=FunctionModel(sleepy), tools=[nap], name="sleeper")
 streamer = Agent(model=FunctionModel(slow_words), name="streamer")
+crawler = Agent(model=FunctionModel(crawl), name="crawler")
 '''
 
 IPYKERNEL_7 = int(ipykernel.__version__.split(".")[0]) >= 7
@@ -125,11 +138,13 @@ def stop_within_half_a_second(kernel, cell, kept_roles):
     assert collect_until(kernel, seen, lambda s: any(idle_of(msg_id)(m) for m in s), 30)
     kernel.reply_to(msg_id)
     assert not of_type(seen, "error")
-    stderr = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == "stderr")
-    assert "stopped; its completed steps are kept" in stderr
+    streams = {n: "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == n)
+               for n in ("stdout", "stderr")}
+    assert "stopped; its completed steps" in streams["stdout"] and not streams["stderr"]  # a status, not an error
     assert kernel.value("_agio_last().status") == "cancelled"
     assert kernel.value("list(_agio_last().steps.role.astype(str))") == kept_roles
-    assert "cancelled" in of_type(seen, "execute_result")[0]["content"]["data"]["text/plain"]
+    assert not of_type(seen, "execute_result"), "no Out[n] repr beside the transcript"
+    assert kernel.value("_agio.status") == "cancelled"
 
 
 def test_interrupt_still_cancels_an_awaiting_cell(kernel):
@@ -140,8 +155,8 @@ def test_interrupt_still_cancels_an_awaiting_cell(kernel):
     assert collect_until(kernel, seen, lambda s: any(idle_of(msg_id)(m) for m in s), 30)
     kernel.reply_to(msg_id)
     assert not of_type(seen, "error")
-    stderr = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == "stderr")
-    assert "cancelled by the interrupt" in stderr
+    stdout = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == "stdout")
+    assert "cancelled by the interrupt" in stdout
     assert kernel.value("_agio_last().status") == "cancelled"
     assert cancelled_bundle(seen) is not None
 
@@ -163,9 +178,13 @@ def test_run_all_stays_sequential(kernel):
 
 def test_background_cell_repr_is_current_and_updated_when_the_run_ends(kernel):
     res = kernel.execute("%%agio streamer --background --new-session\nbackground words")
+    own = [m for m in of_type(res["messages"], "display_data") if "text/plain" in m["content"]["data"]
+           and m["content"]["data"]["text/plain"].startswith("<agio run")]
+    assert not own, "the cell shows its live view only, no repr line beside it"
+    res = kernel.execute("_agio")  # the handle shown elsewhere while it runs: a line updated when it ends
     shown = [m for m in of_type(res["messages"], "display_data") if "text/plain" in m["content"]["data"]
              and m["content"]["data"]["text/plain"].startswith("<agio run")]
-    assert shown, "the background cell shows its handle"
+    assert shown, "the handle shows itself in another cell"
     first = shown[0]["content"]["data"]["text/plain"]
     assert "?" not in first.split()[2] and "running" in first and "pending" not in first, first
     repr_id = shown[0]["content"]["transient"]["display_id"]
@@ -189,7 +208,8 @@ def test_with_autoawait_off_the_cell_blocks_and_still_completes(kernel):
     try:
         kernel.execute("%autoawait off")
         res = kernel.execute("%%agio streamer --new-session\nforty words")
-        assert "completed: 'word0" in of_type(res["messages"], "execute_result")[0]["content"]["data"]["text/plain"]
+        assert not of_type(res["messages"], "execute_result")
+        assert kernel.value("_.status") == "completed" and "completed: 'word0" in kernel.value("repr(_agio)")
     finally:
         kernel.execute("%autoawait asyncio")
     assert kernel.value("get_ipython().autoawait") is True
@@ -207,3 +227,32 @@ def test_the_live_view_says_how_to_stop_where_clicks_wait(kernel):
     background = kernel.execute("%%agio streamer --background --new-session\nforty words")
     assert not hints(background)
     kernel.execute("_agio_last().wait(30)")
+
+
+def test_stop_keeps_the_partial_answer_and_the_next_turn_sends_it(kernel):
+    """Stop mid-stream: the words shown stay, in the transcript and the store, as a step marked partial;
+    the next cell's model call sees them as the assistant's (cut-off) message."""
+    msg_id = kernel.kc.execute("%%agio crawler --new-session\ncount for me")
+    seen: list = []
+
+    def streamed(s):
+        return stop_button(s) and any("crawl5 " in json.dumps(m["content"]) for m in of_type(s, "comm_msg"))
+    assert collect_until(kernel, seen, streamed, 60), "the answer never streamed"
+    click = kernel.kc.session.msg("comm_msg", {"comm_id": stop_button(seen),
+                                               "data": {"method": "custom", "content": {"event": "click"}}})
+    kernel.kc.shell_channel.send(click)
+    assert collect_until(kernel, seen, cancelled_bundle, 30), "no cancelled transcript after Stop"
+    assert collect_until(kernel, seen, lambda s: any(idle_of(msg_id)(m) for m in s), 30)
+    kernel.reply_to(msg_id)
+    data = cancelled_bundle(seen)["content"]["data"]
+    steps = [e["payload"]["step"] for e in data["application/vnd.agio.run+json"]["events"]
+             if e["type"] == "step_completed"]
+    partial = steps[-1]
+    assert partial["role"] == "assistant" and partial["status"] == "cancelled" and partial["extra"]["partial"]
+    assert partial["content"].startswith("crawl0 crawl1 crawl2 crawl3 crawl4 crawl5")
+    assert partial["content"] in data["text/plain"] and "stopped: partial answer" in data["text/html"]
+    stored = kernel.value("[(s.role.value, s.status, s.content) for s in "
+                          "_agio_last()._controller.repository.get_steps(_agio_last().session_id)]")
+    assert stored == [["user", "ok", "count for me"], ["assistant", "cancelled", partial["content"]]]
+    kernel.execute("%%agio crawler\ngo on")
+    assert kernel.value("crawl.seen[-1]") == ["count for me", partial["content"], "go on"]

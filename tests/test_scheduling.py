@@ -272,7 +272,10 @@ def test_resume_runs_only_unfinished_items(repo):
         assert probe.calls[q] == before[q] == 1  # nothing completed ran twice
     # calling batch() again with the same name and inputs is the same as resuming (nothing left)
     h3 = batch(agent, [f"r{i}" for i in range(8)], name="resumable", executor=Executor(repo)).wait(30)
-    assert h3.metrics()["completed"] == 8 and sum(probe.calls.values()) == sum(h2.results()["attempts"])
+    assert h3.metrics()["completed"] == 8
+    attempts = dict(zip(h2.results()["input"], h2.results()["attempts"]))
+    for q, n in probe.calls.items():  # an attempt cancelled before its model call made no call
+        assert 1 <= n <= attempts[q], (q, n, attempts[q])
 
 
 def test_single_tool_execution_and_seed_calls(ex):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import pytest
 
 import agio_notebook
 from agio_notebook import Agent, ExecutionConfig, StepRunner, memory, fork_session
 from agio_notebook.core import NotFoundError
-from agio_notebook.memory.trace import trace_from_events
+from agio_notebook.memory.trace import MIME_TYPE as TRACE_MIME, trace_from_events
 from agio_notebook.storage import TinyDBRepository
 
 from engine_support import ChunkModel, add, calls, text
@@ -42,7 +43,16 @@ def test_parallel_tool_calls_fan_out_and_join(repo):
     assert svg.startswith("<svg") and svg.count('class="node') == 7 and svg.count('class="edge') == 8
     assert "add these numbers" in svg
     bundle = tr._repr_mimebundle_()
-    assert bundle["image/svg+xml"] == svg
+    data = bundle[TRACE_MIME]  # the extension draws it; untrusted notebooks show no SVG output
+    assert "image/svg+xml" not in bundle and base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
+    assert [n["kind"] for n in data["nodes"]] == list(tr.nodes["kind"]) and len(data["edges"]) == 8
+    laid = data["layout"]
+    assert set(laid["nodes"]) == set(tr.nodes["id"]) and len(laid["edges"]) == 8
+    for edge in laid["edges"]:  # each edge runs downwards from its tail to its head, inside the drawing
+        tail, head = laid["nodes"][edge["tail"]], laid["nodes"][edge["head"]]
+        assert tail["y"] < head["y"] and len(edge["points"]) % 3 == 1
+        assert all(0 <= x <= laid["width"] and 0 <= y <= laid["height"] for x, y in edge["points"])
+    assert "trace of run" in bundle["text/plain"] and "<agio" not in bundle["text/plain"]
     # the same graph from the run's events (what a saved notebook keeps)
     from_events = trace_from_events(result.run_id, [e.to_dict() for e in result.events])
     assert edges_by_sequence(from_events) == edges_by_sequence(tr)

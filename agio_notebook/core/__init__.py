@@ -1,15 +1,16 @@
 """Plain data of agio_notebook: steps, runs, sessions, events, config. No I/O."""
 
 from .config import ExecutionConfig
-from .errors import AgioError, InvalidOperationError, ModelError, NotFoundError, SessionBusyError, StoreError
+from .errors import (AgioError, AmbiguousIdError, InvalidOperationError, ModelError, NotFoundError, SessionBusyError,
+                     StoreError)
 from .events import TERMINAL_EVENTS, TRANSIENT_EVENTS, StepEvent, StepEventType
 from .redact import scrub
-from .run import AgentRun, AgentSession, RunMetrics, RunStatus
+from .run import AgentRun, AgentSession, RunMetrics, RunStatus, run_tree
 from .step import Step, StepMetrics, StepRole, ToolCall, new_id, now
 
 __all__ = [
-    "AgentRun", "AgentSession", "AgioError", "ExecutionConfig", "InvalidOperationError", "ModelError",
-    "NotFoundError", "RunMetrics", "RunStatus", "SessionBusyError", "Step", "StepEvent", "StepEventType",
+    "AgentRun", "AgentSession", "AgioError", "AmbiguousIdError", "ExecutionConfig", "InvalidOperationError",
+    "ModelError", "NotFoundError", "RunMetrics", "RunStatus", "SessionBusyError", "Step", "StepEvent", "StepEventType",
     "StepMetrics", "StepRole", "StoreError", "TERMINAL_EVENTS", "TRANSIENT_EVENTS", "ToolCall", "new_id", "now",
-    "scrub",
+    "run_tree", "scrub",
 ]

@@ -9,6 +9,10 @@ class NotFoundError(AgioError, LookupError):
     """A session, run or sequence that does not exist."""
 
 
+class AmbiguousIdError(NotFoundError):
+    """An id prefix that starts several ids; the message lists them."""
+
+
 class InvalidOperationError(AgioError):
     """An operation that cannot be done in the current state (e.g. retrying a run still running)."""
 

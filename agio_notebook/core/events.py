@@ -31,10 +31,17 @@ class StepEventType(str, Enum):
     RUN_MAX_STEPS = "run_max_steps"
     RUN_BUDGET_EXCEEDED = "run_budget_exceeded"
     MEMORY_READ = "memory_read"
+    # step mode (execution/debug.py): the loop waits at a pause point, then goes on (with any edits)
+    RUN_PAUSED = "run_paused"
+    RUN_RESUMED = "run_resumed"
     # built-in actions (agio_notebook.toolkits): one started + one completed/failed per action
     ACTION_STARTED = "action_started"
     ACTION_COMPLETED = "action_completed"
     ACTION_FAILED = "action_failed"
+    # an event of a run nested in this one (an agent called as a tool), tagged with its path
+    NESTED = "nested"
+    # the conversation moved to another agent (a handoff)
+    HANDOFF = "handoff"
 
     @property
     def is_terminal(self) -> bool:
@@ -47,7 +54,8 @@ TERMINAL_EVENTS = frozenset({StepEventType.RUN_COMPLETED, StepEventType.RUN_FAIL
 
 # Deltas are transient: the completed step carries the full text, so the store
 # keeps every event except these (a 20k-token answer would otherwise be 20k rows).
-TRANSIENT_EVENTS = frozenset({StepEventType.STEP_DELTA})
+# Nested events are copies: each nested run stores its own events under its own run id.
+TRANSIENT_EVENTS = frozenset({StepEventType.STEP_DELTA, StepEventType.NESTED})
 
 
 @dataclass(slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Iterable
 
 from .step import new_id, now
 
@@ -38,6 +38,7 @@ class RunMetrics:
     model_ms: float = 0.0
     tool_ms: float = 0.0
     duration_ms: float = 0.0
+    paused_ms: float = 0.0  # waiting at step-mode pauses: part of duration_ms, never of model or tool time
     cached_tokens: int = 0
     cost: float | None = 0.0  # None once any model call's price is unknown: unknown, never 0
     reused_calls: int = 0  # model calls answered from a recording (retry/fork with reuse)
@@ -77,6 +78,18 @@ class AgentRun:
     id: str = field(default_factory=new_id)
     started_at: float = field(default_factory=now)
     ended_at: float | None = None
+    # a nested run (an agent called as another agent's tool): the outer run, the outer assistant step
+    # and tool call that asked, how deep it sits (the outermost run is 0) and the outermost run
+    parent_run_id: str | None = None
+    parent_step_id: str | None = None
+    parent_tool_call_id: str | None = None
+    depth: int = 0
+    root_run_id: str | None = None
+
+    @property
+    def tree_root_id(self) -> str:
+        """The outermost run of this run's tree (itself when it is not nested)."""
+        return self.root_run_id or self.id
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,16 +111,38 @@ class AgentRun:
             **({"scores": self.scores} if self.scores else {}),
             "started_at": self.started_at,
             "ended_at": self.ended_at,
+            **({"parent_run_id": self.parent_run_id, "parent_step_id": self.parent_step_id,
+                "parent_tool_call_id": self.parent_tool_call_id, "depth": self.depth,
+                "root_run_id": self.root_run_id} if self.parent_run_id else {}),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AgentRun:
         kw = {k: d.get(k) for k in ("id", "session_id", "query", "agent_name", "model_name", "start_sequence",
-                                     "end_sequence", "retry_of", "superseded_by", "final_text", "error", "ended_at")}
+                                     "end_sequence", "retry_of", "superseded_by", "final_text", "error", "ended_at",
+                                     "parent_run_id", "parent_step_id", "parent_tool_call_id", "root_run_id")}
         return cls(status=RunStatus(d.get("status", "running")), kind=d.get("kind", "run"),
                    attempt=d.get("attempt", 1), metrics=RunMetrics.from_dict(d.get("metrics")),
                    scores=dict(d.get("scores") or {}),
-                   started_at=d.get("started_at", 0.0), **kw)
+                   started_at=d.get("started_at", 0.0), depth=d.get("depth") or 0, **kw)
+
+
+def run_tree(run_dicts: Iterable[dict[str, Any]], root_id: str) -> list[dict[str, Any]]:
+    """The run ``root_id`` and every run nested under it (at any depth), parents before children."""
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    root: dict[str, Any] | None = None
+    for d in run_dicts:
+        if d.get("id") == root_id:
+            root = d
+        children.setdefault(d.get("parent_run_id"), []).append(d)
+    if root is None:
+        return []
+    out, queue = [], [root]
+    while queue:
+        run = queue.pop(0)
+        out.append(run)
+        queue.extend(sorted(children.get(run["id"], ()), key=lambda d: d.get("started_at") or 0.0))
+    return out
 
 
 @dataclass(slots=True)

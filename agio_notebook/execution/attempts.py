@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core import AgentRun, InvalidOperationError, NotFoundError, Step
+from ..storage import current_store
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_id
 from ..tools.context import history_changed
 from .retry import attempt_family
 from .runner import claim_session
@@ -33,8 +35,13 @@ def is_current(run: AgentRun) -> bool:
     return run.superseded_by is None and run.start_sequence is not None
 
 
-def list_attempts(repository: Repository, run_id: str) -> list[Attempt]:
-    """Every attempt of ``run_id``'s family, oldest first, with which one is current."""
+def list_attempts(repository: Repository | str, run_id: str | None = None) -> list[Attempt]:
+    """Every attempt of ``run_id``'s family, oldest first, with which one is current.
+
+    ``list_attempts(run_id)`` reads the current store; ``list_attempts(repository, run_id)`` another one.
+    """
+    if isinstance(repository, str):
+        repository, run_id = current_store(), repository
     run = _require_run(repository, run_id)
     # run records only (no steps read): a run writes one contiguous range of sequences
     return [Attempt(i + 1, r, is_current(r), _written(r)) for i, r in enumerate(attempt_family(repository, run))]
@@ -46,12 +53,18 @@ def _written(run: AgentRun) -> int:
     return run.end_sequence - run.start_sequence + 1
 
 
-def use_attempt(repository: Repository, run_id: str, number: int) -> AgentRun:
+def use_attempt(repository: Repository | str, run_id: str | int, number: int | None = None) -> AgentRun:
     """Make attempt ``number`` of ``run_id``'s family current again; returns that attempt's run.
 
-    The runs replaced together with it (later queries of the same conversation) come back with it,
-    and whatever replaced them is superseded in turn.
+    ``use_attempt(run_id, number)`` acts on the current store; ``use_attempt(repository, run_id, number)``
+    on another one. The runs replaced together with it (later queries of the same conversation) come back
+    with it, and whatever replaced them is superseded in turn.
     """
+    if isinstance(repository, str):
+        repository, run_id, number = current_store(), repository, run_id  # type: ignore[assignment]
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise InvalidOperationError(f"an attempt number is a whole number, got {number!r}")
+    run_id = resolve_run_id(repository, run_id)
     attempts = list_attempts(repository, run_id)
     if not 1 <= number <= len(attempts):
         raise NotFoundError(f"run {run_id} has attempts 1..{len(attempts)}, not {number}")
@@ -93,7 +106,7 @@ def _flip(steps: list[Step], superseded: bool) -> None:
 
 
 def _require_run(repository: Repository, run_id: str) -> AgentRun:
-    run = repository.get_run(run_id)
+    run = repository.get_run(resolve_run_id(repository, run_id))
     if run is None:
         raise NotFoundError(f"no run {run_id!r} in the store")
     return run

@@ -1,11 +1,13 @@
-"""The cost budget: end a run *before* a model call that would exceed ``ExecutionConfig.max_cost``.
+"""Budgets: end a run *before* a model call that would break ``max_tokens`` or ``max_cost``.
 
-(``max_tokens`` is checked beside it by the executor, ``StepExecutor._over_budget``.) The next call's
-prompt is estimated from what is known: the previous call's prompt and completion (the new prompt
-contains both) plus about 4 characters per token of what was added since, and priced by
-``agio_notebook.models.pricing``. Only the prompt is estimated (a completion's length is not known in
-advance), so a run stops at the first call whose prompt alone would break the budget, and its spend
-never passes the budget by more than one completion.
+Both budgets trust one estimate of the next call. Its prompt is what the model reported for the last
+call (that prompt and its completion, which the next prompt contains) plus the tokens of every message
+added since (tool results, above all), counted by ``models.tokens``: exactly for OpenAI models, about
+four characters a token otherwise; and never less than the last prompt grew by the turn before (a
+model's own overhead per turn). Before the first call the whole context is counted. Its completion
+is guessed as long as the last one. A run stops at the first call whose estimate would break a budget,
+so what it spends passes the budget by at most that call's completion (and the estimate's error, which
+is on the high side for models without a tokenizer).
 """
 
 from __future__ import annotations
@@ -14,53 +16,61 @@ from typing import Any
 
 from ..core import ExecutionConfig, RunMetrics
 from ..models.pricing import cost_of
-
-
-def _chars(messages: list[dict[str, Any]]) -> int:
-    n = 0
-    for m in messages:
-        n += len(m.get("content") or "") + 16
-        for call in m.get("tool_calls") or ():
-            fn = call.get("function") or {}
-            n += len(fn.get("name") or "") + len(fn.get("arguments") or "")
-    return n
+from ..models.tokens import count_tokens, prompt_tokens
 
 
 class Budget:
     """Tracks one run's spend against its config; ``check`` says why the next call may not happen."""
 
-    __slots__ = ("config", "model_name", "_seen", "_last_tokens")
+    __slots__ = ("config", "model_name", "_seen", "_last_prompt", "_last_completion", "_growth")
 
     def __init__(self, config: ExecutionConfig, model_name: str | None):
         self.config = config
         self.model_name = model_name
-        self._seen = 0  # messages already counted in _last_tokens
-        self._last_tokens = 0
+        self._seen = 0  # messages already inside the last call's reported usage
+        self._last_prompt: int | None = None  # the last call's prompt and completion; None: none reported yet
+        self._last_completion = 0
+        self._growth = 0  # how much the last reported prompt grew over the one before
 
     @property
     def active(self) -> bool:
-        return self.config.max_cost is not None
+        return self.config.max_cost is not None or self.config.max_tokens is not None
 
-    def called(self, messages: list[dict[str, Any]], prompt_tokens: int | None, completion_tokens: int | None) -> None:
-        """A model call happened with ``messages`` and used these tokens."""
+    def called(self, messages: list[dict[str, Any]], prompt: int | None, completion: int | None) -> None:
+        """A model call happened; ``messages`` now end with its reply, which used these tokens."""
+        if prompt is None and completion is None:  # no usage reported: count everything next time
+            self._seen, self._last_prompt, self._last_completion, self._growth = 0, None, 0, 0
+            return
+        before = None if self._last_prompt is None else self._last_prompt - self._last_completion
+        self._growth = max((prompt or 0) - before, 0) if before is not None else 0
         self._seen = len(messages)
-        self._last_tokens = (prompt_tokens or 0) + (completion_tokens or 0)
+        self._last_prompt = (prompt or 0) + (completion or 0)
+        self._last_completion = completion or 0
 
-    def estimate_prompt(self, messages: list[dict[str, Any]]) -> int:
-        return self._last_tokens + _chars(messages[self._seen:]) // 4
+    def estimate(self, messages: list[dict[str, Any]]) -> tuple[int, int]:
+        """(prompt, completion) tokens the next model call is expected to use."""
+        if self._last_prompt is None:
+            return prompt_tokens(messages, self.model_name)[0], self._last_completion
+        added = sum(count_tokens(messages[self._seen:], self.model_name)[0])
+        # a model's own overhead per turn shows in how its prompts grew: never guess less than that
+        grown = self._last_prompt - self._last_completion + self._growth
+        return max(self._last_prompt + added, grown), self._last_completion
 
     def check(self, metrics: RunMetrics, messages: list[dict[str, Any]]) -> str | None:
         config = self.config
         if not self.active:
             return None
-        prompt = self.estimate_prompt(messages)
+        prompt, completion = self.estimate(messages)
+        if config.max_tokens is not None:
+            used = metrics.total_tokens or 0
+            if used >= config.max_tokens or used + prompt + completion > config.max_tokens:
+                return (f"token budget max_tokens={config.max_tokens} would be exceeded by the next model call "
+                        f"({used} used, about {prompt + completion} more needed)")
         if config.max_cost is not None:
-            if metrics.cost is None:
-                return f"max_cost is set but the price of model {self.model_name!r} is unknown"
-            next_cost = cost_of(self.model_name, prompt, 0)
+            next_cost = cost_of(self.model_name, prompt, completion) if metrics.cost is not None else None
             if next_cost is None:
                 return f"max_cost is set but the price of model {self.model_name!r} is unknown"
             if metrics.cost + next_cost > config.max_cost:
                 return (f"max_cost (${config.max_cost:g}) would be exceeded: ${metrics.cost:.6f} spent, "
-                        f"next prompt ~${next_cost:.6f}")
+                        f"next call ~${next_cost:.6f}")
         return None

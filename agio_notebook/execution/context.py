@@ -12,6 +12,7 @@ from typing import Any, Iterable
 
 from ..core import Step, StepRole
 from ..storage.base import Repository
+from ..storage.ids import resolve_session_id
 
 
 def steps_to_messages(steps: Iterable[Step], system_prompt: str | None = None) -> list[dict[str, Any]]:
@@ -64,6 +65,7 @@ def build_context_from_steps(session_id: str, repository: Repository,
 def build_context_from_sequence_range(session_id: str, repository: Repository, start_seq: int, end_seq: int,
                                       system_prompt: str | None = None) -> list[dict[str, Any]]:
     """Steps ``start_seq..end_seq`` (inclusive) as chat messages, e.g. to window a long session."""
+    session_id = resolve_session_id(repository, session_id)  # a unique prefix of 6+ characters works too
     return steps_to_messages(repository.get_steps(session_id, start_seq, end_seq), system_prompt)
 
 

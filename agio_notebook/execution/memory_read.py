@@ -7,10 +7,11 @@ sends the model the same memory (see ``context.steps_to_messages``).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..agent import Agent
-from ..core import Step, StepRole
+from ..core import Step, StepMetrics, StepRole, now
 from ..memory.records import to_doc
 from ..memory.retrieval import MemoryConfig, format_block, retrieve
 from ..memory.store import existing_memory
@@ -44,6 +45,7 @@ def read_memory(agent: Agent, repository: Repository, query: str, rec: RunRecord
     config = memory_config(agent)
     store = (config.store or existing_memory(repository)) if config.enabled else None
     got = None
+    started_at, t0 = now(), time.perf_counter()
     if store is not None:
         got = retrieve(store, query, scope=config.scope or agent.name, skills=config.skills,
                        experiences=config.experiences, embeddings=config.embeddings)
@@ -55,10 +57,13 @@ def read_memory(agent: Agent, repository: Repository, query: str, rec: RunRecord
     items = ([{"kind": "skill", "score": score, **to_doc(s)} for s, score in got.skills]
              + [{"kind": "experience", "score": score, **to_doc(e)} for e, score in got.experiences])
     store.count_use(got.records)
+    took_ms = (time.perf_counter() - t0) * 1000.0  # the retrieval's own time, not the run's
     run = rec.run
     return Step(session_id=run.session_id, run_id=run.id, sequence=rec.next_sequence(), role=StepRole.SYSTEM,
-                content=block, extra={"kind": "memory_read", "memory": {
-                    "query": query, "scope": got.scope, "mode": got.mode, "items": items}})
+                content=block, metrics=StepMetrics(duration_ms=took_ms),
+                extra={"kind": "memory_read", "memory": {
+                    "query": query, "scope": got.scope, "mode": got.mode, "items": items,
+                    "retrieved_at": started_at, "retrieval_ms": took_ms}})
 
 
 def memory_event_payload(step: Step) -> dict[str, Any]:
@@ -67,9 +72,18 @@ def memory_event_payload(step: Step) -> dict[str, Any]:
 
 
 def memory_read_sequence(repository: Repository, run_id: str) -> int | None:
-    """Where a run's memory_read step sits (a retry from there retrieves afresh)."""
+    """Where a run's current memory_read step sits (a retry from there retrieves afresh).
+
+    A retry keeps the memory_read step of the attempt it retried (or writes its own, with fresh memory),
+    so the step is looked for under the run and every attempt it retried, back to the original.
+    """
     run = repository.get_run(run_id)
     if run is None:
         return None
-    return next((s.sequence for s in repository.get_steps(run.session_id)
-                 if s.run_id == run_id and s.extra.get("kind") == "memory_read"), None)
+    session_id = run.session_id
+    chain: set[str] = set()
+    while run is not None and run.id not in chain:
+        chain.add(run.id)
+        run = repository.get_run(run.retry_of) if run.retry_of else None
+    return next((s.sequence for s in repository.get_steps(session_id)
+                 if s.run_id in chain and s.extra.get("kind") == "memory_read"), None)

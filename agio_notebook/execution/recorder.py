@@ -2,16 +2,19 @@
 
 It numbers events and steps, keeps the model context growing one message at
 a time (never rebuilt per turn), folds step metrics into run totals, and
-groups everything produced since the last checkpoint into one durable commit.
+groups everything produced since the last checkpoint into one durable commit, made by the
+store's writer thread (grouped with other runs' commits) while the event loop goes on.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ..core import (TRANSIENT_EVENTS, AgentRun, AgentSession, RunStatus, Step, StepEvent, StepEventType,
                     StepRole, now)
 from ..storage.base import Repository
+from ..storage.group_commit import committer_for, store_wait
 
 
 class RunRecorder:
@@ -126,16 +129,86 @@ class RunRecorder:
         self._run_dirty = True
 
     # -- durability ------------------------------------------------------------
-    def checkpoint(self) -> None:
-        """One durable commit of everything produced since the last one."""
+    def _take(self) -> dict[str, Any] | None:
+        """Everything produced since the last commit, as one commit (None: nothing)."""
         if not (self._pending_steps or self._pending_events or self._run_dirty or self._pending_session):
-            return
-        self.repository.commit(session=self._pending_session, run=self.run if self._run_dirty else None,
-                               steps=self._pending_steps, events=self._pending_events)
+            return None
+        commit = {"session": self._pending_session, "run": self.run if self._run_dirty else None,
+                  "steps": self._pending_steps, "events": self._pending_events}
         self._pending_steps = []
         self._pending_events = []
         self._pending_session = None
         self._run_dirty = False
+        return commit
+
+    def _restore(self, commit: dict[str, Any]) -> None:
+        """A commit that failed stays pending: the next one (the run's last) tries it again."""
+        self._pending_steps = [*commit["steps"], *self._pending_steps]
+        self._pending_events = [*commit["events"], *self._pending_events]
+        self._pending_session = self._pending_session or commit["session"]
+        self._run_dirty = self._run_dirty or commit["run"] is not None
+
+    def checkpoint(self) -> None:
+        """One durable commit of everything produced since the last one; blocks until it is durable.
+
+        It goes through the store's writer thread like :meth:`commit`, after any commit still in flight.
+        The cancel paths use it; a running step uses :meth:`commit`, which does not block the loop.
+        """
+        commit = self._take()
+        if commit is None:
+            return
+        committer = committer_for(self.repository)
+        wait = store_wait.get()
+        if wait is not None:
+            wait.begin()
+        try:
+            if committer is None:
+                self.repository.commit(**commit)
+            else:
+                committer.submit(commit).result()
+        except BaseException:
+            self._restore(commit)
+            raise
+        finally:
+            if wait is not None:
+                wait.end()
+        self.committed()
+
+    async def commit(self) -> None:
+        """:meth:`checkpoint` without blocking the event loop: the store's writer thread makes it
+        durable, grouped with other runs' commits (one sync for all), and this returns once it is.
+        The time waited counts in the caller's :data:`store_wait`, not as the run's own."""
+        commit = self._take()
+        if commit is None:
+            return
+        committer = committer_for(self.repository)
+        if committer is None:
+            try:
+                self.repository.commit(**commit)
+            except BaseException:
+                self._restore(commit)
+                raise
+            self.committed()
+            return
+        durable = asyncio.wrap_future(committer.submit(commit))
+        durable.add_done_callback(lambda f: f.cancelled() or f.exception())  # a cancelled waiter's outcome is seen
+        wait = store_wait.get()
+        if wait is not None:
+            wait.begin()
+        try:
+            await asyncio.shield(durable)  # a cancelled run's commit still completes, in order
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            self._restore(commit)
+            raise
+        finally:
+            if wait is not None:
+                wait.end()
+        self.committed()
+
+    def committed(self) -> None:
+        """Called after each durable commit (a retry links the runs it replaces then)."""
 
     def finish(self, status: RunStatus, error: str | None = None) -> None:
         run = self.run

@@ -30,18 +30,53 @@ def request_of(repository: Repository, step: Step) -> dict[str, Any]:
     stored = step.extra.get("request")
     if not stored:
         raise NotFoundError(f"step {step.sequence} of session {step.session_id} has no stored request")
+    messages = [m for m, _, _ in context_of(repository, step)]
+    return build_request(stored["model"], messages, stored.get("tools") or (), stored.get("settings"),
+                         stored.get("stream", True))
+
+
+def context_of(repository: Repository, step: Step) -> list[tuple[dict[str, Any], int | None, bool]]:
+    """The messages model step ``step`` was sent, each with the sequence of the step it came from (None
+    for the system prompt) and whether it was edited in step mode; verified against the stored digest."""
+    stored = step.extra.get("request")
+    if not stored:
+        raise NotFoundError(f"step {step.sequence} of session {step.session_id} has no stored request")
     ref = stored["messages"]
-    messages: list[dict[str, Any]] = []
-    if ref.get("system") is not None:
-        messages.append({"role": "system", "content": ref["system"]})
+    triples: list[tuple[dict[str, Any], int | None, bool]] = []
+    if ref.get("system") is not None and "inline" not in ref:
+        triples.append(({"role": "system", "content": ref["system"]}, None, False))
     # a memory_read step is not a message: its text is part of the stored system prompt
-    messages.extend(s.to_message() for s in _context_at(repository, step) if s.extra.get("kind") != "memory_read")
+    triples.extend((s.to_message(), s.sequence, False) for s in _context_at(repository, step)
+                   if s.extra.get("kind") != "memory_read")
+    if "inline" in ref:  # edited in step mode: what was sent is stored whole; origins where unchanged
+        triples = _match_origins(ref["inline"], stored.get("edited", {}).get("proposed", {}).get("messages"),
+                                 triples)
+    messages = [m for m, _, _ in triples]
     if len(messages) != ref["count"] or messages_digest(messages) != ref["sha256"]:
         raise AgioError(f"cannot rebuild the request of step {step.sequence} of session {step.session_id}: "
                         f"the stored steps before it no longer match what was sent ({len(messages)} messages "
                         f"found, {ref['count']} sent)")
-    return build_request(stored["model"], messages, stored.get("tools") or (), stored.get("settings"),
-                         stored.get("stream", True))
+    return triples
+
+
+def _match_origins(sent: list[dict[str, Any]], proposed: list[dict[str, Any]] | None,
+                   steps: list[tuple[dict[str, Any], int | None, bool]]
+                   ) -> list[tuple[dict[str, Any], int | None, bool]]:
+    """Each sent message with the origin of the proposed message it equals (in order); others are edited.
+
+    ``steps`` are the stored messages before the call; the proposed list is them behind its system prompt.
+    """
+    proposed = list(proposed or ())
+    offset = len(proposed) - len(steps)  # 1 when the proposal began with a system prompt
+    out, start = [], 0
+    for message in sent:
+        found = next((k for k in range(start, len(proposed)) if proposed[k] == message), None)
+        if found is None:
+            out.append((message, None, True))
+        else:
+            out.append((message, steps[found - offset][1] if found >= offset else None, False))
+            start = found + 1
+    return out
 
 
 def _context_at(repository: Repository, step: Step) -> list[Step]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from ..core import AgentRun, InvalidOperationError, NotFoundError, RunStatus, Step, StepRole
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_id, resolve_session_id
 from .context import pending_tool_calls
 
 
@@ -58,6 +59,7 @@ def check_continuation_point(steps: list[Step], seq: int, what: str) -> None:
 
 
 def plan_retry(repository: Repository, run_id: str, from_seq: int | None, active_runs: set[str]) -> RetryPlan:
+    run_id = resolve_run_id(repository, run_id)  # a prefix shown in a table or transcript works too
     run = repository.get_run(run_id)
     if run is None:
         raise NotFoundError(f"no run {run_id!r} in the store")
@@ -111,6 +113,7 @@ def attempt_family(repository: Repository, run: AgentRun) -> list[AgentRun]:
 
 
 def plan_resume(repository: Repository, session_id: str) -> ResumePlan:
+    session_id = resolve_session_id(repository, session_id)
     steps = session_steps(repository, session_id)
     last = steps[-1]
     dangling, missing = pending_tool_calls(steps)

@@ -19,11 +19,16 @@ from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationErr
                     RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
 from ..models.recording import Recording
 from ..storage import Repository, open_repository
+from ..storage.ids import resolve_run_id, resolve_session_id
 from .approval import Approver
+from .debug import Debugger, DebugRun, Handler
+from .pauses import BreakpointSpec, parse_breakpoints
 from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
-from .fork import fork_session
+from .fork import attempts_recording, fork_recording, fork_session
+from .handoff import holder
 from .history import check_answered, check_messages, history_steps
 from .hooks import AgentHook, HookCaller, default_hooks
+from .nested import ParentLink, forget_tree
 from .memory_read import memory_event_payload, memory_read_sequence, read_memory
 from .recorder import RunRecorder
 from .requests import redact_for
@@ -88,6 +93,11 @@ def claim_session(repository: Repository, session_id: str, what: str) -> Iterato
     finally:
         _ACTIVE_SESSIONS.pop(session_id, None)
         repository.release_session(session_id)
+
+
+async def _replay(events: list[StepEvent]) -> AsyncIterator[StepEvent]:
+    for event in events:
+        yield event
 
 
 @dataclass
@@ -159,11 +169,13 @@ class StepRunner:
     # -- public entry points -----------------------------------------------------
     async def run_stream(self, session: AgentSession | str | None, query: str, *,
                          history: Sequence[dict[str, Any]] = (),
-                         _recording: Recording | None = None) -> AsyncIterator[StepEvent]:
+                         _recording: Recording | None = None, _parent: ParentLink | None = None
+                         ) -> AsyncIterator[StepEvent]:
         """Send ``query`` to the agent in ``session`` (new if None or unknown) and stream the events.
 
         ``history`` (chat messages, no system message) is a conversation that began elsewhere: for a new
         session only, it is stored first as the session's opening steps (of no run, like a fork's copies).
+        A session handed off to another agent (``Agent(handoffs=...)``) goes on with the agent holding it.
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
@@ -186,26 +198,39 @@ class StepRunner:
                 steps = history_steps(history, session_id)
                 repo.commit(session=new_session, steps=steps)
                 new_session = None
-            rec = self._recorder(session_id, "run", query, steps, new_session)
-
-            def setup() -> list[Step]:
-                new: list[Step] = []
-                dangling, missing = pending_tool_calls(steps)
-                if dangling is not None:  # a cancelled run left tool calls unanswered
-                    for call in dangling.tool_calls:
-                        if call.id in missing:
-                            new.append(Step(session_id=session_id, run_id=rec.run.id,
-                                            sequence=rec.next_sequence(), role=StepRole.TOOL,
-                                            content="Tool call interrupted before it returned a result.",
-                                            tool_call_id=call.id, name=call.name, status="error",
-                                            error="interrupted"))
-                new.append(Step(session_id=session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
-                                role=StepRole.USER, content=query))
-                memory = read_memory(self.agent, repo, query, rec)  # before the first model call
-                return new + [memory] if memory is not None else new
-
-            async for event in self._lifecycle(rec, setup, recording=_recording):
+            if _recording is None and steps:  # the first run of a fork re-enters the forked session
+                _recording = fork_recording(repo, session_id, steps)
+            agent = holder(self.agent, steps)
+            # a session handed off to another agent: the agent holding it answers
+            me = self if agent is self.agent else StepRunner(agent, self.hooks, self.config, repo, self.approver)
+            rec = me._recorder(session_id, "run", query, steps, new_session)
+            stream = me._lifecycle(rec, me._opening(rec, steps, query), recording=_recording)
+            if _parent is not None:
+                _parent.apply(rec.run)
+            async for event in stream:
                 yield event
+
+    def _opening(self, rec: RunRecorder, steps: list[Step], query: str) -> Callable[[], list[Step]]:
+        """The first steps of a new run: answers to calls a cancelled run left open, the query, memory."""
+        repo, session_id = self.repository, rec.run.session_id
+
+        def setup() -> list[Step]:
+            new: list[Step] = []
+            dangling, missing = pending_tool_calls(steps)
+            if dangling is not None:  # a cancelled run left tool calls unanswered
+                for call in dangling.tool_calls:
+                    if call.id in missing:
+                        new.append(Step(session_id=session_id, run_id=rec.run.id,
+                                        sequence=rec.next_sequence(), role=StepRole.TOOL,
+                                        content="Tool call interrupted before it returned a result.",
+                                        tool_call_id=call.id, name=call.name, status="error",
+                                        error="interrupted"))
+            new.append(Step(session_id=session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
+                            role=StepRole.USER, content=query))
+            memory = read_memory(self.agent, repo, query, rec)  # before the first model call
+            return new + [memory] if memory is not None else new
+
+        return setup
 
     async def run(self, session: AgentSession | str | None, query: str, *,
                   history: Sequence[dict[str, Any]] = ()) -> RunResult:
@@ -221,6 +246,38 @@ class StepRunner:
         raise InvalidOperationError("run_sync() cannot be called from a running event loop; "
                                     "use `await runner.run(...)` instead")
 
+    def debug(self, session: AgentSession | str | None, query: str, *,
+              breakpoints: Sequence[BreakpointSpec] | str | None = None) -> DebugRun:
+        """Step mode: ``async for pause in runner.debug(session, query)`` yields the run's pauses.
+
+        ``breakpoints`` (default ``("model", "tool")``): ``"model"``, ``"tool"``, ``"tool:NAME"``,
+        ``"step:N"`` or ``N``, ``"reply"``, ``"result"``, or a function of the pause; ``[]`` stops nowhere
+        until a pause asks to ``step()``. See :mod:`agio_notebook.execution.debug`.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        parse_breakpoints(breakpoints)  # a bad breakpoint is one clear error before anything runs
+
+        async def start(handler: Handler) -> RunResult:
+            events: list[StepEvent] = []
+            try:
+                async for event in self.debug_stream(session, query, Debugger(handler, breakpoints,
+                                                                              self.agent.registry)):
+                    events.append(event)
+            except asyncio.CancelledError:
+                if not events or not events[-1].type.is_terminal:
+                    raise
+            return await self._collect(_replay(events))
+
+        return DebugRun(start)
+
+    def debug_stream(self, session: AgentSession | str | None, query: str,
+                     debugger: Debugger) -> AsyncIterator[StepEvent]:
+        """``run_stream`` in step mode, pausing where ``debugger`` says (the notebook's pause view uses it)."""
+        runner = StepRunner(self.agent, self.hooks, self.config, self.repository, self.approver)
+        runner._executor.debugger = debugger
+        return runner.run_stream(session, query)
+
     async def retry_stream(self, run_id: str, from_seq: int | None = None,
                            agent: Agent | None = None, fresh_memory: bool = False, *, reuse: bool = False
                            ) -> AsyncIterator[StepEvent]:
@@ -233,6 +290,7 @@ class StepRunner:
         before from the record; recorded calls of ``side_effects=True`` tools follow their ``on_replay``
         policy either way.
         """
+        run_id = resolve_run_id(self.repository, run_id)  # an 8-character id from a table works too
         if agent is not None and agent is not self.agent:
             other = StepRunner(agent, self.hooks, self.config, self.repository, self.approver)
             async for event in other.retry_stream(run_id, from_seq, fresh_memory=fresh_memory, reuse=reuse):
@@ -241,6 +299,11 @@ class StepRunner:
         if fresh_memory and from_seq is None:
             from_seq = memory_read_sequence(self.repository, run_id)
         plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # clear errors before waiting
+        held = holder(self.agent, plan.context) if agent is None else self.agent
+        if held is not self.agent:  # at that point the conversation was with another agent (a handoff)
+            async for event in self.retry_stream(run_id, from_seq, held, fresh_memory, reuse=reuse):
+                yield event
+            return
         async with _claimed(self.repository, plan.session_id, self.config.session_wait):
             plan = plan_retry(self.repository, run_id, from_seq, active_run_ids())  # what is stored now
             recording = Recording.from_steps(self.repository.get_steps(plan.session_id, include_superseded=True),
@@ -270,10 +333,15 @@ class StepRunner:
                           reuse: bool = False) -> AsyncIterator[StepEvent]:
         """Fork ``session_id`` at sequence ``at`` and continue the copy: send ``query``, or (without one)
         answer the copy's last user step or pending tool calls. ``reuse`` and side-effect tools work as
-        in :meth:`retry_stream`, with the original session as the record."""
+        in :meth:`retry_stream`, with the original session as the record. ``at=0`` copies nothing: ``query``
+        starts a new session that still re-enters the record (a sweep of step 1)."""
+        session_id = resolve_session_id(self.repository, session_id)
         recording = Recording.from_steps(self.repository.get_steps(session_id, include_superseded=True),
                                          reuse=reuse)
-        new_session = fork_session(session_id, at, self.repository)
+        if at == 0 and query is not None:
+            new_session: AgentSession | str = AgentSession()  # nothing copied: not a fork of the source
+        else:
+            new_session = fork_session(session_id, at, self.repository)
         if query is not None:
             stream = self.run_stream(new_session, query, _recording=recording)
         else:
@@ -290,9 +358,13 @@ class StepRunner:
 
         Ends in a user step: ask the model.  Ends with unanswered tool calls: run them first.
         """
+        session_id = resolve_session_id(self.repository, session_id)
         plan_resume(self.repository, session_id)  # clear errors before waiting
         async with _claimed(self.repository, session_id, self.config.session_wait):
             plan = plan_resume(self.repository, session_id)  # what is stored now
+            if _recording is None:  # a fork or a retry resumed: recorded side-effect calls follow their on_replay
+                _recording = (fork_recording(self.repository, session_id, plan.context)
+                              or attempts_recording(self.repository, session_id))
             rec = self._recorder(session_id, "resume", plan.query, plan.context, None)
             async for event in self._lifecycle(rec, list, pending=plan.pending, recording=_recording):
                 yield event
@@ -337,7 +409,7 @@ class StepRunner:
                 if is_memory_step(step):
                     opening.append(rec.emit(_E.MEMORY_READ, memory_event_payload(step)))
             rec.mark_run_dirty()
-            rec.checkpoint()
+            await rec.commit()
             await hooks.call("on_run_start", run)
             for event in opening:
                 yield event
@@ -357,25 +429,45 @@ class StepRunner:
         except Exception as exc:  # noqa: BLE001 - any failure ends the run as failed, steps kept
             message = str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {exc}"
             message = redact_for(self.agent.model, message)  # providers echo keys; never store or show them
-            final = self._finish(rec, RunStatus.FAILED, message)
+            final = await self._finish_durably(rec, RunStatus.FAILED, message)
             await hooks.call("on_error", run, exc)
             await hooks.call("on_run_end", run)
             yield final
             return
-        final = self._finish(rec, run.status, run.error)
+        final = await self._finish_durably(rec, run.status, run.error)
         await hooks.call("on_run_end", run)
         yield final
 
     @staticmethod
     def _finish(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
-        rec.finish(status, error)
-        event = rec.emit(_TERMINAL[status], {"run": rec.run.to_dict()})
+        """The run's end, committed before it is announced (blocking: the cancel paths)."""
+        event = StepRunner._terminal_event(rec, status, error)
         try:
             rec.checkpoint()
         except Exception as exc:  # noqa: BLE001 - the store failing must not hide the run's own outcome
-            rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"
-            event.payload["run"] = rec.run.to_dict()
+            StepRunner._store_failed(rec, event, status, exc)
         return event
+
+    @staticmethod
+    async def _finish_durably(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
+        """:meth:`_finish` awaiting the store's writer, so the loop serves other runs meanwhile."""
+        event = StepRunner._terminal_event(rec, status, error)
+        try:
+            await rec.commit()
+        except Exception as exc:  # noqa: BLE001 - the store failing must not hide the run's own outcome
+            StepRunner._store_failed(rec, event, status, exc)
+        return event
+
+    @staticmethod
+    def _terminal_event(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
+        forget_tree(rec.run)
+        rec.finish(status, error)
+        return rec.emit(_TERMINAL[status], {"run": rec.run.to_dict()})
+
+    @staticmethod
+    def _store_failed(rec: RunRecorder, event: StepEvent, status: RunStatus, exc: Exception) -> None:
+        rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"
+        event.payload["run"] = rec.run.to_dict()
 
     async def _collect(self, stream: AsyncIterator[StepEvent]) -> RunResult:
         events: list[StepEvent] = []

@@ -25,7 +25,10 @@ from ..models.settings import check_settings, merge_settings
 from ..tools import ToolCallContext, ToolRegistry, ToolResult
 from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .budget import Budget
+from .handoff import take_handoff
+from .pauses import ModelCall
 from .hooks import HookCaller
+from .nested import interleave, over_tree_budget, needs_scope
 from .recorder import RunRecorder
 from .requests import redact_for
 from .tool_executor import ToolExecutor
@@ -59,6 +62,7 @@ class StepExecutor:
         self.tool_executor = ToolExecutor(registry, config)
         self._schemas = registry.schemas()
         self._tools_sha = tools_digest(self._schemas)
+        self.debugger: Any = None  # step mode: an execution.debug.Debugger awaited at the pause points
 
     async def execute(self, rec: RunRecorder, pending: tuple[Step, list[str]] | None = None,
                       recording: Recording | None = None) -> AsyncIterator[StepEvent]:
@@ -75,11 +79,15 @@ class StepExecutor:
                 yield event
         max_steps = self.config.max_steps
         chain = MessageChain()  # running digest of the context, extended by each turn's new messages
+        chained = rec.messages
         while True:
+            if rec.messages is not chained:  # a handoff put new instructions first: digest afresh
+                chain, chained = MessageChain(), rec.messages
             if rec.run.metrics.model_calls >= max_steps:
                 rec.finish(RunStatus.MAX_STEPS, f"max_steps ({max_steps}) reached before a final answer")
                 return
-            over = self._over_budget(rec) or budget.check(rec.run.metrics, rec.messages)  # tokens, then cost
+            over = (budget.check(rec.run.metrics, rec.messages)  # max_tokens, then max_cost: one estimate
+                    or over_tree_budget(rec.run))  # and the outermost run's, with its nested runs
             if over is not None:
                 rec.finish(RunStatus.BUDGET_EXCEEDED, over)
                 return
@@ -97,27 +105,6 @@ class StepExecutor:
                 return
             async for event in self._run_tools(rec, step, None, recording):
                 yield event
-
-    def _over_budget(self, rec: RunRecorder) -> str | None:
-        """Why the next model call would break ``max_tokens``, or None.
-
-        The next call is estimated from the last ones: its prompt grows as the last one grew (context
-        only grows), and it answers at least as long as the last did.
-        """
-        budget = self.config.max_tokens
-        if budget is None:
-            return None
-        used = rec.run.metrics.total_tokens or 0
-        calls = [s.metrics for s in rec.steps if s.role is StepRole.ASSISTANT][-2:]
-        prompts = [m.prompt_tokens or 0 for m in calls]
-        estimate = 0
-        if prompts:
-            growth = prompts[-1] - prompts[0] if len(prompts) == 2 else 0
-            estimate = prompts[-1] + max(growth, 0) + (calls[-1].completion_tokens or 0)
-        if used + estimate <= budget and used < budget:
-            return None
-        return (f"token budget max_tokens={budget} would be exceeded by the next model call "
-                f"({used} used, about {estimate} more needed)")
 
     # -- one model call --------------------------------------------------------
     async def _model_turn(self, rec: RunRecorder, chain: MessageChain | None = None,
@@ -155,20 +142,27 @@ class StepExecutor:
         calls: list[list[Any]] = []  # [id, name, argument pieces, position], in the order the calls started
         by_index: dict[int, list[Any]] = {}
         usage: Usage | None = None
+        request = self._request(rec.messages, chain, stream)
+        messages, settings = rec.messages, self.settings
+        if self.debugger is not None:  # step mode: the final request may be paused on and edited
+            call = ModelCall(messages, settings, request)
+            async for event in self.debugger.before_model(rec, call, self.model.name, self._schemas):
+                yield event
+            messages, settings, request = call.messages, call.settings, call.request
         t0 = time.perf_counter()
         ttft: float | None = None
-        request = self._request(rec.messages, chain, stream)
         # with reuse, a request recorded before (same messages, tools, settings and model) is answered from the record
         reused = recording.take_reply(reuse_key(request)) if recording is not None and recording.reuse else None
         watch = Watchdog(config.first_token_timeout, config.idle_timeout, config.timeout_per_step,
                          self.model.name)
         kwargs: dict[str, Any] = {"stream": stream}
-        if self.settings:
-            kwargs["settings"] = self.settings
+        if settings:
+            kwargs["settings"] = settings
         source = (response_chunks(step_response(reused)) if reused is not None
-                  else self.model.stream(rec.messages, self._schemas, **kwargs))
+                  else self.model.stream(messages, self._schemas, **kwargs))
         agen = source.__aiter__()
         failure: ModelError | None = None
+        stopped = False  # cancelled while the reply streamed: the text shown so far is kept, marked partial
         try:
             while True:
                 watch.begin_wait()
@@ -221,12 +215,16 @@ class StepExecutor:
             if not texts:
                 raise
             failure = exc  # the text streamed so far is kept on a failed step
+        except asyncio.CancelledError:
+            if not texts:
+                raise
+            stopped = True
         finally:
             watch.close()
             await agen.aclose()
         t1 = time.perf_counter()
         model_ms = (t1 - t0) * 1000.0
-        tool_calls = [] if failure is not None else [
+        tool_calls = [] if failure is not None or stopped else [
             ToolCall(id=slot[0] or f"call_{sequence}_{i}", name=slot[1] or "", arguments="".join(slot[2]) or "{}")
             for i, slot in enumerate(calls)]
         metrics = StepMetrics(ttft_ms=(ttft - t0) * 1000.0 if ttft is not None else model_ms,
@@ -249,12 +247,21 @@ class StepExecutor:
         if failure is not None:
             step.status = "error"
             step.error = redact_for(self.model, failure.args[0] if failure.args else str(failure))
+        elif stopped:  # what the person watched stream stays, as a step marked partial
+            step.status = "cancelled"
+            step.extra["partial"] = True
+        elif self.debugger is not None:  # the reply may be edited before it is stored and its tools run
+            async for event in self.debugger.after_reply(rec, step):
+                yield event
         rec.record_step(step)
         event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
-        rec.checkpoint()  # durable before announced: before any tool runs, a final answer, a failed call too
+        await rec.commit()  # durable before announced: before any tool runs, a final answer, a failed call too
         if failure is not None:
             yield event
             raise failure
+        if stopped:
+            yield event
+            raise asyncio.CancelledError
         yield None  # tells execute() the step is recorded
         yield event
         await self.hooks.call("on_step_end", rec.run, step)
@@ -291,6 +298,9 @@ class StepExecutor:
                 continue
             async for event in self._approve(rec, call, to_run, results, approvals, sequences):
                 yield event
+        if self.debugger is not None:  # pause before each call: edit its arguments, or answer it by hand
+            async for event in self.debugger.before_tools(rec, to_run, results, sequences):
+                yield event
         t0 = time.perf_counter()
         if to_run:
             batch_ids = tuple(c.id for c in calls)
@@ -299,7 +309,13 @@ class StepExecutor:
                 return ToolCallContext(run.session_id, run.id, call.id, call.name, step.sequence,
                                        sequences[call.id], rec.repository, batch_ids)
 
-            async for result in self.tool_executor.execute_batch(to_run, context):
+            batch: AsyncIterator[Any] = self.tool_executor.execute_batch(to_run, context)
+            if any(needs_scope(self.registry.get(c.name)) for c in to_run):  # nested runs stream in between
+                batch = interleave(batch, rec, self, recording, step.id, [c.id for c in to_run])
+            async for result in batch:
+                if isinstance(result, StepEvent):
+                    yield result
+                    continue
                 results[result.tool_call_id] = result
                 for action in result.actions:
                     for event in self._action_events(rec, action):
@@ -307,6 +323,10 @@ class StepExecutor:
                 yield self._result_event(rec, result, sequences)
                 await hooks.call("on_tool_end", run, result)
         tool_ms = (time.perf_counter() - t0) * 1000.0
+        if self.debugger is not None:  # pause after each result: edit it before it is stored
+            async for event in self.debugger.after_tools(rec, calls, results, sequences):
+                yield event
+        handoff = take_handoff(self, rec, calls, results)  # the run goes on with another agent
         new_events = []
         for call in calls:
             result = results[call.id]
@@ -331,10 +351,12 @@ class StepExecutor:
             step.metrics.duration_ms = (step.metrics.model_ms or 0.0) + tool_ms
             rec.update_step(step)
         closing = self._close_turn(rec, step)
-        rec.checkpoint()  # tool results are durable before the next model call
+        await rec.commit()  # tool results are durable before the next model call
         for event, tool_step in new_events:
             yield event
             await hooks.call("on_step_end", run, tool_step)
+        if handoff is not None:
+            yield handoff
         yield closing
 
     async def _approve(self, rec: RunRecorder, call: ToolCall, to_run: list[ToolCall],

@@ -33,8 +33,7 @@ class RetryRecorder(RunRecorder):
                 self.update_step(old)
         super().record_step(step)
 
-    def checkpoint(self) -> None:
-        super().checkpoint()
+    def committed(self) -> None:
         if self._replaced and not self._runs_linked:
             self._runs_linked = True
             for old in self._plan.superseded_runs:

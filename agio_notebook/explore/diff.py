@@ -20,9 +20,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..core import AgentRun, AgioError, NotFoundError, Step, StepRole
+from ..core import AgentRun, AgioError, Step, StepRole
 from ..models.pricing import format_cost
+from ..views import text_html
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_or_session
 
 MIME_TYPE = "application/vnd.agio.diff+json"
 VERSION = 1
@@ -70,16 +72,15 @@ def _resolve(ref: Any, repository: Repository | None) -> Side:
         raise DiffError("diff needs a repository (pass repository=, or (repository, id) pairs)")
     if not isinstance(ref, str):
         raise DiffError(f"diff compares run or session ids, got {type(ref).__name__}")
-    run = repository.get_run(ref)
+    kind, ref = resolve_run_or_session(repository, ref)  # a unique prefix of 6+ characters works too
+    run = repository.get_run(ref) if kind == "run" else None
     if run is not None:
         steps = [s for s in repository.get_steps(run.session_id, include_superseded=True) if s.run_id == ref]
         label = f"{run.kind} {ref[:8]}" + (f" · attempt {run.attempt}" if run.attempt > 1 else "")
         label += f" · {run.model_name}" if run.model_name else ""
         side = Side(ref, "run", label, repository, steps, run)
-    elif repository.get_session(ref) is not None:
-        side = Side(ref, "session", f"session {ref[:8]}", repository, repository.get_steps(ref))
     else:
-        raise NotFoundError(f"no run or session {ref!r} in the store")
+        side = Side(ref, "session", f"session {ref[:8]}", repository, repository.get_steps(ref))
     for s in side.steps:
         for c in s.tool_calls:
             side.calls[c.id] = (c.name, c.arguments)
@@ -153,6 +154,9 @@ def _step_info(step: Step | None, side: Side) -> dict[str, Any] | None:
     if step.role is StepRole.TOOL:
         name, arguments = side.calls.get(step.tool_call_id or "", (step.name or "", None))
         info["tool"] = {"name": name, "arguments": arguments, "result": step.content, "error": step.error}
+        nested = (step.extra.get("nested_run") or {}).get("run_id")
+        if nested:  # an agent called as a tool: its run, compared in turn
+            info["nested_run"] = nested
     return info
 
 
@@ -182,8 +186,12 @@ def _row(pa: Step | None, pb: Step | None, a: Side, b: Side) -> dict[str, Any]:
     result_changed = ("tool" in ia and "tool" in ib
                       and (ia["tool"]["result"], ia["tool"]["error"]) != (ib["tool"]["result"], ib["tool"]["error"]))
     same = ia["text"] == ib["text"] and not arguments and not result_changed and ia["status"] == ib["status"]
+    nested = None
+    if ia.get("nested_run") and ib.get("nested_run") and ia["nested_run"] != ib["nested_run"]:
+        nested = RunDiff(_resolve(ia["nested_run"], a.repository), _resolve(ib["nested_run"], b.repository)).to_dict()
+        same = same and all(r["status"] == "same" for r in nested["rows"])
     return {"status": "same" if same else "changed", "a": ia, "b": ib, "text_a": ops_a, "text_b": ops_b,
-            "arguments": arguments, "result_changed": result_changed,
+            "arguments": arguments, "result_changed": result_changed, "nested": nested,
             "tokens_delta": _delta(ia["tokens"], ib["tokens"]),
             "latency_delta_ms": _delta(ia["latency_ms"], ib["latency_ms"]),
             "cost_delta": _delta(ia["cost"], ib["cost"])}
@@ -297,10 +305,10 @@ def _side_html(info: dict[str, Any] | None, ops: list[list[str]]) -> str:
             + (f' · {format_cost(info["cost"])}' if info["role"] == "assistant" else "") + "</div>")
     body = f'<div style="white-space:pre-wrap">{_ops_html(ops)}</div>' if ops else ""
     for call in info["tool_calls"]:
-        body += f'<div style="font-size:12px">🔧 {escape(call["name"])}({escape(call["arguments"] or "")})</div>'
+        body += f'<div style="font-size:12px">calls {escape(call["name"])}({escape(call["arguments"] or "")})</div>'
     if "tool" in info:
         t = info["tool"]
-        body += (f'<div style="font-size:12px">🔧 {escape(t["name"])} → '
+        body += (f'<div style="font-size:12px">tool {escape(t["name"])} → '
                  f'{escape((t["result"] or "") if not t["error"] else "error: " + t["error"])}</div>')
     return head + body
 
@@ -333,12 +341,15 @@ def to_html(data: dict[str, Any]) -> str:
         rows.append(f'<tr class="agio-diff-row agio-diff-{r["status"]}" style="{_ROW_BG[r["status"]]}">'
                     f'<td style="{_CELL}">{_side_html(r["a"], r["text_a"])}</td>'
                     f'<td style="{_CELL}">{_side_html(r["b"], r["text_b"])}{_changes_html(r)}</td></tr>')
+        if r.get("nested"):  # the nested runs of an agent tool, compared inside the row
+            rows.append(f'<tr class="agio-diff-nested"><td colspan="2" style="{_CELL};padding-left:18px">'
+                        f'{to_html(r["nested"])}</td></tr>')
     changed = sum(r["status"] != "same" for r in data["rows"])
     summary = (f'{changed} of {len(data["rows"])} step pairs differ · tokens {a["tokens"]} → {b["tokens"]} '
                f'({_fmt_delta(d["tokens"])}) · latency {a["latency_ms"]:.0f} → {b["latency_ms"]:.0f} ms '
                f'({_fmt_delta(d["latency_ms"], " ms")}) · cost {format_cost(a["cost"])} → {format_cost(b["cost"])} '
                f'({_fmt_delta(d["cost"], cost=True)})')
-    return (f'<div class="agio-diff" style="{_BOX};border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
+    return text_html(f'<div class="agio-diff" style="{_BOX};border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
             f'<div><b>agio diff</b> <span class="agio-diff-summary" style="font-size:11px;color:#57606a">'
             f'{escape(summary)}</span></div>'
             f'<table style="border-collapse:collapse;width:100%">{head}{"".join(rows)}</table></div>')
@@ -358,4 +369,6 @@ def to_text(data: dict[str, Any]) -> str:
         line += text_a[:60] if r["status"] in ("same", "only_a") else (
             f"{text_a[:40]!r} -> {text_b[:40]!r}" if r["status"] == "changed" else text_b[:60])
         lines.append(line)
+        if r.get("nested"):
+            lines.extend(f"    | {nested}" for nested in to_text(r["nested"]).splitlines())
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from ..core import AgentRun, NotFoundError, Step, StepRole
 from ..models.base import Model, TextDelta
 from ..storage import current_store
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_id
 from .runner import run_coroutine
 
 Scorer = Callable[["ScoredRun"], Any]
@@ -44,6 +45,7 @@ class ScoredRun:
     @classmethod
     def load(cls, run_id: str, repository: Repository | None = None) -> ScoredRun:
         repository = current_store(repository)
+        run_id = resolve_run_id(repository, run_id)  # a unique prefix of 6+ characters works too
         run = repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store")
@@ -160,8 +162,9 @@ def score_runs(run_ids: Iterable[str], scorers: Sequence[Scorer], repository: Re
     repository = current_store(repository)
     async def go() -> dict[str, dict[str, Any]]:
         out = {}
-        for run_id in run_ids:
-            scored = ScoredRun.load(run_id, repository)
+        for ref in run_ids:
+            scored = ScoredRun.load(ref, repository)
+            run_id = scored.run.id
             out[run_id] = await score_run(scored, scorers)
             if save:
                 scored.run.scores = {**scored.run.scores, **stored_scores(out[run_id])}

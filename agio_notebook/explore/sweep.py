@@ -5,7 +5,8 @@ continues from there: with the step's user message (or a prompt variant in its p
 a user step, or by asking the model again when it is a model step. The runs are one batch of the
 scheduling executor (its concurrency cap, fair queue, records and cost budget); each run is scored
 once the batch ends. The results frame has a row per run, and the summary a row per variant with
-means and 95% intervals (Student's t).
+means and 95% intervals that fit their measure: Wilson for a 0/1 score, a percentile bootstrap for
+other scores and for tokens, latency and cost (it never leaves the range of the values).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from ..models.pricing import check_priced, format_cost
 from ..models.settings import KNOWN_SETTINGS, check_settings, merge_settings
 from ..storage import open_repository
 from ..storage.base import Repository
+from ..views import text_html
+from ..storage.ids import resolve_run_or_session
 from ..scheduling import BatchHandle, ExecStatus, ExecutionRequest, default_executor
 from .runner import run_coroutine
 from .scoring import ScoredRun, ScoreError, Scorer, score_run, scorer_name, stored_scores
@@ -36,6 +39,8 @@ from .scoring import ScoredRun, ScoreError, Scorer, score_run, scorer_name, stor
 AXES = ("agent", "model", "prompt", "settings")
 _CONFIG_FIELDS = {f.name for f in fields(ExecutionConfig)}
 METRICS = ("total_tokens", "latency_ms", "cost")
+MIME_TYPE = "application/vnd.agio.sweep+json"
+WILSON, BOOTSTRAP = "Wilson", "bootstrap"
 
 
 class SweepError(AgioError, ValueError):
@@ -131,20 +136,59 @@ def variants(agent: Agent | None, agents: Any = None, models: Any = None, prompt
     return out
 
 
-def interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high) with Student's t; NaN bounds below two values."""
-    clean = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+def _clean(values: Sequence[Any]) -> list[float]:
+    return [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+
+
+def wilson(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(rate, low, high) of 0/1 values with Wilson's score interval: always inside [0, 1]."""
+    clean = _clean(values)
+    n = len(clean)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    p = sum(clean) / n
+    if n < 2:
+        return p, math.nan, math.nan
+    from scipy import stats
+
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return p, max(0.0, centre - half), min(1.0, centre + half)
+
+
+def bootstrap(values: Sequence[float], confidence: float = 0.95, resamples: int = 2000
+              ) -> tuple[float, float, float]:
+    """(mean, low, high) by a percentile bootstrap of the mean (seeded: the same values, the same interval).
+
+    The bounds are means of resampled values, so they stay within the values' range: a score on a
+    bounded scale gets an interval on that scale.
+    """
+    clean = _clean(values)
     n = len(clean)
     if n == 0:
         return math.nan, math.nan, math.nan
     mean = sum(clean) / n
     if n < 2:
         return mean, math.nan, math.nan
-    from scipy import stats
+    import numpy as np
 
-    sd = math.sqrt(sum((v - mean) ** 2 for v in clean) / (n - 1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
+    data = np.asarray(clean)
+    means = data[np.random.default_rng(0).integers(0, n, (resamples, n))].mean(axis=1)
+    low, high = np.quantile(means, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return mean, float(low), float(high)
+
+
+def interval_method(column: str, values: Sequence[Any]) -> str:
+    """Which interval fits a summary column: Wilson for a 0/1 score, else a bootstrap (it stays within the
+    values' range: never a negative latency or a score off its scale)."""
+    clean = _clean(values)
+    binary = column not in METRICS and clean and all(v in (0.0, 1.0) for v in clean)
+    return WILSON if binary else BOOTSTRAP
+
+
+_INTERVALS = {WILSON: wilson, BOOTSTRAP: bootstrap}
 
 
 class SweepResult:
@@ -198,9 +242,18 @@ class SweepResult:
         return frame
 
     @property
-    def summary(self) -> pd.DataFrame:
-        """Per variant: runs, and mean with a 95% interval of each score, tokens, latency and cost."""
+    def interval_methods(self) -> dict[str, str]:
+        """Summary column -> how its intervals are computed (:func:`interval_method`)."""
         frame = self.frame
+        cols = [f"score_{n}" for n in self.score_names] + list(METRICS)
+        return {col: interval_method(col, frame[col].tolist()) for col in cols}
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """Per variant: runs, and mean with a 95% interval of each score, tokens, latency and cost
+        (``interval_methods`` says which interval each column has)."""
+        frame = self.frame
+        methods = self.interval_methods
         keys = self.axes or None
         groups = frame.groupby(keys, sort=False, observed=True) if keys else [((), frame)]
         rows = []
@@ -210,7 +263,7 @@ class SweepResult:
             row["runs"] = len(group)
             row["completed"] = int((group["status"] == "completed").sum())
             for col in [f"score_{n}" for n in self.score_names] + list(METRICS):
-                mean, low, high = interval(group[col].tolist())
+                mean, low, high = _INTERVALS[methods[col]](group[col].tolist())
                 if col == "cost" and group[col].isna().any():
                     mean = low = high = math.nan  # one unknown price makes the variant's cost unknown
                 row[f"{col}_mean"], row[f"{col}_ci_low"], row[f"{col}_ci_high"] = mean, low, high
@@ -235,6 +288,10 @@ class SweepResult:
     def _repr_html_(self) -> str:
         return comparison_html(self)
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The extension draws the comparison from the data; HTML and text for other viewers."""
+        return {MIME_TYPE: comparison_data(self), "text/html": comparison_html(self), "text/plain": repr(self)}
+
     def __repr__(self) -> str:
         return f"SweepResult({len(self.jobs)} runs, axes={self.axes}, scores={self.score_names})"
 
@@ -247,13 +304,40 @@ def _fmt(v: float, kind: str) -> str:
     return f"{v:.0f}" if kind in ("total_tokens", "latency_ms") else f"{v:.2f}"
 
 
-def comparison_html(result: SweepResult) -> str:
-    """Per variant: each mean with its interval drawn as a bar, best mean of each column in bold."""
+def _number(v: Any) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def comparison_data(result: SweepResult) -> dict[str, Any]:
+    """The sweep bundle's JSON: per variant its labels and, per column, mean and interval (None: unknown)."""
     summary = result.summary
+    methods = result.interval_methods
+    variants = []
+    for _, row in summary.iterrows():
+        variants.append({
+            "labels": {a: None if pd.isna(row[a]) else str(row[a]) for a in result.axes},
+            "runs": int(row["runs"]), "completed": int(row["completed"]),
+            "values": {c.removeprefix("score_"): {"mean": _number(row[f"{c}_mean"]), "low": _number(row[f"{c}_ci_low"]),
+                                                  "high": _number(row[f"{c}_ci_high"])} for c in methods}})
+    return {"source": result.source, "at": result.at, "runs": len(result.jobs), "axes": list(result.axes),
+            "scores": list(result.score_names), "metrics": list(METRICS), "confidence": 0.95,
+            "methods": {c.removeprefix("score_"): m for c, m in methods.items()}, "variants": variants}
+
+
+def comparison_html(result: SweepResult) -> str:
+    """Per variant: each mean with its interval drawn as a bar, best mean of each column in bold.
+
+    Each column's header names its interval (Wilson or bootstrap); dollar amounts stay
+    text (:func:`text_html`), never LaTeX.
+    """
+    summary = result.summary
+    methods = result.interval_methods
     cols = [f"score_{n}" for n in result.score_names] + list(METRICS)
     head = "".join(f"<th style='text-align:left;padding:2px 8px'>{escape(a)}</th>" for a in result.axes)
     head += "<th style='padding:2px 8px'>runs</th>" + "".join(
-        f"<th style='text-align:left;padding:2px 8px'>{escape(c.removeprefix('score_'))}</th>" for c in cols)
+        f"<th style='text-align:left;padding:2px 8px'>{escape(c.removeprefix('score_'))}"
+        f"<div class='agio-sweep-method' style='font-weight:normal;font-size:11px;color:#57606a'>"
+        f"95% {escape(methods[c])}</div></th>" for c in cols)
     body = []
     tops = {c: summary[f"{c}_ci_high"].max(skipna=True) if summary[f"{c}_ci_high"].notna().any()
             else summary[f"{c}_mean"].max(skipna=True) for c in cols}
@@ -276,10 +360,12 @@ def comparison_html(result: SweepResult) -> str:
             weight = "bold" if not math.isnan(mean) and mean == best[c] else "normal"
             cells += f"<td style='padding:2px 8px;font-weight:{weight}'>{text}{bar}</td>"
         body.append(f"<tr class='agio-sweep-variant'>{cells}</tr>")
-    return (f"<div class='agio-sweep' style='font-family:var(--jp-ui-font-family,system-ui,sans-serif);"
-            f"font-size:13px'><b>agio sweep</b> <span style='color:#57606a;font-size:11px'>step {result.at} of "
-            f"session {escape(result.source[:8])} · {len(result.jobs)} runs · means with 95% intervals</span>"
-            f"<table style='border-collapse:collapse'><tr>{head}</tr>{''.join(body)}</table></div>")
+    return text_html(
+        f"<div class='agio-sweep' style='font-family:var(--jp-ui-font-family,system-ui,sans-serif);"
+        f"font-size:13px'><b>agio sweep</b> <span style='color:#57606a;font-size:11px'>step {result.at} of "
+        f"session {escape(result.source[:8])} · {len(result.jobs)} runs · means with 95% intervals "
+        f"(Wilson for 0/1 scores, a percentile bootstrap for the rest)</span>"
+        f"<table style='border-collapse:collapse'><tr>{head}</tr>{''.join(body)}</table></div>")
 
 
 class Monitor:
@@ -305,10 +391,11 @@ class Monitor:
         cost = None if any(c is None for c in spent) else sum(spent)
         failed = sum(j.run is not None and j.run.status is not RunStatus.COMPLETED for j in self.jobs)
         pct = 100 * done / max(1, len(self.jobs))
-        return (f"<div class='agio-sweep-monitor' style='font-size:12px'>sweep: {done}/{len(self.jobs)} runs · "
-                f"{failed} not completed · cost {format_cost(cost)}"
-                f"<div style='background:#d0d7de;height:6px;width:240px'><div style='background:#1a7f37;"
-                f"height:6px;width:{pct:.0f}%'></div></div></div>")
+        return text_html(
+            f"<div class='agio-sweep-monitor' style='font-size:12px'>sweep: {done}/{len(self.jobs)} runs · "
+            f"{failed} not completed · cost {format_cost(cost)}"
+            f"<div style='background:#d0d7de;height:6px;width:240px'><div style='background:#1a7f37;"
+            f"height:6px;width:{pct:.0f}%'></div></div></div>")
 
     def update(self) -> None:
         """Redraw when something changed (called every 0.1 s while the sweep runs)."""
@@ -323,12 +410,13 @@ def _session_of(source: Any, repository: Repository) -> str:
     ref = getattr(source, "session_id", None) or source
     if not isinstance(ref, str):
         raise SweepError(f"sweep source must be a session id, run id or run result, got {type(source).__name__}")
-    if repository.get_session(ref) is not None:
+    try:
+        kind, ref = resolve_run_or_session(repository, ref, "session or run")
+    except NotFoundError as exc:
+        raise type(exc)(f"sweep: {exc}") from None
+    if kind == "session":
         return ref
-    run = repository.get_run(ref)
-    if run is not None:
-        return run.session_id
-    raise NotFoundError(f"sweep: no session or run {ref!r} in the store")
+    return repository.get_run(ref).session_id  # type: ignore[union-attr]
 
 
 def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = None, models: Any = None,
@@ -375,7 +463,7 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
     executor = default_executor(repository)
     batch_name = f"sweep-{new_id()[:8]}"
     state = executor.batch_state(batch_name, concurrency=concurrency, max_cost=max_cost)
-    fork = (session_id, at - 1) if at > 1 else None
+    fork = (session_id, at - 1)  # at 1: a new session, still re-entering the source's record
     requests = []
     for job in jobs:
         query = None

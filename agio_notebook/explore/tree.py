@@ -12,10 +12,12 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from ..core import AgentRun, NotFoundError, Step, StepRole
+from ..core import AgentRun, Step, StepRole
 from ..execution.attempts import is_current
 from ..models.pricing import format_cost
+from ..views import text_html
 from ..storage.base import Repository
+from ..storage.ids import resolve_session_id
 
 MIME_TYPE = "application/vnd.agio.tree+json"
 VERSION = 1
@@ -67,7 +69,21 @@ def _run_node(run: AgentRun, steps: list[Step]) -> dict[str, Any]:
             "timeline": _timeline(steps), "transcript": _transcript(steps), "children": []}
 
 
-def _session_node(repo: Repository, session_id: str, forks_of: dict[str, list[Any]], depth: int) -> dict[str, Any]:
+def _nested_nodes(repo: Repository, run_id: str, nested_of: dict[str, list[AgentRun]]) -> list[dict[str, Any]]:
+    """The runs of agents that run ``run_id`` called as tools, each with its own nested runs."""
+    nodes = []
+    for child in sorted(nested_of.get(run_id, ()), key=lambda r: r.started_at):
+        steps = [s for s in repo.get_steps(child.session_id, include_superseded=True) if s.run_id == child.id]
+        node = _run_node(child, steps)
+        node.update(nested=True, agent=child.agent_name, depth=child.depth)
+        node["children"] = _nested_nodes(repo, child.id, nested_of)
+        nodes.append(node)
+    return nodes
+
+
+def _session_node(repo: Repository, session_id: str, forks_of: dict[str, list[Any]], depth: int,
+                  nested_of: dict[str, list[AgentRun]] | None = None) -> dict[str, Any]:
+    nested_of = nested_of or {}
     session = repo.get_session(session_id)
     runs = sorted(repo.list_runs(session_id), key=lambda r: r.started_at)
     steps = repo.get_steps(session_id, include_superseded=True)
@@ -76,6 +92,8 @@ def _session_node(repo: Repository, session_id: str, forks_of: dict[str, list[An
         if s.run_id:
             by_run.setdefault(s.run_id, []).append(s)
     nodes = {r.id: _run_node(r, by_run.get(r.id, [])) for r in runs}
+    for run_id, node in nodes.items():  # agents called as tools hang under the run that called them
+        node["children"].extend(_nested_nodes(repo, run_id, nested_of))
     roots: list[dict[str, Any]] = []
     for r in runs:
         parent = nodes.get(r.retry_of) if r.retry_of else None
@@ -86,7 +104,7 @@ def _session_node(repo: Repository, session_id: str, forks_of: dict[str, list[An
     if depth > 50:  # a fork chain this deep is not drawn further
         return node
     for fork in sorted(forks_of.get(session_id, []), key=lambda s: s.created_at):
-        child = _session_node(repo, fork.session_id, forks_of, depth + 1)
+        child = _session_node(repo, fork.session_id, forks_of, depth + 1, nested_of)
         # under the run (current attempt first) that wrote the step the fork was taken at
         owner = next((n for n in sorted(nodes.values(), key=lambda n: not n["current"])
                       if n["start_sequence"] is not None and n["start_sequence"] <= (fork.forked_at or 0)
@@ -134,13 +152,16 @@ def tree(session_id: str, *, repository: Repository | None = None) -> RunTree:
         from ..storage import open_repository
 
         repository = open_repository()
-    if repository.get_session(session_id) is None:
-        raise NotFoundError(f"no session {session_id!r} in the store")
+    session_id = resolve_session_id(repository, session_id)  # a unique prefix of 6+ characters works too
     forks_of: dict[str, list[Any]] = {}
     for s in repository.list_sessions():
         if s.forked_from:
             forks_of.setdefault(s.forked_from, []).append(s)
-    root = _session_node(repository, session_id, forks_of, 0)
+    nested_of: dict[str, list[AgentRun]] = {}
+    for d in repository.iter_run_dicts():
+        if d.get("parent_run_id"):
+            nested_of.setdefault(d["parent_run_id"], []).append(AgentRun.from_dict(d))
+    root = _session_node(repository, session_id, forks_of, 0, nested_of)
     runs = [n for n in _walk(root) if n["kind"] == "run"]
     scale = {"tokens": max([n["tokens"] or 0 for n in runs] + [1]),
              "latency_ms": max([n["latency_ms"] or 0 for n in runs] + [1.0])}
@@ -169,8 +190,8 @@ def _timeline_html(phases: list[dict[str, Any]]) -> str:
 def _transcript_html(entries: list[dict[str, Any]]) -> str:
     rows = []
     for e in entries:
-        calls = "".join(f'<div style="font-size:12px">🔧 {escape(c)}</div>' for c in e.get("calls", ()))
-        who = {"user": "You", "assistant": "Assistant", "tool": f"🔧 {e.get('name') or 'tool'}"}.get(e["role"], e["role"])
+        calls = "".join(f'<div style="font-size:12px">calls {escape(c)}</div>' for c in e.get("calls", ()))
+        who = {"user": "You", "assistant": "Assistant", "tool": f"tool {e.get('name') or ''}"}.get(e["role"], e["role"])
         rows.append(f'<div class="agio-tree-step" style="margin:2px 0;padding-left:6px;border-left:2px solid '
                     f'{"#0969da" if e["role"] == "user" else "#8250df"}"><span style="font-size:11px;color:#57606a">'
                     f'#{e["sequence"]} {escape(who)}</span> <span style="white-space:pre-wrap">{escape(e["text"])}'
@@ -189,6 +210,9 @@ def _node_html(node: dict[str, Any], scale: dict[str, float]) -> str:
     mark = ('<span class="agio-tree-current" title="current attempt" style="color:#1a7f37">★ current</span>'
             if node["current"] else '<span style="color:#57606a">superseded</span>')
     title = f"{node['run_kind']} {node['id'][:8]}" + (f" · attempt {node['attempt']}" if node["attempt"] > 1 else "")
+    if node.get("nested"):  # an agent called as a tool by the run above
+        title = f"↳ agent {node.get('agent') or '?'} · {title}"
+        mark = ""
     summary = (f'<b>{escape(title)}</b> <span style="color:#fff;background:{color};border-radius:8px;padding:0 6px;'
                f'font-size:11px">{escape(node["status"])}</span> {mark} '
                f'<span style="color:#57606a;font-size:11px">{escape(node["model"] or "")} · '
@@ -209,7 +233,7 @@ def _node_html(node: dict[str, Any], scale: dict[str, float]) -> str:
 
 def to_html(data: dict[str, Any]) -> str:
     legend = " ".join(f'<span style="color:{c}">■</span> {k}' for k, c in PHASE_COLORS.items())
-    return (f'<div class="agio-tree" style="{_BOX};border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
+    return text_html(f'<div class="agio-tree" style="{_BOX};border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
             f'<div><b>agio tree</b> <span style="font-size:11px;color:#57606a">session '
             f'{escape(data["session_id"][:8])} · click a run for its transcript · {legend}</span></div>'
             f'<ul style="list-style:none;padding-left:0;margin:0">{_node_html(data["root"], data["scale"])}</ul></div>')
@@ -227,6 +251,8 @@ def to_text(data: dict[str, Any]) -> str:
                 walk(c, depth + (1 if node["forked_from"] else 0))
             return
         mark = "*" if node["current"] else " "
+        if node.get("nested"):
+            mark = f"↳ agent {node.get('agent')}:"
         lines.append(f"{pad}{mark} {node['run_kind']} {node['id'][:8]} [{node['status']}] attempt {node['attempt']} "
                      f"{node['tokens'] or 0} tokens {(node['latency_ms'] or 0):.0f} ms {format_cost(node['cost'])}")
         for c in node["children"]:

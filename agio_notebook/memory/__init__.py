@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_id
 from . import extractor as _extractor
 from .embeddings import Embeddings
 from .ratings import add_feedback as _add_feedback
@@ -56,10 +57,11 @@ def add_skill(name: str, text: str, *, scope: str = GLOBAL, tags: Iterable[str] 
 
 def add_experience(situation: str, action: str = "", outcome: str = "", lesson: str = "", *,
                    scope: str = GLOBAL, source_run: str | None = None, source_step: str | None = None,
-                   rating: int | None = None, repository: Repository | None = None) -> Experience:
-    """Something that happened once, and what to do next time."""
+                   rating: int | None = None, tags: Iterable[str] = (),
+                   repository: Repository | None = None) -> Experience:
+    """Something that happened once, and what to do next time (``tags`` as for skills)."""
     exp = Experience(situation=situation, action=action, outcome=outcome, lesson=lesson, scope=scope,
-                     source_run=source_run, source_step=source_step, rating=rating)
+                     source_run=source_run, source_step=source_step, rating=rating, tags=list(tags))
     return _store(repository).add(exp)  # type: ignore[return-value]
 
 
@@ -100,6 +102,8 @@ def add_feedback(run_id: str, rating: Any, comment: str = "", *, step: int | str
 
 
 def feedback(run_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
+    if run_id is not None:
+        run_id = resolve_run_id(_repo(repository), run_id)
     return _frames.feedback_frame(_store(repository), run_id)
 
 

@@ -95,6 +95,7 @@ async def model_experience(model: Model, feedback: Feedback, run: AgentRun, step
 def propose(store: MemoryStore, repository: Repository, feedback_id: str, *, extractor: Model | None = None,
             scope: str | None = None, auto_accept: bool = False) -> Proposal:
     """Turn a feedback item into a proposed experience (accepted at once only with ``auto_accept``)."""
+    feedback_id = store.resolve("feedback", feedback_id, ("feedback",))
     doc = store.get("feedback", feedback_id)
     if doc is None:
         raise NotFoundError(f"no feedback {feedback_id!r}")

@@ -91,10 +91,10 @@ def update(store: MemoryStore, df: pd.DataFrame) -> int:
     ids = [i for i in df["id"] if isinstance(i, str) and i]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
-        raise AgioError(f"the {table} frame repeats id(s) {', '.join(d[:8] for d in dupes)}")
+        raise AgioError(f"the {table} frame repeats id(s) {', '.join(dupes)}")
     missing = [i for i in ids if i not in stored]
     if missing:
-        raise AgioError(f"the {table} frame has id(s) not in memory: {', '.join(m[:8] for m in missing)} "
+        raise AgioError(f"the {table} frame has id(s) not in memory: {', '.join(missing)} "
                         f"(deleted meanwhile, or from another store); leave id empty to add a record")
     editable = [c for c in cls.EDITABLE if c in cols]
     changed: list[Any] = []

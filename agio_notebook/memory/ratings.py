@@ -6,6 +6,7 @@ from typing import Any
 
 from ..core import AgioError, NotFoundError
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_id
 from .records import Feedback
 from .store import MemoryStore
 
@@ -33,6 +34,7 @@ def add_feedback(store: MemoryStore, repository: Repository, run_id: str, rating
             raise AgioError(f"a correction is the right answer as text, got {correction!r}")
         if score > 0:
             raise AgioError("a correction says the answer was wrong: rate it -1")
+    run_id = resolve_run_id(repository, run_id)  # a unique prefix of 6+ characters works too
     run = repository.get_run(run_id)
     if run is None:
         raise NotFoundError(f"no run {run_id!r} in the store; feedback needs a run id from %agio runs")

@@ -44,16 +44,17 @@ class Experience:
     source_run: str | None = None
     source_step: str | None = None
     rating: int | None = None
+    tags: list[str] = field(default_factory=list)
     usage_count: int = 0
     id: str = field(default_factory=new_id)
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
 
     kind = "experience"
-    EDITABLE = ("situation", "action", "outcome", "lesson", "scope", "source_run", "source_step", "rating")
+    EDITABLE = ("situation", "action", "outcome", "lesson", "scope", "source_run", "source_step", "rating", "tags")
 
     def search_text(self) -> str:
-        return " ".join([self.situation, self.action, self.outcome, self.lesson])
+        return " ".join([self.situation, self.action, self.outcome, self.lesson, *self.tags])
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from ..core import NotFoundError, now
 from ..storage.base import Repository
+from ..storage.ids import resolve_prefix
 from ..storage.journal import Journal
 from .index import LexicalIndex
 from .records import GLOBAL, TABLES, Feedback, Proposal, Record, Skill, from_doc, to_doc
@@ -109,7 +110,14 @@ class MemoryStore:
         self.put("skills" if isinstance(record, Skill) else "experiences", [record])
         return record
 
+    def resolve(self, kind: str, text: str, tables: tuple[str, ...]) -> str:
+        """The full id of a record of ``tables`` that ``text`` names (the id or a unique 6+ character prefix)."""
+        self.refresh()
+        ids = {k for t in tables for k in self._journal.tables.get(t, {})}
+        return resolve_prefix(kind, text, ids.__contains__, lambda prefix: ids, where="in memory")
+
     def record(self, record_id: str) -> Record:
+        record_id = self.resolve("skill or experience", record_id, ("skills", "experiences"))
         for table in ("skills", "experiences"):
             doc = self.get(table, record_id)
             if doc is not None:
@@ -136,7 +144,7 @@ class MemoryStore:
         rec = self.record(record_id)
         table = "skills" if isinstance(rec, Skill) else "experiences"
         with self._lock:
-            self._journal.append((), [(table, record_id)])
+            self._journal.append((), [(table, rec.id)])
 
     def count_use(self, records: list[Record]) -> None:
         """One append bumping the usage count of records a run retrieved."""
@@ -153,7 +161,7 @@ class MemoryStore:
         return [from_doc(Proposal, d) for d in self.docs("proposals")]
 
     def proposal(self, proposal_id: str) -> Proposal:
-        doc = self.get("proposals", proposal_id)
+        doc = self.get("proposals", self.resolve("proposed experience", proposal_id, ("proposals",)))
         if doc is None:
             raise NotFoundError(f"no proposed experience {proposal_id!r}")
         return from_doc(Proposal, doc)

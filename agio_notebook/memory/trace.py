@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import pandas as pd
 
-from ..core import NotFoundError
+from ..core import NotFoundError, run_tree
 from ..storage.base import Repository
+from ..storage.ids import resolve_run_id
+from ..views import graph_layout, graph_png
+
+MIME_TYPE = "application/vnd.agio.trace+json"
 
 KIND_STYLE = {"user": ("#ddf4ff", "#0969da"), "memory_read": ("#fff8c5", "#9a6700"),
               "model": ("#fbefff", "#8250df"), "tool": ("#dafbe1", "#1a7f37"), "context": ("#f6f8fa", "#8c959f"),
@@ -53,17 +57,23 @@ class Trace:
     run_id: str
     nodes: pd.DataFrame
     edges: pd.DataFrame
+    agents: dict[str, str] = field(default_factory=dict)  # run id -> agent name, for nested runs' boxes
 
     def dot_source(self) -> str:
         lines = ["digraph trace {", '  rankdir=TB; node [shape=box, style="rounded,filled", fontname="Helvetica",'
                  ' fontsize=10]; edge [color="#8c959f"];']
         q = _dot_escape  # ids and labels come from the store: quoted and escaped, never DOT markup
+        nested = {r: a for r, a in self.agents.items() if r != self.run_id}
         for row in self.nodes.itertuples():
             kind = row.kind if row.kind in KIND_STYLE else "context"
             fill, line = KIND_STYLE[kind]
             style = "rounded,filled,dashed" if row.superseded or kind == "context" else "rounded,filled"
-            lines.append(f'  "{q(row.id)}" [label="{q(row.label)}", fillcolor="{fill}", color="{line}", '
-                         f'style="{style}", id="step-{q(row.id)}", class="agio-node agio-node-{kind}"];')
+            node = (f'"{q(row.id)}" [label="{q(row.label)}", fillcolor="{fill}", color="{line}", '
+                    f'style="{style}", id="step-{q(row.id)}", class="agio-node agio-node-{kind}"];')
+            if row.run_id in nested:  # a nested run's steps sit in a box named after its agent
+                node = (f'subgraph "cluster_{q(row.run_id)}" {{ label="agent {q(nested[row.run_id])}"; '
+                        f'style=dashed; color="#8250df"; {node} }}')
+            lines.append(f"  {node}")
         for row in self.edges.itertuples():
             lines.append(f'  "{q(row.source)}" -> "{q(row.target)}";')
         lines.append("}")
@@ -73,10 +83,18 @@ class Trace:
         """The drawing, laid out by Graphviz (Debian package ``graphviz``)."""
         return render_svg(self.dot_source())
 
+    def data(self) -> dict[str, Any]:
+        """The bundle's JSON: nodes (id, kind, label, status, superseded), edges, and dot's layout."""
+        nodes = [{"id": str(r.id), "kind": r.kind if r.kind in KIND_STYLE else "context", "label": str(r.label),
+                  "status": str(r.status), "superseded": bool(r.superseded)} for r in self.nodes.itertuples()]
+        edges = [[str(r.source), str(r.target)] for r in self.edges.itertuples()]
+        return {"run_id": self.run_id, "nodes": nodes, "edges": edges, "layout": graph_layout(self.dot_source())}
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        text = f"<agio trace of run {self.run_id[:8]}: {len(self.nodes)} steps, {len(self.edges)} edges>"
+        """The extension draws the graph from the data (untrusted notebooks show no SVG); PNG elsewhere."""
+        text = f"agio trace of run {self.run_id[:8]}: {len(self.nodes)} steps, {len(self.edges)} edges"
         try:
-            return {"image/svg+xml": self.svg(), "text/plain": text}
+            return {MIME_TYPE: self.data(), "image/png": graph_png(self.dot_source()), "text/plain": text}
         except RuntimeError as exc:
             return {"text/plain": f"{text} ({exc})"}
 
@@ -133,28 +151,67 @@ def build_trace(run_id: str, steps: Iterable[dict[str, Any]], context: dict[str,
     return Trace(run_id, nodes, pd.DataFrame(edges, columns=["source", "target"], dtype="string"))
 
 
-def trace(run_id: str, *, repository: Repository | None = None) -> Trace:
-    """The trace graph of a stored run (``.nodes``, ``.edges``; shows as a drawing in a notebook)."""
+def nest(trace: Trace, runs: list[dict[str, Any]], steps: Iterable[dict[str, Any]]) -> Trace:
+    """Add the runs nested in ``trace``'s run (agents called as tools): their steps, an edge from the
+    asking model step to each nested run's first step, and one from its answer to the outer tool step."""
+    steps = list(steps)
+    extra = [build_trace(r["id"], [d for d in steps if d.get("run_id") == r["id"]], {}) for r in runs]
+    nodes = pd.concat([trace.nodes, *(t.nodes for t in extra)], ignore_index=True)
+    links = []
+    for r in runs:
+        own = sorted((d for d in steps if d.get("run_id") == r["id"]), key=lambda d: d["sequence"])
+        if not own:
+            continue
+        if r.get("parent_step_id"):
+            links.append((r["parent_step_id"], own[0]["id"]))
+        answer = next((d for d in reversed(own) if d["role"] == "assistant"), own[-1])
+        for d in steps:
+            if ((d.get("extra") or {}).get("nested_run") or {}).get("run_id") == r["id"] and d["role"] == "tool":
+                links.append((answer["id"], d["id"]))
+    edges = pd.concat([trace.edges, *(t.edges for t in extra),
+                       pd.DataFrame(links, columns=["source", "target"], dtype="string")], ignore_index=True)
+    return Trace(trace.run_id, nodes, edges, {r["id"]: r.get("agent_name") or "?" for r in runs})
+
+
+def trace(run_id: str, *, nested: bool = True, repository: Repository | None = None) -> Trace:
+    """The trace graph of a stored run (``.nodes``, ``.edges``; shows as a drawing in a notebook).
+
+    ``nested`` (default) adds the runs of agents it called as tools, each in a box named after its agent.
+    """
     if repository is None:
         from ..storage import open_repository
 
         repository = open_repository()
+    run_id = resolve_run_id(repository, run_id)  # a unique prefix of 6+ characters works too
     run = repository.get_run(run_id)
     if run is None:
         raise NotFoundError(f"no run {run_id!r} in the store")
     all_steps = [s.to_dict() for s in repository.get_steps(run.session_id, include_superseded=True)]
     own = [d for d in all_steps if d.get("run_id") == run_id]
-    return build_trace(run_id, own, {d["id"]: d for d in all_steps})
+    graph = build_trace(run_id, own, {d["id"]: d for d in all_steps})
+    runs = run_tree(repository.iter_run_dicts(), run_id)[1:] if nested else []
+    if not runs:
+        return graph
+    inner = [s.to_dict() for sid in dict.fromkeys(r["session_id"] for r in runs)
+             for s in repository.get_steps(sid, include_superseded=True)]
+    return nest(graph, runs, [*own, *inner])
 
 
 def trace_from_events(run_id: str, events: Iterable[dict[str, Any]]) -> Trace:
     """The same graph from a transcript's events (what a saved notebook keeps)."""
     steps: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, Any]] = {}
     for e in events:
+        if e.get("type") == "nested":  # a nested run's event: its steps join the graph
+            e = e["payload"]["event"]
+            if e.get("type") in ("run_started",) or str(e.get("type", "")).startswith("run_"):
+                runs[e["run_id"]] = e["payload"].get("run") or runs.get(e["run_id"], {})
         if e.get("type") == "step_completed":
             step = e["payload"]["step"]
             steps[step["id"]] = step
     own = [d for d in steps.values() if d.get("run_id") == run_id]
-    return build_trace(run_id, own, steps)
+    graph = build_trace(run_id, own, steps)
+    nested = [r for r in runs.values() if r.get("id") and r["id"] != run_id]
+    return nest(graph, nested, steps.values()) if nested else graph
 
 

@@ -10,6 +10,7 @@ from .openai_model import OpenAIModel
 from .pricing import cost_of, set_prices
 from .replay import ReplayMismatchError, ReplayModel, export_cassette
 from .scripted import FunctionModel, Latency, Reply, ScriptedModel, ToolCallSpec, call
+from .tokens import count_tokens
 
 
 def default_model() -> Model:
@@ -22,5 +23,6 @@ def default_model() -> Model:
 __all__ = [
     "Finish", "FunctionModel", "Latency", "Model", "ModelChunk", "OpenAIModel", "Reply", "ReplayMismatchError",
     "ReplayModel", "ScriptedModel", "TextDelta", "ToolCallDelta", "ToolCallSpec", "Usage", "call", "cost_of",
+    "count_tokens",
     "default_model", "export_cassette", "offline_model", "set_prices",
 ]

@@ -44,10 +44,17 @@ def offline_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -
              if name in names and (args := _parse_kwargs(raw)) is not None]
     if calls:
         return Reply(tool_calls=calls)
-    known = ", ".join(sorted(names)) if names else "none"
-    return Reply(text=f"(offline model) You asked: {question!r}. I can call tools you write out, such as "
-                      f"`name(arg=value)`; tools available: {known}. Set OPENAI_API_KEY (and OPENAI_BASE_URL) "
-                      "to use a real model.")
+    return Reply(text=offline_answer(question, sorted(names)))
+
+
+def offline_answer(question: str, tools: list[str]) -> str:
+    """What the stand-in says: what it is, and how to give the cell a real model or a script."""
+    tooling = (f" It calls one of this cell's tools ({', '.join(tools)}) when your question writes the call out, "
+               f"e.g. `{tools[0]}(arg=value)`." if tools else "")
+    return (f"This is agio's offline stand-in model, not a language model: it only repeats your question "
+            f"({question!r}).{tooling} For real answers, set OPENAI_API_KEY (and OPENAI_BASE_URL for another "
+            "OpenAI-compatible server) or run `%agio config --model NAME --base-url URL`; for fixed answers, "
+            "make an agent with a script, `bot = Agent(model=ScriptedModel([\"Hi!\"]))`, and run `%%agio bot`.")
 
 
 def offline_model() -> FunctionModel:

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 
-from ..core import ModelError, NotFoundError, Step, StepRole
+from ..core import ModelError, NotFoundError, Step, StepRole, run_tree
 from ..storage import current_store
+from ..storage.ids import resolve_run_id, resolve_session_id
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
 from .recording import Recording
 from .request import MessageChain, canonical_json, fingerprint_parts, tools_digest
@@ -122,6 +123,26 @@ def recorded_calls(steps: Iterable[Step], run_ids: set[str] | None = None, *,
     return calls
 
 
+def _tree_steps(repository: Repository, run_id: str) -> tuple[set[str], list[Step]]:
+    """The ids of run ``run_id`` and of the runs nested in it, and the steps of their sessions."""
+    runs = run_tree(repository.iter_run_dicts(), run_id)
+    steps = [s for sid in dict.fromkeys(r["session_id"] for r in runs)
+             for s in repository.get_steps(sid, include_superseded=True)]
+    return {r["id"] for r in runs}, steps
+
+
+def tree_calls(steps: Iterable[Step], run_ids: set[str] | None) -> list[RecordedCall]:
+    """``recorded_calls`` over steps of several sessions (a run and its nested runs), in the order made."""
+    by_session: dict[str, list[Step]] = defaultdict(list)
+    for step in steps:
+        by_session[step.session_id].append(step)
+    calls = [c for group in by_session.values() for c in recorded_calls(group, run_ids)]
+    calls.sort(key=lambda c: (c.step.created_at, c.step.sequence))
+    for i, call in enumerate(calls):
+        call.index = i
+    return calls
+
+
 def content_key(messages_sha256: str, tools_sha256: str) -> str:
     """The request's ``content`` fingerprint (messages and tools, no settings), as the executor stores it."""
     return fingerprint_parts(messages_sha256, tools_sha256, None)
@@ -166,6 +187,7 @@ class ReplayModel:
     """
 
     cost_free = True  # a replayed answer spends nothing
+    replays_tree = True  # agents called as tools in a replayed run are answered from the recording too
 
     def __init__(self, calls: list[RecordedCall], *, strict: bool = True, name: str = "replay",
                  steps: Iterable[Step] = (), match_settings: bool = False):
@@ -194,18 +216,21 @@ class ReplayModel:
                  match_settings: bool = False) -> ReplayModel:
         """The model calls of a stored run (in the current store unless ``repository`` is given)."""
         repository = current_store(repository)
+        run_id = resolve_run_id(repository, run_id)  # a unique prefix of 6+ characters works too
         run = repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store")
-        steps = repository.get_steps(run.session_id, include_superseded=True)
-        own = [s for s in steps if s.run_id == run_id]
-        return cls(recorded_calls(steps, {run_id}), strict=strict, name=f"replay:{run.model_name or 'model'}",
+        runs, steps = _tree_steps(repository, run_id)
+        own = [s for s in steps if s.run_id in runs]
+        return cls(tree_calls(steps, runs), strict=strict, name=f"replay:{run.model_name or 'model'}",
                    steps=own, match_settings=match_settings)
 
     @classmethod
     def from_session(cls, session_id: str, repository: Repository | None = None, *, strict: bool = True,
                      match_settings: bool = False) -> ReplayModel:
-        steps = current_store(repository).get_steps(session_id, include_superseded=True)
+        repository = current_store(repository)
+        session_id = resolve_session_id(repository, session_id)
+        steps = repository.get_steps(session_id, include_superseded=True)
         if not steps:
             raise NotFoundError(f"no session {session_id!r} with steps in the store")
         current = [s for s in steps if not s.superseded]
@@ -226,7 +251,7 @@ class ReplayModel:
             raise ModelError(f"cassette {os.fspath(path)!r} is not a version-{CASSETTE_VERSION} agio cassette")
         steps = [Step.from_dict(d) for d in data.get("steps") or ()]
         runs = set(data.get("runs") or ()) or None
-        return cls(recorded_calls(steps, runs), strict=strict, name=data.get("name") or "replay",
+        return cls(tree_calls(steps, runs), strict=strict, name=data.get("name") or "replay",
                    steps=[s for s in steps if runs is None or s.run_id in runs], match_settings=match_settings)
 
     # -- the model protocol --------------------------------------------------------
@@ -287,11 +312,16 @@ def export_cassette(path: str | os.PathLike[str], repository: Repository | None 
         raise ValueError("export_cassette needs exactly one of run_id or session_id")
     repository = current_store(repository)
     if run_id is not None:
+        run_id = resolve_run_id(repository, run_id)
         run = repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store")
-        session_id, runs = run.session_id, [run_id]
-    steps = repository.get_steps(session_id, include_superseded=True)  # type: ignore[arg-type]
+        session_id = run.session_id
+        tree, steps = _tree_steps(repository, run_id)  # the run and the runs nested in it
+        runs = [run_id, *sorted(tree - {run_id})]
+    else:
+        session_id = resolve_session_id(repository, session_id)
+        steps = repository.get_steps(session_id, include_superseded=True)  # type: ignore[arg-type]
     if not steps:
         raise NotFoundError(f"no session {session_id!r} with steps in the store")
     if run_id is None:

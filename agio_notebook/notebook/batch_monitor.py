@@ -5,7 +5,8 @@ cost, a small latency histogram, the last errors, and a Cancel button. The monit
 times a second from the batch's figures (never per item, so a 5,000-item batch costs the same).
 When the batch ends, the cell's output becomes a MIME bundle (``application/vnd.agio.batch+json``
 with ``text/html`` and ``text/plain``), so a saved notebook shows the summary without a kernel or a
-widget. Every string that came from a model or an error is escaped.
+widget. After Cancel every view says so: the cancelled state, counts by status, the rate of completed
+items only, the cost known so far. Every string that came from a model or an error is escaped.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import ipywidgets as widgets
 
 from ..core import InvalidOperationError, new_id
 from ..scheduling import BatchHandle
+from ..views import text_html
 from .transcript import _mask_secrets
 from .worker import capture_parent, restore_parent, submit
 
@@ -50,43 +52,68 @@ def histogram(latencies_ms: list[float], bins: int = 12) -> list[dict[str, float
     return [{"start_ms": lo + i * width, "end_ms": lo + (i + 1) * width, "count": c} for i, c in enumerate(counts)]
 
 
-def _histogram_svg(bins: list[dict[str, float]]) -> str:
+def histogram_html(bins: list[dict[str, float]]) -> str:
+    """The latency histogram as CSS bars (sanitisers strip SVG), each bar's range and count in its title."""
     if not bins:
-        return '<span style="color:#57606a">no completed item yet</span>'
+        return '<span class="agio-batch-hist-empty" style="color:#57606a">no completed item yet</span>'
     top = max(b["count"] for b in bins) or 1
-    w, h = 12, 36
     bars = "".join(
-        f'<rect x="{i * (w + 2)}" y="{h - max(1, round(h * b["count"] / top))}" width="{w}" '
-        f'height="{max(1, round(h * b["count"] / top))}" fill="#0969da">'
-        f'<title>{b["start_ms"]:.0f}–{b["end_ms"]:.0f} ms: {b["count"]}</title></rect>'
-        for i, b in enumerate(bins))
-    return (f'<svg class="agio-batch-hist" width="{len(bins) * (w + 2)}" height="{h}" role="img" '
-            f'aria-label="latency histogram">{bars}</svg>'
-            f'<span style="font-size:11px;color:#57606a;margin-left:6px">{bins[0]["start_ms"]:.0f}–'
-            f'{bins[-1]["end_ms"]:.0f} ms</span>')
+        f'<span class="agio-batch-bin" title="{b["start_ms"]:.0f} to {b["end_ms"]:.0f} ms: {b["count"]} item(s)" '
+        f'style="display:inline-block;vertical-align:bottom;width:12px;margin-right:2px;background:#0969da;'
+        f'height:{max(1, round(36 * b["count"] / top))}px"></span>'
+        for b in bins)
+    return (f'<div class="agio-batch-hist" role="img" aria-label="latency histogram of completed items" '
+            f'style="display:flex;align-items:flex-end;gap:8px;font-size:11px;color:#57606a">'
+            f'<span style="display:inline-block;height:36px;line-height:36px;white-space:nowrap">latency</span>'
+            f'<span style="display:inline-block;height:36px;white-space:nowrap">{bars}</span>'
+            f'<span class="agio-batch-hist-range" style="white-space:nowrap">from {bins[0]["start_ms"]:.0f} ms '
+            f'to {bins[-1]["end_ms"]:.0f} ms</span></div>')
+
+
+def _cost_so_far(records: list[Any]) -> float | None:
+    """Dollars spent by the items that used tokens; unknown when any of them has no price."""
+    spent = [r for r in records if r.total_tokens > 0 or r.cost]
+    if not spent or any(r.cost is None for r in spent):
+        return None
+    return float(sum(r.cost for r in spent))
 
 
 def summary_data(handle: BatchHandle) -> dict[str, Any]:
-    """The bundle's JSON: the batch's figures, the histogram instead of every latency."""
+    """The bundle's JSON: the batch's figures, the histogram instead of every latency.
+
+    ``completed_per_s`` counts completed items only (cancelled ones end fast and say nothing of speed);
+    ``cost`` is what the items that ran have cost so far, None (unknown) when one of them has no price.
+    """
+    records = handle.records()
     m = handle.metrics()
     data = {k: v for k, v in m.items() if k != "latencies_ms"}
     data["histogram"] = histogram(m["latencies_ms"])
     data["last_errors"] = [{"item": i, "error": e} for i, e in m["last_errors"]]
     data["name"] = handle.name
     data["status"] = handle.status
+    data["completed_per_s"] = m["completed"] / m["elapsed_s"] if m["elapsed_s"] else 0.0
+    data["cost"] = _cost_so_far(records)
     return data
+
+
+def _cost_label(d: dict[str, Any]) -> str:
+    if d.get("cost") is None:
+        return "unknown"
+    return f"${d['cost']:.4f}" + ("" if d["status"] == "finished" else " so far")
+
+
+COUNTED = ("completed", "failed", "timed_out", "cancelled", "running", "queued")
 
 
 def stats_html(d: dict[str, Any]) -> str:
     counts = " · ".join(f'<span class="agio-count-{k}" style="color:{_COLORS[k]}">{d[k]} {k.replace("_", " ")}</span>'
-                        for k in ("completed", "running", "queued", "failed", "timed_out", "cancelled"))
-    cost = "unknown" if d.get("cost") is None else f"${d['cost']:.4f}"
+                        for k in COUNTED if d[k] or k in ("completed", "failed", "cancelled"))
     eta = "" if d["status"] != "running" else f" · ETA {_duration(d.get('eta_s'))}"
     avg = "" if d.get("avg_ms") is None else f" · avg {d['avg_ms']:.0f} ms"
     return (f'<div class="agio-batch-counts">{counts}</div>'
             f'<div class="agio-batch-figures" style="font-size:12px;color:#57606a">'
-            f'{d["throughput_per_s"]:.2f} items/s · error rate {d["error_rate"]:.0%} · tokens {d["tokens"]:,} · '
-            f'cost {cost}{avg} · elapsed {_duration(d["elapsed_s"])}{eta}</div>')
+            f'{d["completed_per_s"]:.2f} completed/s · error rate {d["error_rate"]:.0%} · tokens {d["tokens"]:,} · '
+            f'cost {_cost_label(d)}{avg} · elapsed {_duration(d["elapsed_s"])}{eta}</div>')
 
 
 def errors_html(d: dict[str, Any]) -> str:
@@ -96,22 +123,31 @@ def errors_html(d: dict[str, Any]) -> str:
     return f'<div class="agio-batch-errors" style="font-size:12px">last errors<ul style="margin:2px 0">{items}</ul></div>'
 
 
+def bar_html(d: dict[str, Any]) -> str:
+    """One bar, a segment per status: a cancelled batch is mostly grey, never a full green bar."""
+    total = d["total"] or 1
+    segments = "".join(
+        f'<div class="agio-batch-bar agio-batch-bar-{k}" title="{d[k]} {k.replace("_", " ")}" '
+        f'style="width:{100.0 * d[k] / total:.1f}%;background:{_COLORS[k]};height:8px"></div>'
+        for k in ("completed", "failed", "timed_out", "cancelled") if d[k])
+    return (f'<div style="background:#eaeef2;height:8px;border-radius:4px;margin:4px 0;display:flex;'
+            f'overflow:hidden">{segments}</div>')
+
+
 def summary_html(d: dict[str, Any]) -> str:
-    pct = 100.0 * d["done"] / d["total"] if d["total"] else 100.0
-    return (f'<div class="agio-batch" style="font-family:sans-serif;border:1px solid #d0d7de;border-radius:6px;'
-            f'padding:6px 10px">'
-            f'<div><b>batch {escape(d["name"])}</b> · {escape(d["status"])} · {d["done"]}/{d["total"]} done</div>'
-            f'<div style="background:#eaeef2;height:8px;border-radius:4px;margin:4px 0">'
-            f'<div class="agio-batch-bar" style="width:{pct:.1f}%;background:#1a7f37;height:8px;border-radius:4px">'
-            f'</div></div>{stats_html(d)}<div style="margin-top:4px">{_histogram_svg(d["histogram"])}</div>'
-            f'{errors_html(d)}</div>')
+    return text_html(
+        f'<div class="agio-batch" style="font-family:sans-serif;border:1px solid #d0d7de;border-radius:6px;'
+        f'padding:6px 10px">'
+        f'<div><b>batch {escape(d["name"])}</b> · {escape(d["status"])} · {d["completed"]}/{d["total"]} completed</div>'
+        f'{bar_html(d)}{stats_html(d)}<div style="margin-top:4px">{histogram_html(d["histogram"])}</div>'
+        f'{errors_html(d)}</div>')
 
 
 def summary_text(d: dict[str, Any]) -> str:
-    cost = "unknown" if d.get("cost") is None else f"${d['cost']:.4f}"
-    lines = [f"batch {d['name']} {d['status']}: {d['done']}/{d['total']} done — {d['completed']} completed, "
+    lines = [f"batch {d['name']} {d['status']}: {d['completed']}/{d['total']} completed — "
              f"{d['failed']} failed, {d['timed_out']} timed out, {d['cancelled']} cancelled; "
-             f"{d['throughput_per_s']:.2f} items/s, error rate {d['error_rate']:.0%}, tokens {d['tokens']}, cost {cost}"]
+             f"{d['completed_per_s']:.2f} completed/s, error rate {d['error_rate']:.0%}, tokens {d['tokens']}, "
+             f"cost {_cost_label(d)}"]
     lines += [f"  item {e['item']}: {e['error']}" for e in d["last_errors"]]
     return "\n".join(lines)
 
@@ -157,7 +193,9 @@ class BatchMonitor:
             eta = "" if d["status"] != "running" else f" · ETA {_duration(d.get('eta_s'))}"
             self.label.value = f'<span class="agio-batch-progress">{d["done"]}/{d["total"]}{eta}</span>'
             self.stats.value = stats_html(d)
-            self.hist.value = _histogram_svg(d["histogram"])
+            self.hist.value = histogram_html(d["histogram"])
+            if d["cancelled"] or d["failures"]:
+                self.progress.bar_style = "warning"
             self.errors.value = errors_html(d)
         self.refreshes += 1
 

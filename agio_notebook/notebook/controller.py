@@ -21,23 +21,32 @@ import pandas as pd
 
 from .. import frames
 from ..agent import Agent
-from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, StepEvent, StepEventType, new_id
+from ..core import (AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, StepEvent, StepEventType,
+                    StepRole, new_id)
 from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
 from ..execution.approval import check_arguments
+from ..execution.debug import Debugger
+from ..execution.pauses import parse_breakpoints
 from ..execution.attempts import list_attempts, use_attempt
 from ..execution.feedback import feedback_and_proposal
+from ..execution.fork import attempt_steps
 from ..execution.retry import plan_retry
 from ..execution.runner import active_run_ids
 from ..models import OpenAIModel, default_model
 from ..models.settings import merge_settings
 from ..storage import iter_events, open_repository
 from ..storage.base import Repository
+from ..storage.ids import resolve_filter, resolve_run_id, resolve_session_id
 from .controls import attempts_frame
 from .live_view import LiveView, close_tree
+from .pause_view import show_pause
+from .debug_marks import seen_payload
 from .transcript import build_bundle, bundle_for_run
 from .worker import capture_parent, clicks_reach_a_busy_cell, restore_parent, submit
 
 _E = StepEventType
+DEFAULT_AGENT = "default"  # the name of the agent a cell without AGENT uses
+_MOVED = " (was the store moved or deleted? %agio config --store PATH points at it)"
 
 
 class RunHandle:
@@ -56,8 +65,14 @@ class RunHandle:
         self.live: LiveView | None = None
         self.stopped = False  # cancel() was called (the Stop button, or Python)
         self.foreground = False  # the cell that started it waits for it (not --background)
+        self.debugger: Debugger | None = None  # step mode: its current pause is ``debugger.current``
+        self.pause_view: Any = None  # step mode: the pause view shown now (notebook.pause_view)
+        self.pause_note: Any = None  # step mode: the line a bad edit or a late click leaves
         self._started = threading.Event()  # run_id is known (or the run ended before starting)
         self._repr_ids: list[str] = []  # where this handle's repr is shown while the run goes on
+        self.display_id: str | None = None  # where its live view, then its transcript, is shown
+        # the cell that started the run shows its live view and transcript: no Out[n] repr beside them
+        self._cell = getattr(controller.shell, "execution_count", None) if controller.shell is not None else None
 
     @property
     def live_flushes(self) -> int:
@@ -116,7 +131,8 @@ class RunHandle:
                                       background=background)
 
     def fork(self, at: int) -> str:
-        return self._controller.fork(self.session_id, at)
+        """A new session with steps 1..at as this attempt wrote them (even if a retry replaced it since)."""
+        return self._controller.fork(self.session_id, at, attempt=self._require_id())
 
     @property
     def attempts(self) -> pd.DataFrame:
@@ -154,10 +170,13 @@ class RunHandle:
 
     @property
     def _ipython_display_(self) -> Callable[[], None] | None:
-        """While the run goes on, show the repr under a display id that is updated when it ends.
-
-        (A finished run is shown as a plain ``Out[n]`` value: IPython finds no method here then.)
+        """In the cell that started the run: nothing (the transcript says it all; ``_`` and ``_agio``
+        still hold the handle). Elsewhere, while the run goes on, the repr under a display id that is
+        updated when it ends; a finished run elsewhere is a plain ``Out[n]`` value (no method here then).
         """
+        shell = self._controller.shell
+        if self._cell is not None and getattr(shell, "execution_count", None) == self._cell:
+            return _show_nothing
         return None if self.done else self._display_live_repr
 
     def _display_live_repr(self) -> None:
@@ -175,6 +194,10 @@ class RunHandle:
         text = repr(self)
         for display_id in self._repr_ids:
             update_display({"text/plain": text}, raw=True, display_id=display_id)
+
+
+def _show_nothing() -> None:
+    """Displays nothing: the value's cell already shows its run."""
 
 
 class Controller:
@@ -219,7 +242,7 @@ class Controller:
         if self._default_agent is None:
             model = (OpenAIModel(self.model, base_url=self.base_url) if (self.model or self.base_url)
                      else default_model())
-            self._default_agent = Agent(model=model, name="default")
+            self._default_agent = Agent(model=model, name=DEFAULT_AGENT)
         return self._default_agent
 
     def agent_with_model(self, agent: Agent, model: str | None) -> Agent:
@@ -229,44 +252,77 @@ class Controller:
 
     # -- sessions ----------------------------------------------------------------------
     def use(self, session_id: str) -> str:
-        if self.repository.get_session(session_id) is None:
-            raise NotFoundError(f"no session {session_id!r} in the store at {self.repository.root}")
+        session_id = resolve_session_id(self.repository, session_id)  # ids shown cut to 8 characters work
         self.session_id = session_id
         return session_id
 
-    def fork(self, session_id: str | None, at: int) -> str:
+    def fork(self, session_id: str | None, at: int, *, attempt: str | None = None) -> str:
+        """A new session with steps 1..at of ``session_id``; with ``attempt`` (a run id), of the
+        conversation as that attempt wrote it, even when a retry has replaced it since."""
         source = session_id or self.session_id
+        if source is not None:
+            source = resolve_session_id(self.repository, source)
+        if attempt is not None:
+            attempt = resolve_run_id(self.repository, attempt)
+            run = self.repository.get_run(attempt)
+            if run is None:
+                raise NotFoundError(f"no run {attempt!r} in the store at {self.repository.root}{_MOVED}")
+            if source is not None and run.session_id != source:
+                raise InvalidOperationError(f"run {attempt[:8]} is in session {run.session_id[:8]}, not {source[:8]}")
+            source = run.session_id
         if source is None:
             raise InvalidOperationError("no current session to fork; pass a session id")
-        new = fork_session(source, at, self.repository)
+        if self.repository.get_session(source) is None:
+            raise NotFoundError(f"no session {source!r} in the store at {self.repository.root}{_MOVED}")
+        new = fork_session(source, at, self.repository, attempt=attempt)
         self.session_id = new
         return new
 
     # -- runs ------------------------------------------------------------------------------
     def run_query(self, query: str, *, agent: Agent | None = None, session: str | None = None,
                   new_session: bool = False, max_steps: int | None = None, background: bool = False,
-                  settings: dict[str, Any] | None = None, wait: float | None = None) -> RunHandle:
+                  settings: dict[str, Any] | None = None, wait: float | None = None,
+                  step: bool = False, breakpoints: Any = None) -> RunHandle:
+        """``step``: step mode, pausing at ``breakpoints`` (default: every model and tool call) in a view
+        in the cell (see docs/debugger.md)."""
         if not query.strip():
             raise InvalidOperationError("the cell is empty: write the query in the cell body")
+        if step:
+            parse_breakpoints(breakpoints)  # a bad breakpoint is one line before anything runs
         agent = agent or self.default_agent()
         if new_session:
             session_id = new_id()
-        elif session is not None:
-            session_id = session
+        elif session is not None:  # an existing session's prefix continues it; any other id starts one
+            session_id = resolve_filter(resolve_session_id, self.repository, session)
         else:
             session_id = self.session_id or new_id()
         self.session_id = session_id
-        return self._start(lambda approver: self._runner(agent, max_steps, approver, settings, wait).run_stream(
-            session_id, query), session_id, background, agent)
+        def stream(approver: Any, debugger: Debugger | None = None) -> AsyncIterator[StepEvent]:
+            runner = self._runner(agent, max_steps, approver, settings, wait)
+            if debugger is not None:
+                return runner.debug_stream(session_id, query, debugger)
+            return runner.run_stream(session_id, query)
+
+        return self._start(stream, session_id, background, agent, breakpoints if step else None, step)
 
     def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
               background: bool = False, reuse: bool = False) -> RunHandle:
+        run_id = resolve_run_id(self.repository, run_id)
         run = self.repository.get_run(run_id)
         if run is None:
-            raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
-        known = self.handles.get(run_id)
-        agent = (agent or (known.agent if known is not None else None) or self._agent_named(run.agent_name)
-                 or self.default_agent())
+            raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}{_MOVED}")
+        agent = agent or self.agent_for(run)
+        if run.superseded_by is not None and run.start_sequence is not None:
+            # a retry of a replaced attempt starts from that attempt's steps, as its transcript shows them;
+            # the step is checked against them before anything changes
+            own = {s.sequence: s for s in attempt_steps(self.repository, run_id)}
+            if from_seq is not None and (from_seq not in own or own[from_seq].role is StepRole.TOOL):
+                raise InvalidOperationError(f"attempt {run_id[:8]} has no step {from_seq} to retry from "
+                                            f"(its steps: {', '.join(map(str, sorted(own)))}; not a tool result)")
+            number = next(a.number for a in list_attempts(self.repository, run_id) if a.run_id == run_id)
+            self.use_attempt(run_id, number)
+            print(f"agio: attempt {number} of run {run_id[:8]} is current again, so the retry starts from its steps")
+            run = self.repository.get_run(run_id) or run
         plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq,
@@ -274,12 +330,45 @@ class Controller:
                            run.session_id, background, agent)
 
     def attempts(self, run_id: str) -> pd.DataFrame:
-        return attempts_frame(list_attempts(self.repository, run_id))
+        return attempts_frame(list_attempts(self.repository, resolve_run_id(self.repository, run_id)))
 
     def use_attempt(self, run_id: str, number: int) -> AgentRun:
-        run = use_attempt(self.repository, run_id, number)
+        run = use_attempt(self.repository, resolve_run_id(self.repository, run_id), number)
         self.session_id = run.session_id  # the next %%agio cell continues from this attempt
+        self.refresh_family(run_id)
         return run
+
+    def agent_for(self, run: AgentRun) -> Agent:
+        """The agent that made ``run``: this kernel's handle of it, else the notebook's Agent of the same
+        name, else (only for a run of the default agent) the default agent. Never another model silently:
+        a missing agent is one line saying which cell to run."""
+        known = self.handles.get(run.id)
+        if known is not None and known.agent is not None:
+            return known.agent
+        named = self._agent_named(run.agent_name)
+        if named is not None:
+            return named
+        if run.agent_name in (None, DEFAULT_AGENT):
+            return self.default_agent()
+        raise NotFoundError(
+            f"run {run.id[:8]} was made by the agent named {run.agent_name!r}, which this kernel does not have; "
+            f"run the cell that defines Agent(name={run.agent_name!r}, ...) first, then this cell again "
+            "(or pass --agent VARIABLE)")
+
+    def agent_variable(self, name: str) -> Agent:
+        """The Agent held by the notebook variable ``name``; a wrong name lists the agents there are."""
+        namespace = getattr(self.shell, "user_ns", None) or {}
+        value = namespace.get(name)
+        if isinstance(value, Agent):
+            return value
+        if value is not None:
+            raise InvalidOperationError(f"{name!r} is a {type(value).__name__}, not an agio Agent")
+        agents = [(var, v) for var, v in namespace.items() if isinstance(v, Agent) and not var.startswith("_")]
+        listed = ", ".join(f"{var} (Agent name {v.name!r})" for var, v in agents) or "none yet"
+        same = next((var for var, v in agents if v.name == name), None)
+        hint = f"; did you mean {same}? (its Agent.name is {name!r})" if same else ""
+        raise NotFoundError(f"no agent named {name!r} in the notebook: give the variable's name, not Agent.name. "
+                            f"Agents in this kernel, by variable: {listed}{hint}")
 
     def _agent_named(self, name: str | None) -> Agent | None:
         """The notebook's agent that ran a stored run (by its name), e.g. after a kernel restart."""
@@ -289,6 +378,7 @@ class Controller:
     def feedback(self, run_id: str, rating: Any, comment: str = "", *, step: int | str | None = None,
                  propose: bool = True, correction: str | None = None) -> tuple[Any, Any]:
         """Store feedback; with ``propose``, the agent's extractor proposes an experience from it."""
+        run_id = resolve_run_id(self.repository, run_id)
         return feedback_and_proposal(self.repository, run_id, rating, comment, step=step, propose=propose,
                                      agent=self._agent_of(run_id), correction=correction)
 
@@ -297,8 +387,9 @@ class Controller:
         return known.agent if known is not None and known.agent is not None else self.default_agent()
 
     def replay(self, run_id: str) -> dict[str, Any]:
+        run_id = resolve_run_id(self.repository, run_id)
         if self.repository.get_run(run_id) is None:
-            raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}")
+            raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}{_MOVED}")
         return bundle_for_run(self.repository, run_id)
 
     def _runner(self, agent: Agent, max_steps: int | None, approver: Any = None,
@@ -314,12 +405,12 @@ class Controller:
         return StepRunner(agent, config=config, repository=self.repository, approver=approver)
 
     # -- the live part -----------------------------------------------------------------------
-    def _start(self, make_stream: Callable[[Any], AsyncIterator[StepEvent]], session_id: str,
-               background: bool, agent: Agent) -> RunHandle:
+    def _start(self, make_stream: Callable[..., AsyncIterator[StepEvent]], session_id: str,
+               background: bool, agent: Agent, breakpoints: Any = None, step: bool = False) -> RunHandle:
         handle = RunHandle(self, session_id, agent)
         live = LiveView(on_stop=handle.cancel, stop_hint=None if background or clicks_reach_a_busy_cell() else
                         "this kernel hears Stop only after the cell ends: interrupt the kernel (■) to stop now")
-        display_id = new_id()
+        display_id = handle.display_id = new_id()
         shell = self.shell
         parent = capture_parent(shell) if shell is not None else None
         if shell is not None:
@@ -327,7 +418,11 @@ class Controller:
 
             display(live.widget, display_id=display_id)
         handle.live = live
+        if shell is not None:
+            shell.user_ns["_agio"] = handle  # the latest run's handle, whatever the cell displays
         approver = functools.partial(_ask, handle, live) if shell is not None else None
+        if step:  # step mode: each pause shows as a view in the cell (or, without a kernel, waits for Python)
+            handle.debugger = Debugger(functools.partial(show_pause, handle, live), breakpoints, agent.registry)
 
         async def drive() -> None:
             restore_parent(shell, parent)
@@ -335,7 +430,7 @@ class Controller:
             ticker = loop.create_task(_tick(live))
             cancelled = False
             try:
-                async for event in make_stream(approver):
+                async for event in (make_stream(approver, handle.debugger) if step else make_stream(approver)):
                     if handle.run_id is None:
                         handle.run_id = event.run_id
                         self.handles[event.run_id] = handle
@@ -395,18 +490,23 @@ class Controller:
         return self._waited(handle)
 
     def _interrupted(self, handle: RunHandle) -> RunHandle:
+        paused = handle.debugger.current if handle.debugger is not None else None
+        if paused is not None:
+            print(f"agio: interrupted while paused {paused.describe()}", file=sys.stderr)
         handle.cancel()
         handle._finished.wait(30)
         kept = len(self.repository.get_steps(handle.session_id)) if handle.session_id else 0
+        # a status, not an error: stdout (no red background)
         print(f"agio: run {(handle.run_id or '?')[:8]} cancelled by the interrupt; "
-              f"its completed steps are kept ({kept} in the session)", file=sys.stderr)
+              f"its completed steps are kept ({kept} in the session)")
         return handle
 
     def _waited(self, handle: RunHandle) -> RunHandle:
         if handle.error is not None:
             print(f"agio: {handle.error}", file=sys.stderr)
         elif handle.stopped and handle.status == "cancelled":
-            print(f"agio: run {(handle.run_id or '?')[:8]} stopped; its completed steps are kept", file=sys.stderr)
+            print(f"agio: run {(handle.run_id or '?')[:8]} stopped; its completed steps and the partial answer "
+                  "are kept")
         return handle
 
     def _finish_display(self, handle: RunHandle, live: LiveView, display_id: str, parent: Any) -> None:
@@ -425,9 +525,25 @@ class Controller:
         run = repo.get_run(handle.run_id)
         session = repo.get_session(handle.session_id) if handle.session_id else None
         attempts = list_attempts(repo, handle.run_id) if run is not None else None
-        bundle = build_bundle(handle.events_list, run, session, attempts)
+        seen = seen_payload(repo, handle.run_id) if run is not None else None
+        bundle = build_bundle(handle.events_list, run, session, attempts, seen)
+        if run is not None and run.retry_of:  # the attempts it replaced say so (before its own, which ends the cell)
+            self.refresh_family(handle.run_id, skip=handle.run_id)
         update_display(bundle, display_id=display_id, raw=True)
         live.close()
+
+    def refresh_family(self, run_id: str, skip: str | None = None) -> None:
+        """Redraw the transcripts of ``run_id``'s attempts that this kernel shows, so each says whether it
+        is superseded now (after a retry, or a change of the current attempt)."""
+        if self.shell is None:
+            return
+        from IPython.display import update_display
+
+        for attempt in list_attempts(self.repository, run_id):
+            shown = self.handles.get(attempt.run_id)
+            if attempt.run_id != skip and shown is not None and shown.display_id and shown.done:
+                update_display(bundle_for_run(self.repository, attempt.run_id), display_id=shown.display_id,
+                               raw=True)
 
 
 async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> ApprovalDecision:

@@ -39,17 +39,46 @@ def attempts_frame(attempts: list[Attempt]) -> pd.DataFrame:
     })
 
 
+def control_points(view: RunView) -> tuple[list[int], list[int]]:
+    """(where a retry may start, where a fork may stop), by the rules of ``plan_retry`` and
+    ``fork_session``: a retry starts at an assistant step after complete steps; a fork never stops
+    inside a tool batch."""
+    retries: list[int] = []
+    forks: list[int] = []
+    pending, complete = 0, True
+    for step in sorted(view.steps, key=lambda s: s.sequence):
+        if step.role == "assistant":
+            if complete:
+                retries.append(step.sequence)
+            pending += len(step.tool_cards)
+        elif step.role == "tool":
+            pending = max(pending - 1, 0)
+        complete = pending == 0
+        if complete:
+            forks.append(step.sequence)
+    return retries, forks
+
+
+def answer_step(view: RunView, retries: list[int]) -> int | None:
+    """The answer (the last assistant step without tool calls) a retry regenerates by default."""
+    answers = [s.sequence for s in view.steps if s.sequence in retries and not s.tool_cards]
+    return (answers or retries or [None])[-1]
+
+
 def command_lines(view: RunView, attempts: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(what, command) pairs for a finished run; none while it runs."""
+    """(what, command) pairs for a finished run; none while it runs. The fork names this run, so it
+    copies the steps this transcript shows even after a retry replaced them."""
     if not view.done or not view.run_id or not view.session_id:
         return []
-    answer = next((s.sequence for s in view.steps if s.role == "assistant"), None)
-    seq = answer if answer is not None else (view.steps[0].sequence if view.steps else None)
+    retries, forks = control_points(view)
     lines = []
+    if any(a["run_id"] == view.run_id and not a["current"] for a in attempts):
+        lines.append(("note", "this attempt is superseded; the fork below copies its steps"))
+    seq = answer_step(view, retries)
     if seq is not None:
-        # the usual retry regenerates the answer; the usual fork keeps the whole run (always a valid point)
         lines.append(("retry", f"%agio retry {view.run_id} --from-seq {seq}"))
-        lines.append(("fork", f"%agio fork {view.session_id} --at {max(s.sequence for s in view.steps)}"))
+    if forks:
+        lines.append(("fork", f"%agio fork {view.session_id} --at {forks[-1]} --run {view.run_id}"))
     if len(attempts) > 1:
         lines.append(("attempts", f"%agio attempts {view.run_id}"))
         lines.append(("use an attempt", f"%agio use-attempt {view.run_id} N"))

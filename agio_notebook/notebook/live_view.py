@@ -72,7 +72,8 @@ class _StepBlock:
             self.card_box.children = (*self.card_box.children, self.cards["memory"])
             self.counter[0] += 1
         for card in step.tool_cards:
-            state = (card.status, card.result, card.error, card.arguments, len(card.displays), card.diff)
+            state = (card.status, card.result, card.error, card.arguments, len(card.displays), card.diff,
+                     card.changes)
             if self.card_state.get(card.tool_call_id) == state:
                 continue
             self.card_state[card.tool_call_id] = state

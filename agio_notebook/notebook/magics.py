@@ -13,7 +13,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from ..agent import Agent
-from ..core import AgioError
+from ..core import AgioError, AmbiguousIdError, NotFoundError
+from ..storage.ids import resolve_session_id
 from ..models.settings import parse_settings
 from .commands import COMMANDS, Command, arg, build_parser, help_text
 from .commands import mcp as mcp_commands
@@ -37,6 +38,10 @@ CELL = Command(
         arg("--wait", type=float, default=None, metavar="SECONDS",
             help="if another run (any kernel) holds the session, wait up to SECONDS for it"),
         arg("--mcp", default=None, metavar="NAME[,NAME]", help="add the tools of MCP servers named with %%agio mcp add"),
+        arg("--step", action="store_true",
+            help="step mode: pause before model and tool calls, show the request, take edits (docs/debugger.md)"),
+        arg("--break", dest="breakpoints", default=None, metavar="WHERE",
+            help="with --step, where to pause: model,tool,tool:NAME,step:N,reply,result (default model,tool)"),
     )),
     lambda controller, args: None,
 )
@@ -110,11 +115,10 @@ class AgioMagics(Magics):
             raise UsageError("%%agio: --max-steps must be at least 1")
         agent = None
         if args.agent is not None:
-            agent = self.shell.user_ns.get(args.agent)
-            if agent is None:
-                raise UsageError(f"%%agio: no agent named {args.agent!r} in the notebook")
-            if not isinstance(agent, Agent):
-                raise UsageError(f"%%agio: {args.agent!r} is a {type(agent).__name__}, not an agio Agent")
+            try:
+                agent = self.controller.agent_variable(args.agent)
+            except AgioError as exc:
+                raise UsageError(f"%%agio: {exc}") from None
         if args.model is not None:
             agent = self.controller.agent_with_model(agent or self.controller.default_agent(), args.model)
         if args.tools is not None:
@@ -125,11 +129,23 @@ class AgioMagics(Magics):
             agent = (agent or self.controller.default_agent()).with_tools(mcp_commands.tools_for(args.mcp))
         settings = parse_settings(args.settings, "--settings") if args.settings is not None else None
         query = interpolate(cell, self.shell.user_ns).strip()
-        if args.session is not None and self.controller.repository.get_session(args.session) is None:
-            raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one")
-        return self.controller.run_query(query, agent=agent, session=args.session, new_session=args.new_session,
+        session = args.session
+        if session is not None:  # the 8 characters a table shows name the session too
+            try:
+                session = resolve_session_id(self.controller.repository, session)
+            except AmbiguousIdError as exc:
+                raise UsageError(f"%%agio: {exc}") from None
+            except NotFoundError:
+                raise UsageError(f"%%agio: no session {args.session!r}; use --new-session to start one") from None
+        if args.breakpoints is not None and not args.step:
+            raise UsageError("%%agio: --break needs --step")
+        if args.step and not self.controller.defer_waits:  # a blocking cell never hears the pause's buttons
+            raise UsageError("%%agio: --step needs a cell that awaits its run (%autoawait on, in a Jupyter kernel)")
+        if args.step and args.background:
+            raise UsageError("%%agio: --step runs in the foreground (its pauses wait in the cell); drop --background")
+        return self.controller.run_query(query, agent=agent, session=session, new_session=args.new_session,
                                          max_steps=args.max_steps, background=args.background, settings=settings,
-                                         wait=args.wait)
+                                         wait=args.wait, step=args.step, breakpoints=args.breakpoints)
 
     # -- %agio subcommand ---------------------------------------------------------------------------
     def _line(self, name: str, argv: list[str]) -> Any:
@@ -140,6 +156,7 @@ class AgioMagics(Magics):
 
 
 _CELL_HEAD = re.compile(r"%%agio(?:[ \t]+(.*))?$")
+_LOAD_LINE = re.compile(r"%load_ext[ \t]+agio_notebook[ \t]*$")
 _RETRY_CELL = re.compile(r"%agio[ \t]+(retry\b.*)$")
 _AWAITED = "await get_ipython().magics_manager.registry['AgioMagics'].agio_awaited"
 
@@ -150,7 +167,13 @@ def await_agio_cells(lines: list[str]) -> list[str]:
 
     IPython runs a cell that awaits as a coroutine; ipykernel 7 dispatches comm messages (a click on
     Stop) while it awaits, which it does not while a cell blocks.
+
+    A cell a transcript control inserted starts with ``%load_ext agio_notebook`` (so it works in a
+    kernel that never loaded agio); this transformer exists only once agio is loaded, so there the line
+    would only print "already loaded": it is dropped.
     """
+    if len(lines) > 1 and _LOAD_LINE.match(lines[0].rstrip("\r\n")):
+        lines = lines[1:]
     if not lines or not _awaits_on_asyncio(get_ipython()):
         return lines  # the magic runs as it is, and blocks
     first = lines[0].rstrip("\r\n")

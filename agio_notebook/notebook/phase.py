@@ -5,11 +5,21 @@ from __future__ import annotations
 from .view_model import RunView
 
 
+def pause_place(pause: dict) -> str:
+    """Where a step-mode pause stands, from its ``run_paused`` payload: ``before tool call add (step 3)``."""
+    kind, name = pause.get("kind"), pause.get("name")
+    where = {"model": "before the model call", "reply": "after the model's reply",
+             "tool": f"before tool call {name}", "result": f"after the result of {name}"}.get(kind, str(kind))
+    return f"{where} (step {pause.get('sequence')})"
+
+
 def phase(view: RunView) -> str | None:
     """``waiting for the model…``, ``streaming…``, ``running 2 tools (a, b)…``, ``waiting for approval
     (a)…`` or ``finishing…`` while the run goes on; ``None`` once it has ended."""
     if view.status not in ("pending", "running"):
         return None
+    if view.paused is not None:
+        return f"paused {pause_place(view.paused)}"
     cards = [c for s in view.steps for c in s.tool_cards]
     waiting = [c.name for c in cards if c.status == "awaiting_approval"]
     if waiting:

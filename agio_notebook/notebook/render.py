@@ -13,6 +13,8 @@ from html import escape
 import nh3
 
 from ..models.pricing import format_cost
+from ..views import text_html
+from .debug_marks import card_marks_html, marks_text, step_marks_html
 from .phase import phase
 from .view_model import RunView, StepView, ToolCard
 
@@ -54,6 +56,8 @@ def metrics_line(m: dict, *, run: bool = False) -> str:
         parts.append(f"model {m['model_ms']:.0f} ms")
     if m.get("tool_ms"):
         parts.append(f"tools {m['tool_ms']:.0f} ms")
+    if m.get("paused_ms"):  # step mode: waiting at pauses, its own figure
+        parts.append(f"paused {m['paused_ms']:.0f} ms")
     if m.get("duration_ms"):
         parts.append(f"total {m['duration_ms']:.0f} ms")
     if "cost" in m and (run or m.get("total_tokens") is not None):  # unknown shows as unknown, never $0
@@ -115,12 +119,37 @@ def card_html(card: ToolCard) -> str:
     if card.error is not None:
         body += (f'<pre class="agio-tool-error" style="{_MONO};margin:2px 0;color:#cf222e;white-space:pre-wrap">'
                  f'{escape(card.error_type or "error")}: {escape(card.error)}</pre>')
+    if card.nested is not None:
+        body += nested_run_html(card.nested)
     return (f'<details class="agio-tool-card agio-tool-{escape(card.status)}" '
             f'style="border:1px solid #d0d7de;border-radius:6px;margin:4px 0 4px 12px;padding:2px 8px">'
-            f'<summary>🔧 <b>{escape(card.name)}</b> {_badge(card.status)}{duration}{_isolation(card)}</summary>'
-            f'{body}</details>'
+            f'<summary><span class="agio-tool-label" style="color:#57606a;font-size:11px">tool</span> '
+            f'<b>{escape(card.name)}</b> {_badge(card.status)}{duration}{_isolation(card)}</summary>'
+            f'{body}</details>{card_marks_html(card)}'
             + (f'<div class="agio-displays" style="margin:0 0 4px 12px">{displays_html(card.displays)}</div>'
                if card.displays else ""))
+
+
+def nested_run_html(view: RunView) -> str:
+    """The run of an agent called as a tool, inside its tool card: its steps and cards, at any depth."""
+    steps = "".join(step_html(s) for s in view.conversation())
+    line = escape(metrics_line(view.run_metrics, run=True))
+    error = (f'<div class="agio-error" style="color:#cf222e">{escape(view.error)}</div>'
+             if view.error and view.status not in ("completed", "running") else "")
+    return (f'<details open class="agio-nested-run" data-agio-run="{escape(view.run_id or "")}" '
+            f'style="border-left:2px dashed #8250df;margin:4px 0;padding:2px 0 2px 8px">'
+            f'<summary style="font-size:12px">agent <b class="agio-nested-agent">{escape(view.agent_name or "?")}</b> '
+            f'{_badge(view.status)} <span style="color:#57606a;font-size:11px">run '
+            f'{escape((view.run_id or "")[:8])}</span></summary>{steps}{error}'
+            f'<div class="agio-metrics" style="font-size:11px;color:#57606a">{line}</div></details>')
+
+
+def handoff_html(view: RunView) -> str:
+    """Who holds the conversation after handoffs (empty without one)."""
+    if not view.handoffs:
+        return ""
+    chain = " → ".join([view.handoffs[0]["from"], *(h["to"] for h in view.handoffs)])
+    return (f'<div class="agio-handoff" style="font-size:12px;color:#8250df">handed off: {escape(chain)}</div>')
 
 
 def role_color(role: str) -> str:
@@ -153,6 +182,7 @@ def step_label(step: StepView, tip: str) -> str:
     return (f"#{step.sequence} {who}"
             + (f" · attempt {step.attempt}" if step.attempt > 1 else "")
             + (" · superseded" if step.superseded else "")
+            + (" · stopped: partial answer" if step.status == "cancelled" else "")
             + (f' · <span class="agio-metrics">{escape(tip)}</span>' if tip and step.role == "assistant" else ""))
 
 
@@ -165,7 +195,7 @@ def step_html(step: StepView) -> str:
     head = f'<div style="font-size:11px;color:#57606a" title="{escape(tip)}">{step_label(step, tip)}</div>'
     text = f'<div style="white-space:pre-wrap">{escape(step.text)}</div>' if step.text else ""
     memory = memory_card_html(step.memory) if step.memory else ""
-    return (f'<div class="{css}" style="{style}">{head}{text}{memory}'
+    return (f'<div class="{css}" style="{style}">{head}{text}{step_marks_html(step)}{memory}'
             f'{"".join(card_html(c) for c in step.tool_cards)}</div>')
 
 
@@ -174,6 +204,8 @@ def header_html(view: RunView) -> str:
     extra = ""
     if view.retry_of:
         extra += f" · attempt {view.attempt}, retry of {escape(view.retry_of[:8])}"
+    if view.superseded_by:
+        extra += f' · <span class="agio-superseded">superseded by {escape(view.superseded_by[:8])}</span>'
     origin = ""
     if view.forked_from:
         origin = (f'<div class="agio-fork-origin" style="font-size:11px;color:#57606a">forked from session '
@@ -181,12 +213,12 @@ def header_html(view: RunView) -> str:
     ids = f"{escape((view.run_id or '')[:8])} · session {escape((view.session_id or '')[:8])}"
     return (f'<div class="agio-header" style="display:flex;gap:8px;align-items:center">'
             f'<b>agio {title}</b> {_badge(view.status)}<span style="color:#57606a;font-size:11px">{ids}'
-            f'{extra}</span></div>{origin}')
+            f'{extra}</span></div>{origin}{handoff_html(view)}')
 
 
 def footer_html(view: RunView) -> str:
     error = (f'<div class="agio-error" style="color:#cf222e">{escape(view.error)}</div>'
-             if view.error and view.status != "completed" else "")
+             if view.error and view.status != "completed" and view.error != view.status else "")
     line = escape(metrics_line(view.run_metrics, run=True))
     now = phase(view)
     if now is not None:  # the run goes on: what it is doing first, then the metrics so far
@@ -199,24 +231,30 @@ def footer_html(view: RunView) -> str:
 def to_html(view: RunView, extra: str = "") -> str:
     """The whole run; ``extra`` is markup placed under the footer (already escaped by its maker)."""
     steps = "".join(step_html(s) for s in view.conversation())
-    return (f'<div class="agio-run" data-agio-run="{escape(view.run_id or "")}" style="{_BOX};'
-            f'border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
-            f'{header_html(view)}{steps}{footer_html(view)}{extra}</div>')
+    return text_html(f'<div class="agio-run" data-agio-run="{escape(view.run_id or "")}" style="{_BOX};'
+                     f'border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
+                     f'{header_html(view)}{steps}{footer_html(view)}{extra}</div>')  # "$5" is text, not math
 
 
 def to_text(view: RunView) -> str:
+    lines = _text_lines(view)
+    return "\n".join(lines)
+
+
+def _text_lines(view: RunView) -> list[str]:
     lines = [f"agio {view.kind} {(view.run_id or '')[:8]} [{view.status}]"
              + (f" attempt {view.attempt} (retry of {view.retry_of[:8]})" if view.retry_of else "")]
     if view.forked_from:
         lines.append(f"  forked from session {view.forked_from[:8]} at step {view.forked_at}")
     for step in view.conversation():
-        mark = " (superseded)" if step.superseded else ""
+        mark = (" (superseded)" if step.superseded else "") + (" (stopped: partial)" if step.status == "cancelled" else "")
         who = "user" if step.role == "user" else "assistant"
         if step.memory:
             lines.append(f"#{step.sequence} memory: " + ", ".join(
                 f"{i.get('kind')} {str(i.get('id', ''))[:8]}" for i in step.memory.get("items") or []))
         if step.text:
             lines.append(f"#{step.sequence} {who}{mark}: {step.text}")
+        lines.extend(marks_text(step))
         for card in step.tool_cards:
             outcome = card.result if card.status == "ok" else f"{card.error_type or card.status}: {card.error}"
             lines.append(f"  -> {card.name}({card.arguments}) [{card.status}]"
@@ -224,7 +262,11 @@ def to_text(view: RunView) -> str:
             shown = [d.get("mime") for d in card.displays]
             if shown:
                 lines.append(f"     [{shown.count('image/png')} figure(s), {shown.count('text/html')} table(s) shown]")
+            if card.nested is not None:  # the nested run of an agent tool, indented under its call
+                lines.extend(f"     | {line}" for line in _text_lines(card.nested))
+    if view.handoffs:
+        lines.append("handed off: " + " → ".join([view.handoffs[0]["from"], *(h["to"] for h in view.handoffs)]))
     if view.error and view.status != "completed":
         lines.append(f"error: {view.error}")
     lines.append(metrics_line(view.run_metrics, run=True))
-    return "\n".join(lines)
+    return lines

@@ -14,7 +14,9 @@ from typing import Any, Iterable
 
 from ..core import AgentRun, AgentSession, StepEvent, StepEventType
 from ..execution.attempts import Attempt, list_attempts
+from ..execution.nested import nested_events
 from ..storage.base import Repository, iter_events
+from .debug_marks import attach_seen, seen_payload
 from .controls import attempt_dicts, command_lines, commands_html, commands_text
 from .render import to_html, to_text
 from .view_model import fold
@@ -38,29 +40,37 @@ def _mask_secrets(data: Any) -> Any:
 
 def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | dict[str, Any] | None = None,
                  session: AgentSession | dict[str, Any] | None = None,
-                 attempts: list[Attempt] | None = None) -> dict[str, Any]:
+                 attempts: list[Attempt] | None = None, seen: dict[str, Any] | None = None) -> dict[str, Any]:
     """The MIME bundle for a run from its events (deltas are dropped: the completed steps carry the text).
 
     ``attempts`` (this run's family) feed the attempt selector; the fallbacks show the equivalent commands.
+    ``seen`` (:func:`~.debug_marks.seen_payload`) is what each model call saw, shown under it.
     """
     dicts = [e.to_dict() if isinstance(e, StepEvent) else e for e in events]
-    dicts = [e for e in dicts if e["type"] != StepEventType.STEP_DELTA.value]
+    dicts = [e for e in dicts if e["type"] != StepEventType.STEP_DELTA.value and not _nested_delta(e)]
     run_dict = run.to_dict() if isinstance(run, AgentRun) else run
     if run_dict is None:
         run_dict = next((e["payload"]["run"] for e in reversed(dicts) if "run" in e["payload"]), None)
     session_dict = session.to_dict() if isinstance(session, AgentSession) else session
     payload = _mask_secrets({"version": BUNDLE_VERSION, "run": run_dict, "session": session_dict,
-                             "events": dicts, "attempts": attempt_dicts(attempts)})
+                             "events": dicts, "attempts": attempt_dicts(attempts),
+                             **({"seen": seen} if seen else {})})
     view = fold(payload["events"], payload["session"])
+    attach_seen(view, payload.get("seen"))
     if run_dict is not None and not view.done and run_dict.get("status") not in (None, "running"):
         # a run with no terminal event (interrupted: its process died) shows its stored status
         view.status, view.error = run_dict["status"], run_dict.get("error")
         view.settle_cards()
+    view.superseded_by = (run_dict or {}).get("superseded_by")
     payload["trace_svg"] = trace_svg(view.run_id, payload["events"])  # drawn by the JupyterLab extension
     lines = command_lines(view, payload["attempts"])
     html = to_html(view, commands_html(lines))
     text = to_text(view) + ("\n" + commands_text(lines) if lines else "")
     return {MIME_TYPE: payload, "text/html": html, "text/plain": text}
+
+
+def _nested_delta(event: dict[str, Any]) -> bool:
+    return event["type"] == StepEventType.NESTED.value and event["payload"]["event"]["type"] == "step_delta"
 
 
 def trace_svg(run_id: str | None, events: list[dict[str, Any]]) -> str | None:
@@ -80,4 +90,6 @@ def bundle_for_run(repository: Repository, run_id: str) -> dict[str, Any]:
     run = repository.get_run(run_id)
     session = repository.get_session(run.session_id) if run is not None else None
     attempts = list_attempts(repository, run_id) if run is not None else None
-    return build_bundle(iter_events(repository, run_id), run, session, attempts)
+    seen = seen_payload(repository, run_id) if run is not None else None
+    return build_bundle([*iter_events(repository, run_id), *nested_events(repository, run_id)], run, session,
+                        attempts, seen)

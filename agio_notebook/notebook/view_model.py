@@ -28,6 +28,10 @@ class ToolCard:
     isolation: str | None = None  # how a sandboxed action was isolated (shown on the card)
     diff: str | None = None  # what a file action changed (unified diff)
     replayed: bool = False  # a side-effect call answered from the record, not run again
+    edited: dict[str, Any] = field(default_factory=dict)  # step mode: arguments/result edited, or skipped
+    pauses: list[dict[str, Any]] = field(default_factory=list)  # step mode: where the run waited on it
+    nested: RunView | None = None  # the run of an agent called as this tool, folded from its nested events
+    changes: int = 0  # counts nested events folded in (the live view redraws the card when it moves)
 
 
 @dataclass
@@ -42,6 +46,9 @@ class StepView:
     tool_cards: list[ToolCard] = field(default_factory=list)
     complete: bool = False
     memory: dict[str, Any] | None = None  # a memory_read step: what was retrieved into the prompt
+    edited: dict[str, Any] = field(default_factory=dict)  # step mode: the request or the reply was edited
+    pauses: list[dict[str, Any]] = field(default_factory=list)  # step mode: before the call, after the reply
+    seen: list[dict[str, Any]] | None = None  # the messages this model call received (from the bundle)
 
 
 @dataclass
@@ -52,6 +59,7 @@ class RunView:
     kind: str = "run"
     attempt: int = 1
     retry_of: str | None = None
+    superseded_by: str | None = None  # the retry that replaced this attempt, when known
     query: str | None = None
     model_name: str | None = None
     error: str | None = None
@@ -60,7 +68,10 @@ class RunView:
     steps: list[StepView] = field(default_factory=list)
     forked_from: str | None = None
     forked_at: int | None = None
+    agent_name: str | None = None  # the agent answering (it changes at a handoff)
+    handoffs: list[dict[str, Any]] = field(default_factory=list)  # {"from", "to", "sequence"} in order
     skipped: int = 0  # malformed events left out
+    paused: dict[str, Any] | None = None  # step mode: the pause the run waits at now
     _by_seq: dict[int, StepView] = field(default_factory=dict, repr=False)
     _cards: dict[str, ToolCard] = field(default_factory=dict, repr=False)
 
@@ -87,6 +98,13 @@ class RunView:
 
     def _apply(self, event: StepEvent) -> None:
         t, p = event.type, event.payload
+        if t is _E.NESTED:
+            self._apply_nested(p["path"], p["event"])
+            return
+        if t is _E.HANDOFF:
+            self.agent_name = p["to"]
+            self.handoffs.append({"from": p["from"], "to": p["to"], "tool_call_id": p.get("tool_call_id")})
+            return
         if t is _E.STEP_DELTA:
             if "content" in p:
                 self._step(p["sequence"], "assistant").text += p["content"]
@@ -98,6 +116,7 @@ class RunView:
             self.retry_of, self.query, self.model_name = run.get("retry_of"), run.get("query"), run.get("model_name")
             self.error, self.final_text = run.get("error"), run.get("final_text")
             self.run_metrics = run.get("metrics") or {}
+            self.agent_name = run.get("agent_name") or self.agent_name
             if t.is_terminal:
                 self.settle_cards()
         elif t is _E.STEP_COMPLETED:
@@ -115,6 +134,17 @@ class RunView:
                 card.displays = [d for a in actions for d in action_displays(a)]
                 diffs = [a["output"].get("diff") for a in actions if isinstance(a.get("output"), dict)]
                 card.diff = "".join(d for d in diffs if isinstance(d, str)) or None
+            extra = step.get("extra") or {}
+            edited = dict(extra.get("edited") or {})
+            if (extra.get("request") or {}).get("edited"):
+                edited["request"] = extra["request"]["edited"]
+            if edited and step["role"] == "tool" and step.get("tool_call_id") in self._cards:
+                card = self._cards[step["tool_call_id"]]
+                card.edited, card.result = edited, step.get("content")
+                if "arguments" in edited:
+                    card.arguments = edited["arguments"]["sent"]
+            elif edited:
+                view.edited = edited
             if step["role"] == "assistant":
                 for call in step.get("tool_calls") or ():
                     if call["id"] not in self._cards:
@@ -154,19 +184,51 @@ class RunView:
             if card is not None:
                 isolation = (p.get("input") or {}).get("isolation")
                 card.isolation = isolation if isinstance(isolation, str) else card.isolation
+        elif t is _E.RUN_PAUSED:
+            self.paused = dict(p)
+        elif t is _E.RUN_RESUMED:
+            self.paused = None
+            record = dict(p)
+            card = self._cards.get(p.get("tool_call_id") or "")
+            if card is not None:
+                card.pauses.append(record)
+            else:
+                self._step(p["sequence"], "assistant").pauses.append(record)
         elif t is _E.METRICS:
             self.run_metrics = p.get("run") or self.run_metrics
             view = self._by_seq.get(p["sequence"])
             if view is not None:
                 view.metrics = p.get("step") or view.metrics
 
+    def _apply_nested(self, path: list[dict[str, Any]], event: dict[str, Any]) -> None:
+        """An event of a run nested under one of this run's tool cards (at any depth, by its path)."""
+        view: RunView = self
+        for hop in path:
+            card = view._cards.get(hop["tool_call_id"])
+            if card is None:  # the card is not known yet: nothing to hang it on
+                return
+            card.changes += 1
+            if card.nested is None or card.nested.run_id not in (None, hop.get("run_id")):
+                card.nested = RunView()
+            view = card.nested
+        view._apply(StepEvent.from_dict(event))
+
     def settle_cards(self) -> None:
         """The run is over: a call still running or awaiting approval never finished (cancelled with its
         run, or its process died), so its card must not go on saying it runs."""
         ended = "cancelled" if self.status == "cancelled" else "interrupted"
+        if self.paused is not None:  # ended while it waited at a pause
+            self.paused = dict(self.paused, action="ended")
+            card = self._cards.get(self.paused.get("tool_call_id") or "")
+            (card.pauses if card is not None else self._step(self.paused["sequence"], "assistant").pauses).append(
+                self.paused)
+            self.paused = None
         for card in self._cards.values():
             if card.status in ("running", "awaiting_approval"):
                 card.status = ended
+            if card.nested is not None and not card.nested.done:  # its end never reached this stream
+                card.nested.status = ended
+                card.nested.settle_cards()
 
     def conversation(self) -> list[StepView]:
         """Steps in sequence order, tool steps folded into their cards (they are shown there)."""

@@ -16,14 +16,16 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 from ..agent import Agent
-from ..core import InvalidOperationError, RunStatus, new_id, now
+from ..core import AgentRun, InvalidOperationError, RunStatus, new_id, now
 from ..models.pricing import check_priced
 from ..storage import Repository
+from ..storage.ids import resolve_filter
 from . import loop as sched_loop
+from . import options as check
 from .errors import SchedulingError
 from .executor import BatchState, ExecutionRequest, Executor, default_executor, figures
 from .limits import RateLimit
-from .records import ExecStatus, ExecutionRecord
+from .records import ExecStatus, ExecutionRecord, item_session
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -206,30 +208,21 @@ def batch(agent: Agent, inputs: Any, *, prompt: str | None = None, name: str | N
     """
     if not isinstance(agent, Agent):
         raise SchedulingError(f"agent must be an agio Agent, got {type(agent).__name__}")
-    if concurrency < 1:
-        raise SchedulingError(f"concurrency must be at least 1, got {concurrency}")
-    if retry_delay < 0:
-        raise SchedulingError(f"retry_delay must be >= 0, got {retry_delay}")
-    if batch_max_tokens is not None and batch_max_tokens < 1:
-        raise SchedulingError(f"batch_max_tokens must be >= 1, got {batch_max_tokens}")
+    # every option is checked before anything is stored or queued: a refused batch leaves nothing behind
+    options = _options(concurrency=concurrency, priority=priority, timeout=timeout, retries=retries,
+                       retry_delay=retry_delay, rate_limit=rate_limit, max_tokens=max_tokens,
+                       batch_max_tokens=batch_max_tokens, batch_max_cost=batch_max_cost)
+    rate_limit = check.rate_limit(rate_limit)
     if batch_max_cost is not None:
-        if batch_max_cost <= 0:
-            raise SchedulingError(f"batch_max_cost must be a positive amount of USD, got {batch_max_cost!r}")
         check_priced(agent.model_name)  # an unknown price would make the budget meaningless
     if backend not in (None, "local", "ray"):
         raise SchedulingError(f"unknown backend {backend!r}; use 'local' or 'ray'")
     if address is not None and backend != "ray":
         raise SchedulingError("address= names a Ray cluster: use it with backend='ray'")
-    if isinstance(rate_limit, dict):
-        rate_limit = RateLimit(**rate_limit)
-    rows, queries, columns = _rows(inputs, prompt)
+    rows, queries, columns = _rows(inputs, check.prompt(prompt))
+    name = check.name(name)
     executor = executor or _executor_for(repository, backend, address, agent)
     name = name or f"batch-{new_id()[:8]}"
-    options = {"concurrency": concurrency, "priority": priority, "timeout": timeout, "retries": retries,
-               "retry_delay": retry_delay, "max_tokens": max_tokens, "batch_max_tokens": batch_max_tokens,
-               "batch_max_cost": batch_max_cost,
-               "rate_limit": None if rate_limit is None else {"rpm": rate_limit.rpm, "tpm": rate_limit.tpm,
-                                                               "endpoint": rate_limit.endpoint}}
     fingerprint = _fingerprint(queries)
     stored = executor.store.get_batch(name)
     running = executor.batches.get(name)
@@ -238,13 +231,29 @@ def batch(agent: Agent, inputs: Any, *, prompt: str | None = None, name: str | N
     if stored is not None and stored.get("fingerprint") != fingerprint:
         raise SchedulingError(f"a batch named {name!r} already exists with different inputs "
                               f"({stored.get('n')} items stored, {len(queries)} given); choose another name")
-    if stored is None:
-        executor.store.put_batch({"id": name, "name": name, "created_at": now(), "n": len(queries),
-                                  "fingerprint": fingerprint, "agent_name": agent.name,
-                                  "model_name": agent.model_name, "prompt": prompt, "columns": columns,
-                                  "inputs": rows, "options": options})
+    definition = None if stored is not None else {
+        "id": name, "name": name, "created_at": now(), "n": len(queries), "fingerprint": fingerprint,
+        "agent_name": agent.name, "model_name": agent.model_name, "prompt": prompt, "columns": columns,
+        "inputs": rows, "options": options}
     _agents[name] = agent
-    return _start(executor, agent, name, rows, queries, columns, options, rate_limit)
+    return _start(executor, agent, name, rows, queries, columns, options, rate_limit, definition)
+
+
+def _options(*, concurrency: Any, priority: Any, timeout: Any, retries: Any, retry_delay: Any, rate_limit: Any,
+             max_tokens: Any, batch_max_tokens: Any, batch_max_cost: Any) -> dict[str, Any]:
+    """The batch's options as stored with its definition, each checked (one line for the first bad one)."""
+    limit = check.rate_limit(rate_limit)
+    return {"concurrency": check.whole("concurrency", concurrency, minimum=1),
+            "priority": check.priority(priority),
+            "timeout": check.real("timeout", timeout, positive=True, optional=True, what="a positive number of seconds (None: no limit)"),
+            "retries": check.whole("retries", retries, minimum=0),
+            "retry_delay": check.real("retry_delay", retry_delay),
+            "max_tokens": check.whole("max_tokens", max_tokens, minimum=1, optional=True),
+            "batch_max_tokens": check.whole("batch_max_tokens", batch_max_tokens, minimum=1, optional=True),
+            "batch_max_cost": check.real("batch_max_cost", batch_max_cost, positive=True, optional=True,
+                                         what="a positive amount of USD"),
+            "rate_limit": None if limit is None else {"rpm": limit.rpm, "tpm": limit.tpm, "endpoint": limit.endpoint,
+                                                      "period": limit.period}}
 
 
 def _executor_for(repository: Repository | None, backend: Any, address: str | None, agent: Agent) -> Executor:
@@ -258,58 +267,95 @@ def _executor_for(repository: Repository | None, backend: Any, address: str | No
 
 
 def _start(executor: Executor, agent: Agent, name: str, rows: list[dict[str, Any]], queries: list[str],
-           columns: list[str], options: dict[str, Any], rate_limit: RateLimit | None) -> BatchHandle:
-    done = {r.index: r for r in _reconcile(executor, executor.store.records(name))}
-    state = executor.batch_state(name, concurrency=options["concurrency"], max_tokens=options["batch_max_tokens"],
-                                 max_cost=options.get("batch_max_cost"))
+           columns: list[str], options: dict[str, Any], rate_limit: RateLimit | None,
+           definition: dict[str, Any] | None = None) -> BatchHandle:
+    """Store the definition and every item's record durably, then queue what is unfinished.
+
+    Nothing runs before the records are on disk: a kill at any moment after this leaves a record for
+    every item, and each attempt's session derives from (batch, item, attempt), so a resume finds
+    every run an item made, finished or not.
+    """
+    stored = [] if definition is not None else executor.store.records(name)
+    done = {r.index: r for r in _reconcile(executor, name, len(rows), stored)} if definition is None else {}
+    finished: list[ExecutionRecord] = []
     todo: list[tuple[ExecutionRequest, ExecutionRecord | None]] = []
     for index, (row, query) in enumerate(zip(rows, queries)):
         rec = done.get(index)
         if rec is not None and rec.status in (ExecStatus.COMPLETED, ExecStatus.FAILED, ExecStatus.TIMED_OUT):
-            executor.records[rec.id] = rec  # finished in an earlier kernel: kept, not run again
-            state.ids.append(rec.id)
+            finished.append(rec)  # finished in an earlier kernel: kept, not run again
             continue
         request = ExecutionRequest(agent=agent, query=query, batch=name, index=index, inputs=row,
                                    priority=options["priority"], timeout=options["timeout"],
                                    retries=options["retries"], retry_delay=options["retry_delay"],
                                    max_tokens=options["max_tokens"], rate_limit=rate_limit, resumable=True)
-        if rec is not None:
-            rec.status, rec.error = ExecStatus.QUEUED, None
-            executor.store.log(rec, "resumed: queued again after an interrupted or cancelled attempt")
-        todo.append((request, rec))
+        todo.append((request, executor.new_record(request, rec)))
+    for request, _ in todo:
+        executor.check(request)
+    if definition is not None:
+        executor.store.put_batch(definition)  # fails loudly (a locked store) before anything is queued
+    for _, rec in todo:
+        executor.store.put(rec)
+        executor.store.log(rec, f"queued with priority {rec.priority}" if rec.attempts == 0 else
+                           f"resumed: queued again after {rec.attempts} interrupted or cancelled attempt(s); "
+                           "the next runs in a new session")
+    executor.store.flush()  # the definition and every record are durable before the first item starts
+    state = executor.batch_state(name, concurrency=options["concurrency"], max_tokens=options["batch_max_tokens"],
+                                 max_cost=options.get("batch_max_cost"))
+    for rec in finished:
+        executor.records[rec.id] = rec
+        state.ids.append(rec.id)
     handle = BatchHandle(name, executor, state, columns)
     if todo:
-        executor.submit_many(todo)
+        executor.submit_many(todo, stored=True)
     else:
         executor.call_done(state)
     return handle
 
 
-def _reconcile(executor: Executor, records: list[ExecutionRecord]) -> list[ExecutionRecord]:
-    """Records of an earlier kernel, corrected from the runs: a run that completed is a completed item."""
-    repo = executor.repository
-    for rec in records:
-        if rec.status.is_terminal and rec.status is not ExecStatus.CANCELLED:
+def _reconcile(executor: Executor, name: str, n: int, records: list[ExecutionRecord]) -> list[ExecutionRecord]:
+    """Records of an earlier kernel, corrected from the runs each item's sessions hold.
+
+    A run that completed makes its item completed (its record may lag behind it), and an item whose
+    attempts left sessions behind counts them, so its next attempt runs in a new session and its
+    model never sees the input twice. An item with no record at all (a store written before records
+    were made durable up front) is found the same way.
+    """
+    by_index = {r.index: r for r in records}
+    prefix = f"{name}-"
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for doc in executor.repository.iter_run_dicts():
+        if str(doc.get("session_id", "")).startswith(prefix):
+            runs.setdefault(doc["session_id"], []).append(doc)
+    for index in range(n):
+        rec = by_index.get(index)
+        if rec is not None and rec.status.is_terminal and rec.status is not ExecStatus.CANCELLED:
             continue
-        base = f"{rec.batch}-{rec.index:05d}"
-        for attempt in range(1, rec.attempts + 2):
-            session_id = base if attempt == 1 else f"{base}-a{attempt}"
-            finished = [r for r in repo.list_runs(session_id) if r.status is RunStatus.COMPLETED]
-            if finished:
-                run = finished[-1]
-                m = run.metrics
-                rec.status, rec.result, rec.error = ExecStatus.COMPLETED, run.final_text, None
-                rec.session_id, rec.run_id, rec.attempts = session_id, run.id, max(rec.attempts, attempt)
-                rec.prompt_tokens, rec.completion_tokens, rec.total_tokens = (
-                    m.prompt_tokens or 0, m.completion_tokens or 0, m.total_tokens or 0)
-                rec.model_calls, rec.tool_calls = m.model_calls, m.tool_calls
-                rec.started_at = rec.started_at or run.started_at
-                rec.ended_at = run.ended_at
-                rec.duration_ms = m.duration_ms
-                executor.store.put(rec)
-                executor.store.log(rec, f"completed in an earlier kernel (run {run.id}); not run again")
+        attempt = 1
+        while (docs := runs.get(item_session(name, index, attempt))) is not None:
+            if rec is None:
+                rec = by_index[index] = ExecutionRecord(batch=name, index=index)
+            rec.attempts = max(rec.attempts, attempt)
+            completed = [d for d in docs if d.get("status") == RunStatus.COMPLETED.value]
+            if completed:
+                _completed_from(executor, rec, AgentRun.from_dict(max(completed, key=lambda d: d["started_at"])))
                 break
-    return records
+            attempt += 1
+    return list(by_index.values())
+
+
+def _completed_from(executor: Executor, rec: ExecutionRecord, run: AgentRun) -> None:
+    stored = executor.repository.get_run(run.id) or run  # the session's own version has the final metrics
+    m = stored.metrics
+    rec.status, rec.result, rec.error = ExecStatus.COMPLETED, stored.final_text, None
+    rec.session_id, rec.run_id = stored.session_id, stored.id
+    rec.prompt_tokens, rec.completion_tokens, rec.total_tokens = (
+        m.prompt_tokens or 0, m.completion_tokens or 0, m.total_tokens or 0)
+    rec.model_calls, rec.tool_calls = m.model_calls, m.tool_calls
+    rec.started_at = rec.started_at or stored.started_at
+    rec.ended_at = stored.ended_at
+    rec.duration_ms = m.duration_ms
+    executor.store.put(rec)
+    executor.store.log(rec, f"completed in an earlier kernel (run {stored.id}); not run again")
 
 
 def resume_batch(name: str, agent: Agent | None = None, *, executor: Executor | None = None,
@@ -320,6 +366,7 @@ def resume_batch(name: str, agent: Agent | None = None, *, executor: Executor | 
     batch's agent in the notebook's namespace.
     """
     executor = executor or default_executor(repository)
+    name = resolve_filter(lambda _, n: executor.store.resolve_batch(n), None, name)  # as shown, or a prefix
     stored = executor.store.get_batch(name)
     if stored is None:
         known = ", ".join(executor.store.batch_names()[-5:]) or "none"
@@ -361,14 +408,17 @@ def run_jobs(jobs: Sequence[tuple[Agent, str | None, str]], *, name: str | None 
     for i, job in enumerate(jobs):
         if len(job) != 3 or not isinstance(job[0], Agent) or not isinstance(job[2], str):
             raise SchedulingError(f"jobs[{i}] must be (Agent, session id or None, query string)")
+    concurrency = check.whole("concurrency", concurrency, minimum=1)
     executor = executor or default_executor(repository)
-    name = name or f"jobs-{new_id()[:8]}"
-    state = executor.batch_state(name, concurrency=concurrency)
+    name = check.name(name) or f"jobs-{new_id()[:8]}"
     columns = ["agent", "session", "query"]
     requests: list[tuple[ExecutionRequest, ExecutionRecord | None]] = [
         (ExecutionRequest(agent=agent, query=query, batch=name, index=i, session_id=session,
                           inputs={"agent": agent.name, "session": session, "query": query}, priority=priority,
                           timeout=timeout, retries=retries, retry_delay=retry_delay, max_tokens=max_tokens), None)
         for i, (agent, session, query) in enumerate(jobs)]
+    for request, _ in requests:
+        executor.check(request)
+    state = executor.batch_state(name, concurrency=concurrency)
     executor.submit_many(requests)
     return BatchHandle(name, executor, state, columns)

@@ -13,24 +13,28 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, AsyncIterator, Callable, Iterable
 
 from ..agent import Agent
 from ..core import AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus, ToolCall, new_id, now
 from ..execution import AgentHook, StepRunner
 from ..execution.tool_executor import ToolExecutor
 from ..storage import Repository, open_repository
+from ..storage.group_commit import StoreWait, store_wait
+from ..storage.ids import resolve_prefix
 from ..tools import Tool, ToolRegistry, tool as as_tool
 from . import loop as sched_loop
+from . import options as check
 from .errors import SchedulingError
 from .limits import LimitedModel, RateLimit, backoff, is_retryable, limiter_for
 from .queue import FairQueue
-from .records import ExecStatus, ExecutionRecord, ExecutionStore
+from .records import ExecStatus, ExecutionRecord, ExecutionStore, item_session
 
 SINGLE = "single"  # the batch of requests submitted on their own
 
@@ -185,35 +189,42 @@ class Executor:
             return state
         return sched_loop.call(make)
 
-    def _check(self, request: ExecutionRequest) -> None:
+    def check(self, request: ExecutionRequest) -> None:
+        """Refuse a request that could not run, in one line, before anything of it is stored or queued."""
         _check_request(request)
         if request.fork is not None and self.backend is not None:
             raise SchedulingError("forks run on the local backend (a Ray worker starts from its own copy of the store)")
 
     def submit(self, request: ExecutionRequest, *, record: ExecutionRecord | None = None) -> str:
         """Queue ``request``; returns its execution id at once (the seed's submit)."""
-        self._check(request)
-        rec = record or ExecutionRecord(batch=request.batch, index=request.index, request=request.describe(),
-                                        priority=request.priority, parent=request.parent)
-        rec.agent_name = request.agent.name if request.agent is not None else None
-        rec.model_name = request.agent.model_name if request.agent is not None else None
+        self.check(request)
+        warm_up(request.agent)
+        rec = self.new_record(request, record)
         sched_loop.call(lambda: self._enqueue(_Job(rec, request), new=record is None or rec.attempts == 0))
         return rec.id
 
-    def submit_many(self, requests: Iterable[tuple[ExecutionRequest, ExecutionRecord | None]]) -> list[str]:
-        """Queue many at once (one hop to the loop, one flush)."""
-        jobs = []
-        for request, record in requests:
-            self._check(request)
-            rec = record or ExecutionRecord(batch=request.batch, index=request.index, request=request.describe(),
-                                            priority=request.priority, parent=request.parent)
-            rec.agent_name = request.agent.name if request.agent is not None else None
-            rec.model_name = request.agent.model_name if request.agent is not None else None
-            jobs.append(_Job(rec, request))
+    def new_record(self, request: ExecutionRequest, record: ExecutionRecord | None = None) -> ExecutionRecord:
+        """The record ``request`` runs under: ``record`` (an earlier kernel's, queued again) or a new one."""
+        rec = record or ExecutionRecord(batch=request.batch, index=request.index, request=request.describe(),
+                                        priority=request.priority, parent=request.parent)
+        rec.status, rec.error, rec.priority = ExecStatus.QUEUED, None, request.priority
+        rec.agent_name = request.agent.name if request.agent is not None else None
+        rec.model_name = request.agent.model_name if request.agent is not None else None
+        return rec
+
+    def submit_many(self, requests: Iterable[tuple[ExecutionRequest, ExecutionRecord | None]], *,
+                    stored: bool = False) -> list[str]:
+        """Queue many at once (one hop to the loop). ``stored``: their records are already durable."""
+        requests = list(requests)
+        for request, _ in requests:
+            self.check(request)  # all of them, before any is queued
+        for agent in {id(r.agent): r.agent for r, _ in requests}.values():
+            warm_up(agent)
+        jobs = [_Job(self.new_record(request, record), request) for request, record in requests]
 
         def enqueue_all() -> None:
             for job in jobs:
-                self._enqueue(job, new=True, pump=False)
+                self._enqueue(job, new=not stored, pump=False)
             self._pump()
         sched_loop.call(enqueue_all)
         return [j.record.id for j in jobs]
@@ -263,6 +274,7 @@ class Executor:
         self._maybe_done(state)
 
     async def _execute(self, job: _Job, state: BatchState) -> None:
+        store_wait.set(StoreWait())  # this task's own: what its run waits for the disk is not its time
         job.started = True
         rec, req = job.record, job.request
         rec.attempts += 1
@@ -278,6 +290,7 @@ class Executor:
         error: BaseException | None = None
         status, result, message = ExecStatus.FAILED, None, None
         tokens = (0, 0, 0)
+        tokens_spent = False  # what the batch has left cannot pay for one more model call
         run_ids: list[str] = []
         run = None
         try:
@@ -286,11 +299,15 @@ class Executor:
                 raise _BudgetSpent(f"the batch's token budget ({state.max_tokens}) is spent")
             if _cost_left(state) == 0.0:
                 raise _BudgetSpent(_cost_spent(state))
-            async with asyncio.timeout(req.timeout):
+            async with _item_timeout(req.timeout):
                 if req.tool is not None:
                     status, result, message = await self._run_tool(req)
                 else:
                     status, result, message, run = await self._run_agent(req, rec, catcher, budget, _cost_left(state))
+                    if _too_little_left(run, budget, req.max_tokens):
+                        tokens_spent = True
+                        raise _BudgetSpent(f"the batch's token budget ({state.max_tokens}) is spent: {budget} "
+                                           "left, less than the next model call needs")
             error = catcher.error
         except _BudgetSpent as exc:
             status, message = ExecStatus.CANCELLED, str(exc)
@@ -339,7 +356,7 @@ class Executor:
             job.retry_handle = asyncio.get_running_loop().call_later(delay, self._retry_now, job, state)
         else:
             self._finish(job, state, status, result, message, (t1 - t0) * 1000.0)
-        if state.max_tokens is not None and state.tokens >= state.max_tokens:
+        if state.max_tokens is not None and (tokens_spent or state.tokens >= state.max_tokens):
             self._cancel_queued(state, f"the batch's token budget ({state.max_tokens}) is spent")
         if _cost_left(state) == 0.0:
             self._cancel_queued(state, _cost_spent(state))
@@ -456,6 +473,7 @@ class Executor:
     # -- cancelling -----------------------------------------------------------------------------
     def cancel_execution(self, execution_id: str) -> bool:
         """Cancel one execution (queued: at once; running: its run ends cancelled). False if already over."""
+        execution_id = self.resolve_execution(execution_id)
         return sched_loop.call(lambda: self._cancel(execution_id, "cancelled"))
 
     def _cancel(self, execution_id: str, reason: str) -> bool:
@@ -529,6 +547,7 @@ class Executor:
         return self.wait_for(eid, wait)
 
     def wait_for(self, execution_id: str, timeout: float | None = None) -> ExecutionRecord:
+        execution_id = self.resolve_execution(execution_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             rec = self.get_execution_status(execution_id)
@@ -538,7 +557,15 @@ class Executor:
                 raise TimeoutError(f"execution {execution_id} still {rec.status.value} after {timeout}s")
             time.sleep(0.01)
 
+    def resolve_execution(self, execution_id: str) -> str:
+        """The full id of an execution of this kernel or the store (a unique prefix of 6+ characters works)."""
+        if execution_id in self.records:
+            return execution_id
+        known = set(self.records) | {r.id for r in self.store.iter_records()}
+        return resolve_prefix("execution", execution_id, known.__contains__, lambda prefix: known)
+
     def get_execution_status(self, execution_id: str) -> ExecutionRecord:
+        execution_id = self.resolve_execution(execution_id)
         rec = self.records.get(execution_id)
         if rec is None:
             rec = next((r for r in self.store.iter_records() if r.id == execution_id), None)
@@ -635,6 +662,12 @@ def _cost_spent(state: BatchState) -> str:
     return f"the batch's cost budget (${state.max_cost:g}) is spent"
 
 
+def _too_little_left(run: Any, budget: int | None, per_item: int | None) -> bool:
+    """The run stopped before its first model call for want of the batch's budget (not its own)."""
+    return (run is not None and run.status is RunStatus.BUDGET_EXCEEDED and not run.metrics.model_calls
+            and budget is not None and budget != per_item)
+
+
 def _budget(per_item: int | None, state: BatchState) -> int | None:
     left = None if state.max_tokens is None else state.max_tokens - state.tokens
     if per_item is None:
@@ -642,21 +675,61 @@ def _budget(per_item: int | None, state: BatchState) -> int | None:
     return per_item if left is None else min(per_item, left)
 
 
+@contextlib.asynccontextmanager
+async def _item_timeout(seconds: float | None) -> AsyncIterator[None]:
+    """``asyncio.timeout(seconds)`` that does not count the time the item waited for durable commits.
+
+    Those waits are the store's (a slow disk, other runs' syncs), not the item's: the deadline moves
+    on by each of them, so a timeout measures the item's own model and tool time.
+    """
+    if seconds is None:
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    waited = store_wait.get() or StoreWait()
+    start = loop.time()
+    async with asyncio.timeout(None) as scope:
+        def expire_or_wait() -> None:
+            deadline = start + seconds + waited.elapsed()
+            if loop.time() + 0.001 >= deadline:
+                scope.reschedule(loop.time())
+            else:
+                nonlocal handle
+                handle = loop.call_at(deadline, expire_or_wait)
+        handle = loop.call_at(start + seconds, expire_or_wait)
+        try:
+            yield
+        finally:
+            handle.cancel()
+
+
+def warm_up(agent: Agent | None) -> None:
+    """Import and load what a first run needs (the price table) before the first item's clock starts."""
+    if agent is not None:
+        from ..models.pricing import cost_of as price_of
+
+        price_of(agent.model_name, 1, 1)
+
+
 def _session_for(rec: ExecutionRecord) -> str:
     """A session id derived from the item, so a resume finds what an interrupted attempt stored."""
-    base = f"{rec.batch}-{rec.index:05d}"
-    return base if rec.attempts <= 1 else f"{base}-a{rec.attempts}"
+    return item_session(rec.batch, rec.index, rec.attempts)
 
 
 def _check_request(request: ExecutionRequest) -> None:
     if (request.agent is None) == (request.tool is None):
         raise SchedulingError("an execution runs either an agent (agent=, query=) or a tool (tool=), not both")
-    if request.timeout is not None and request.timeout <= 0:
-        raise SchedulingError(f"timeout must be a positive number of seconds, got {request.timeout!r}")
-    if request.retries < 0:
-        raise SchedulingError(f"retries must be >= 0, got {request.retries}")
-    if request.max_tokens is not None and request.max_tokens < 1:
-        raise SchedulingError(f"max_tokens must be >= 1, got {request.max_tokens}")
+    if request.agent is not None and not isinstance(request.agent, Agent):
+        raise SchedulingError(f"agent must be an agio Agent, got {type(request.agent).__name__}")
+    check.priority(request.priority)
+    check.real("timeout", request.timeout, positive=True, optional=True, what="a positive number of seconds (None: no limit)")
+    check.whole("retries", request.retries, minimum=0)
+    check.real("retry_delay", request.retry_delay)
+    check.whole("max_tokens", request.max_tokens, minimum=1, optional=True)
+    if request.rate_limit is not None and not isinstance(request.rate_limit, RateLimit):
+        raise SchedulingError(f"rate_limit of a request must be a RateLimit, got {type(request.rate_limit).__name__}")
+    if request.query is not None and not isinstance(request.query, str):
+        raise SchedulingError(f"query must be a string, got {type(request.query).__name__}")
     if request.query is None and request.fork is None:
         raise SchedulingError("query=None continues a fork: give fork=(session_id, at) too")
     if request.fork is not None and request.session_id is not None:

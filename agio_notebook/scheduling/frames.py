@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from ..storage import Repository
+from ..storage.ids import resolve_filter
 from .records import EXEC_STATUSES, ExecutionRecord
 
 
@@ -77,6 +78,7 @@ def executions(status: str | None = None, batch: str | None = None, agent: str |
         return None if value is None else pd.Timestamp(value, tz="UTC").timestamp() \
             if not isinstance(value, (int, float)) else float(value)
 
-    records = default_executor(repository).list_executions(status=status, batch=batch, agent=agent,
-                                                           since=ts(since), until=ts(until))
+    executor = default_executor(repository)
+    batch = resolve_filter(lambda _, name: executor.store.resolve_batch(name), None, batch)  # a prefix works
+    records = executor.list_executions(status=status, batch=batch, agent=agent, since=ts(since), until=ts(until))
     return records_frame(records)

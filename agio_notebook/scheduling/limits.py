@@ -9,6 +9,8 @@ model call of a run, not each run.
 from __future__ import annotations
 
 import asyncio
+import math
+import numbers
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -32,6 +34,16 @@ class RateLimit:
     period: float = 60.0
 
     def __post_init__(self) -> None:
+        for name in ("rpm", "tpm", "period"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                                      or not math.isfinite(value)):
+                raise SchedulingError(f"rate limit {name} must be a number, got {value!r} "
+                                      f"(a {type(value).__name__})")
+        if self.period is None or self.period <= 0:
+            raise SchedulingError(f"rate limit period must be a positive number of seconds, got {self.period!r}")
+        if self.endpoint is not None and not isinstance(self.endpoint, str):
+            raise SchedulingError(f"rate limit endpoint must be a string, got {self.endpoint!r}")
         for name in ("rpm", "tpm"):
             value = getattr(self, name)
             if value is not None and value <= 0:

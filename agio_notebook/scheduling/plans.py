@@ -25,6 +25,7 @@ from ..agent import Agent
 from ..core import InvalidOperationError, new_id, now
 from ..storage import Repository
 from . import loop as sched_loop
+from . import options as check
 from .errors import SchedulingError
 from .executor import ExecutionRequest, Executor, default_executor
 from .records import ExecStatus, ExecutionRecord
@@ -235,10 +236,9 @@ class PlanExecutor:
     def __init__(self, agent: Agent | None = None, *, executor: Executor | None = None,
                  repository: Repository | None = None, concurrency: int = 4, max_reflections: int = 2,
                  reflector: Agent | None = None, timeout: float | None = None):
-        if concurrency < 1:
-            raise SchedulingError(f"concurrency must be at least 1, got {concurrency}")
-        if max_reflections < 0:
-            raise SchedulingError(f"max_reflections must be >= 0, got {max_reflections}")
+        concurrency = check.whole("concurrency", concurrency, minimum=1)
+        max_reflections = check.whole("max_reflections", max_reflections, minimum=0)
+        check.real("timeout", timeout, positive=True, optional=True, what="a positive number of seconds (None: no limit)")
         self.agent = agent
         self.executor = executor or default_executor(repository)
         self.concurrency = concurrency

@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any, Iterator
 
 from ..core import new_id, now
+from ..storage.ids import resolve_prefix
 from ..storage.layout import session_file_name
 
 Doc = dict[str, Any]
@@ -84,6 +85,12 @@ class ExecutionRecord:
 
 
 _FIELDS = tuple(f.name for f in fields(ExecutionRecord))
+
+
+def item_session(batch: str, index: int, attempt: int) -> str:
+    """The session of a batch item's attempt: derived, so a resume finds what any attempt stored."""
+    base = f"{batch}-{index:05d}"
+    return base if attempt <= 1 else f"{base}-a{attempt}"
 
 KEYS = {
     "batch": lambda d: d["id"],
@@ -195,6 +202,11 @@ class ExecutionStore:
                 for name in batch_docs:
                     self._journals.setdefault(name, j)
             return names
+
+    def resolve_batch(self, name: str) -> str:
+        """The batch ``name`` names: the name itself or a unique prefix of 6+ characters of one."""
+        names = set(self.batch_names())
+        return resolve_prefix("batch", name, names.__contains__, lambda prefix: names)
 
     def iter_records(self) -> Iterator[ExecutionRecord]:
         for batch in self.batch_names():

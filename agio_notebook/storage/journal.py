@@ -75,6 +75,7 @@ class Journal:
         self._fd: int | None = None
         self._tail: int | None = None  # size of an incomplete last record already reported
         self.on_change: Callable[[str, str, Doc | None], None] | None = None
+        self.new_file = False  # created by an append not yet synced: its directory entry needs an fsync too
 
     # -- reading -------------------------------------------------------------
     def _reset(self) -> None:
@@ -241,8 +242,13 @@ class Journal:
             os.close(self._fd)
             self._fd = None
 
-    def append(self, records: Iterable[tuple[str, Doc]], deletes: Iterable[tuple[str, str]] = ()) -> None:
-        """Durably append upserts ``(table, doc)`` and deletes ``(table, key)``: one write, one fsync."""
+    def append(self, records: Iterable[tuple[str, Doc]], deletes: Iterable[tuple[str, str]] = (), *,
+               sync: bool = True) -> None:
+        """Durably append upserts ``(table, doc)`` and deletes ``(table, key)``: one write, one fsync.
+
+        ``sync=False`` leaves the fsync to the caller (a group commit makes many appends durable with
+        one sync, see :mod:`agio_notebook.storage.group_commit`); the data is visible to readers at once.
+        """
         records = list(records)
         deletes = list(deletes)
         parts = [b'{"t":"%s","d":%s}\n' % (table.encode(), orjson.dumps(doc)) for table, doc in records]
@@ -255,11 +261,26 @@ class Journal:
             self.check_writable()
             fd = self._open_fd()
             if not existed:
-                fsync_dir(self.path.parent)
+                self.new_file = True
             os.write(fd, data)
-            os.fsync(fd)
+            if sync:
+                self.sync()
             self._offset += len(data)
             self._apply_records(records, deletes)
+
+    def sync(self) -> None:
+        """Make what was appended durable: the file's fsync, and its directory's when the file is new."""
+        if self._fd is None:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        else:
+            os.fsync(self._fd)
+        if self.new_file:
+            fsync_dir(self.path.parent)
+            self.new_file = False
 
     def check_writable(self) -> None:
         if self.cut_snapshot:

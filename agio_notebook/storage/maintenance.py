@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core import AgioError
 from .base import Repository
+from .ids import resolve_run_id, resolve_session_id
 
 ACTIONS = ("stats", "verify", "repair", "delete", "prune", "compact", "export")
 
@@ -26,6 +27,10 @@ def run_maintenance(repo: Repository, action: str, *, path: str | None = None, s
                     fmt: str | None = None, top: int = 5, tool: str = "agio store") -> Outcome:
     """Do ``action`` on ``repo``; bad arguments raise one-line :class:`AgioError`s naming ``tool``."""
     out = Outcome()
+    if session is not None:  # ids as shown (8 characters) work: a unique prefix names one
+        session = resolve_session_id(repo, session)
+    if run is not None:
+        run = resolve_run_id(repo, run)
     if action == "stats":
         out.lines.append(repo.stats(top).to_text())
     elif action == "verify":

@@ -42,6 +42,8 @@ class MemoryJournal:
 class InMemoryRepository:
     """Keeps live objects (no copies), so a commit costs a few dict writes."""
 
+    durable = False  # nothing to wait for: commits are made inline, not on a writer thread
+
     def __init__(self) -> None:
         self._sessions: dict[str, AgentSession] = {}
         self._steps: dict[str, dict[str, Step]] = {}  # session -> step id -> step
@@ -110,6 +112,10 @@ class InMemoryRepository:
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         for run in self.list_runs(session_id):
             yield run.to_dict()
+
+    def ids_with_prefix(self, kind: str, prefix: str, limit: int = 20) -> list[str]:
+        ids = self._runs if kind == "run" else self._sessions
+        return sorted(i for i in ids if i.startswith(prefix))[:limit]
 
     # -- named journals -------------------------------------------------------------------------
     def journal(self, name: str, keys: dict[str, Any]) -> MemoryJournal:

@@ -25,6 +25,7 @@ class PostgresRepository(SQLRepository):
     """``postgresql://user:password@host:port/dbname``; the password never appears in a message."""
 
     placeholder = "%s"
+    binary_text_order = False
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0):
         self.url = url

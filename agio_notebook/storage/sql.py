@@ -19,6 +19,7 @@ import orjson
 
 from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
 from .claims import Holder
+from .ids import prefix_pattern
 from .damage import Damage
 from .layout import SCHEMA_VERSION
 from .reports import Pruned, Repaired, SessionSize, StoreStats
@@ -89,10 +90,23 @@ def _step_doc(row: tuple[Any, ...]) -> dict[str, Any]:
     return doc
 
 
+def _prepare(session: AgentSession | None, run: AgentRun | None, steps: Iterable[Step],
+             events: Iterable[StepEvent]) -> tuple[str, AgentSession | None, AgentRun | None, list[Any], list[Any]] | None:
+    """A commit's rows, and the session they belong to (None: nothing to write)."""
+    step_rows = [_step_row(s) for s in steps]
+    event_rows = [(e.run_id, e.seq, e.session_id, _dumps(e.to_dict())) for e in events]
+    session_id = (session.session_id if session else run.session_id if run else
+                  step_rows[0][0] if step_rows else event_rows[0][2] if event_rows else None)
+    if session_id is None:
+        return None
+    return session_id, session, run, step_rows, event_rows
+
+
 class SQLRepository:
     """Shared by :class:`SQLiteRepository` and :class:`PostgresRepository`; subclasses connect."""
 
     placeholder = "?"
+    binary_text_order = True  # text compares byte by byte (SQLite); PostgreSQL's order follows its locale
     root: str  # where the store is, for messages (a path, or a URL without its password)
 
     def __init__(self) -> None:
@@ -174,32 +188,54 @@ class SQLRepository:
     # -- the write path ---------------------------------------------------------------------
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
                steps: Iterable[Step] = (), events: Iterable[StepEvent] = ()) -> None:
-        step_rows = [_step_row(s) for s in steps]
-        event_rows = [(e.run_id, e.seq, e.session_id, _dumps(e.to_dict())) for e in events]
-        session_id = (session.session_id if session else run.session_id if run else
-                      step_rows[0][0] if step_rows else event_rows[0][2] if event_rows else None)
-        if session_id is None:
+        prepared = _prepare(session, run, steps, events)
+        if prepared is None:
             return
-        with self._transaction(session_id) as cur:
-            if session is not None:
-                self._execute(cur, "INSERT INTO agio_sessions (session_id, created_at, doc) VALUES (?, ?, ?) "
-                                   "ON CONFLICT (session_id) DO UPDATE SET created_at = excluded.created_at, "
-                                   "doc = excluded.doc",
-                              (session.session_id, session.created_at, _dumps(session.to_dict())))
-            elif session_id not in self._sessions_seen:  # the first write to a session created implicitly
-                implicit = AgentSession(session_id=session_id)
-                self._execute(cur, "INSERT INTO agio_sessions (session_id, created_at, doc) VALUES (?, ?, ?) "
-                                   "ON CONFLICT (session_id) DO NOTHING",
-                              (session_id, implicit.created_at, _dumps(implicit.to_dict())))
-            if run is not None:
-                self._execute(cur, "INSERT INTO agio_runs (id, session_id, started_at, status, doc) "
-                                   "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-                                   "status = excluded.status, doc = excluded.doc",
-                              (run.id, run.session_id, run.started_at, run.status.value, _dumps(run.to_dict())))
-            self._executemany(cur, _STEP_UPSERT, step_rows)
-            self._executemany(cur, "INSERT INTO agio_events (run_id, seq, session_id, doc) VALUES (?, ?, ?, ?) "
-                                   "ON CONFLICT (run_id, seq) DO UPDATE SET doc = excluded.doc", event_rows)
-        self._sessions_seen.add(session_id)
+        with self._transaction(prepared[0]) as cur:
+            self._write_commit(cur, *prepared)
+        self._sessions_seen.add(prepared[0])
+
+    def commit_group(self, commits: list[dict[str, Any]]) -> list[BaseException | None]:
+        """Many commits in one transaction (one sync of the database); if that transaction fails, each
+        commit again on its own, so one commit's failure (a taken sequence) is that commit's alone."""
+        prepared = [p for p in (_prepare(c.get("session"), c.get("run"), c.get("steps", ()), c.get("events", ()))
+                                for c in commits) if p is not None]
+        try:
+            with self._transaction() as cur:
+                for p in prepared:
+                    self._write_commit(cur, *p)
+        except StoreError:
+            outcomes: list[BaseException | None] = []
+            for c in commits:
+                try:
+                    self.commit(**c)
+                    outcomes.append(None)
+                except Exception as exc:  # noqa: BLE001 - that commit's failure
+                    outcomes.append(exc)
+            return outcomes
+        self._sessions_seen.update(p[0] for p in prepared)
+        return [None] * len(commits)
+
+    def _write_commit(self, cur: Any, session_id: str, session: AgentSession | None, run: AgentRun | None,
+                      step_rows: list[tuple[Any, ...]], event_rows: list[tuple[Any, ...]]) -> None:
+        if session is not None:
+            self._execute(cur, "INSERT INTO agio_sessions (session_id, created_at, doc) VALUES (?, ?, ?) "
+                               "ON CONFLICT (session_id) DO UPDATE SET created_at = excluded.created_at, "
+                               "doc = excluded.doc",
+                          (session.session_id, session.created_at, _dumps(session.to_dict())))
+        elif session_id not in self._sessions_seen:  # the first write to a session created implicitly
+            implicit = AgentSession(session_id=session_id)
+            self._execute(cur, "INSERT INTO agio_sessions (session_id, created_at, doc) VALUES (?, ?, ?) "
+                               "ON CONFLICT (session_id) DO NOTHING",
+                          (session_id, implicit.created_at, _dumps(implicit.to_dict())))
+        if run is not None:
+            self._execute(cur, "INSERT INTO agio_runs (id, session_id, started_at, status, doc) "
+                               "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                               "status = excluded.status, doc = excluded.doc",
+                          (run.id, run.session_id, run.started_at, run.status.value, _dumps(run.to_dict())))
+        self._executemany(cur, _STEP_UPSERT, step_rows)
+        self._executemany(cur, "INSERT INTO agio_events (run_id, seq, session_id, doc) VALUES (?, ?, ?, ?) "
+                               "ON CONFLICT (run_id, seq) DO UPDATE SET doc = excluded.doc", event_rows)
 
     def _is_unique_violation(self, exc: Exception) -> bool:
         raise NotImplementedError
@@ -269,6 +305,15 @@ class SQLRepository:
                            "ORDER BY session_id, sequence, attempt", params)
         columns = zip(*rows) if rows else [()] * len(FRAME_COLUMNS)
         return dict(zip(FRAME_COLUMNS, columns))
+
+    def ids_with_prefix(self, kind: str, prefix: str, limit: int = 20) -> list[str]:
+        """Run or session ids starting with ``prefix``: one query (on SQLite a range of the primary key)."""
+        table, column = ("agio_runs", "id") if kind == "run" else ("agio_sessions", "session_id")
+        where, params = f"{column} LIKE ? ESCAPE '\\'", [prefix_pattern(prefix)]
+        if self.binary_text_order:  # a range on the primary key's index (LIKE alone scans the table)
+            where, params = f"{column} >= ? AND {column} < ? AND " + where, [prefix, prefix + "\U0010ffff", *params]
+        rows = self._query(f"SELECT {column} FROM {table} WHERE {where} ORDER BY {column} LIMIT ?", (*params, limit))
+        return [r[0] for r in rows]
 
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         self.recover_interrupted(session_id)

@@ -19,6 +19,7 @@ import orjson
 from ..core import AgentRun, AgentSession, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
 from .claims import ClaimFiles, Holder
 from .damage import Damage, report, salvage_snapshot
+from .durability import FilesystemSync
 from .journal import Journal, atomic_write
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
 from .locking import FileLock, LockTimeout
@@ -45,6 +46,7 @@ class TinyDBRepository(TinyDBMaintenance):
         self._repaired = False
         self._claims = ClaimFiles()
         self._seq_index: dict[str, dict[int, str]] = {}  # session -> sequence -> current step id
+        self._syncfs = FilesystemSync(self.root)
         _live.add(self)
         self.recover_interrupted()  # runs left `running` by a process that died are found on open
 
@@ -254,6 +256,60 @@ class TinyDBRepository(TinyDBMaintenance):
     # -- writes ----------------------------------------------------------------
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
                steps: Iterable[Step] = (), events: Iterable[StepEvent] = ()) -> None:
+        with self._lock:
+            written = self._append_commit(session, run, steps, events, sync=True)
+            if written is not None:
+                self._update_index(written[1], run)
+
+    def commit_group(self, commits: list[dict[str, Any]]) -> list[BaseException | None]:
+        """Make many commits durable together (each as :meth:`commit` would), with one sync for all.
+
+        Each commit is appended to its session file in order; the index gets one append for the
+        group; then one sync makes everything durable (``syncfs`` of the store's filesystem where
+        the system has it, else each file's fsync). The repository's lock is not held during the
+        sync, so readers on other threads wait for the writes, never for the disk. Returns each
+        commit's failure (None: durable).
+        """
+        outcomes: list[BaseException | None] = []
+        journals: dict[str, Journal] = {}
+        changes: list[tuple[AgentSession | None, AgentRun | None]] = []
+        for c in commits:
+            try:
+                with self._lock:  # taken per commit: readers on the event loop get in between
+                    written = self._append_commit(c.get("session"), c.get("run"), c.get("steps", ()),
+                                                  c.get("events", ()), sync=False, limit_files=False)
+            except Exception as exc:  # noqa: BLE001 - one commit's failure is that commit's alone
+                outcomes.append(exc)
+                continue
+            outcomes.append(None)
+            if written is not None:
+                journals[written[0].path.name] = written[0]
+                changes.append((written[1], c.get("run")))
+        with self._lock:
+            try:
+                self._update_index_many(changes, sync=False)
+                if not self._syncfs.available:
+                    for journal in [*journals.values(), self._index]:
+                        journal.sync()
+            except Exception as exc:  # noqa: BLE001 - nothing of the group is known durable
+                return [o or exc for o in outcomes]
+        try:
+            if self._syncfs.available:
+                self._syncfs()
+                for journal in [*journals.values(), self._index]:
+                    journal.new_file = False  # syncfs covered their directory entries too
+        except Exception as exc:  # noqa: BLE001
+            return [o or exc for o in outcomes]
+        with self._lock:
+            if journals:
+                self._limit_open_files(next(iter(journals.values())))
+        return outcomes
+
+    def _append_commit(self, session: AgentSession | None, run: AgentRun | None, steps: Iterable[Step],
+                       events: Iterable[StepEvent], *, sync: bool,
+                       limit_files: bool = True) -> tuple[Journal, AgentSession | None] | None:
+        """Append one commit to its session file (under the session's lock); the journal and the
+        session to index, or None when there was nothing to write. Called holding ``self._lock``."""
         records: list[tuple[str, dict[str, Any]]] = []
         session_id = None
         if session is not None:
@@ -269,38 +325,44 @@ class TinyDBRepository(TinyDBMaintenance):
             session_id = session_id or event.session_id
             records.append(("events", event.to_dict()))
         if session_id is None:
-            return
-        with self._lock:
-            journal = self._journal(session_id, refresh=False)
+            return None
+        journal = self._journal(session_id, refresh=False)
+        if limit_files:
             self._limit_open_files(journal)
-            with journal.lock:  # read, decide and append as one step against other writers
-                journal.refresh(repair=True)  # a torn tail from a crashed writer is cut (and reported)
-                self._check_sequences(session_id, [d for t, d in records if t == "steps"])
-                known = "session" in journal.tables and session_id in journal.tables["session"]
-                if not known and session is None:  # first write to a session created implicitly
-                    implicit = AgentSession(session_id=session_id)
-                    records.insert(0, ("session", implicit.to_dict()))
-                    session = implicit
-                journal.append(records)
-            self._update_index(session, run)
+        with journal.lock:  # read, decide and append as one step against other writers
+            journal.refresh(repair=True)  # a torn tail from a crashed writer is cut (and reported)
+            self._check_sequences(session_id, [d for t, d in records if t == "steps"])
+            known = "session" in journal.tables and session_id in journal.tables["session"]
+            if not known and session is None:  # first write to a session created implicitly
+                implicit = AgentSession(session_id=session_id)
+                records.insert(0, ("session", implicit.to_dict()))
+                session = implicit
+            journal.append(records, sync=sync)
+        return journal, session
 
     def _update_index(self, session: AgentSession | None, run: AgentRun | None) -> None:
-        if session is None and run is None:
+        self._update_index_many([(session, run)])
+
+    def _update_index_many(self, changes: list[tuple[AgentSession | None, AgentRun | None]], *,
+                           sync: bool = True) -> None:
+        """One append to the index for what these commits changed (sessions, run status changes)."""
+        if not any(session is not None or run is not None for session, run in changes):
             return
         index = self._index
         index.refresh()
         updates: list[tuple[str, dict[str, Any]]] = []
-        if session is not None:
-            doc = session.to_dict()
-            doc["file"] = session_file_name(session.session_id)
-            updates.append(("sessions", doc))
-        if run is not None:
-            stored = index.tables.get("runs", {}).get(run.id)
-            if stored is None or stored.get("status") != run.status.value or \
-                    stored.get("superseded_by") != run.superseded_by or stored.get("scores") != (run.scores or None):
-                updates.append(("runs", run.to_dict()))
+        for session, run in changes:
+            if session is not None:
+                doc = session.to_dict()
+                doc["file"] = session_file_name(session.session_id)
+                updates.append(("sessions", doc))
+            if run is not None:
+                stored = index.tables.get("runs", {}).get(run.id)
+                if stored is None or stored.get("status") != run.status.value or \
+                        stored.get("superseded_by") != run.superseded_by or stored.get("scores") != (run.scores or None):
+                    updates.append(("runs", run.to_dict()))
         if updates:
-            index.append(updates)
+            index.append(updates, sync=sync)
 
     def delete_steps(self, session_id: str, start_seq: int) -> int:
         with self._lock:
@@ -414,6 +476,14 @@ class TinyDBRepository(TinyDBMaintenance):
                 docs = self._run_docs(session_id)
         yield from docs
 
+    def ids_with_prefix(self, kind: str, prefix: str, limit: int = 20) -> list[str]:
+        """Run or session ids starting with ``prefix``, from the index (no session file is read)."""
+        with self._lock:
+            self._index.refresh()
+            self._repair_index()
+            table = self._index.tables.get("runs" if kind == "run" else "sessions", {})
+            return sorted(i for i in table if i.startswith(prefix))[:limit]
+
     def _run_docs(self, session_id: str | None) -> list[dict[str, Any]]:
         return [d for d in self._index.tables.get("runs", {}).values()
                 if session_id is None or d["session_id"] == session_id]
@@ -443,6 +513,7 @@ class TinyDBRepository(TinyDBMaintenance):
                 journal.close()
             self._index.close()
             self._journals.clear()
+            self._syncfs.close()
 
 
 def read_table_fast(path: Path, table: str, lock_timeout: float = 10.0) -> list[dict[str, Any]]:

@@ -4,7 +4,9 @@ It imports only built-in modules at start (cold start is measured against a bare
 ``marshal`` for requests, ``_ast`` through ``compile``, ``binascii`` for PNGs; ``traceback`` and ``io``
 load when first needed.
 
-- ``argv[1]``: rlimits as ``name=value,...``, set before any request is read; ``argv[2]``: the reply fd.
+- ``argv[1]``: rlimits as ``name=value,...``, set before any request is read; ``argv[2]``: the reply fd;
+  ``argv[3]``: how a call's processes are ended before it answers (``namespace``: ``kill(-1)`` in the
+  sandbox's own PID namespace, where only pid 1, bwrap's init, is spared; ``group``: the process group).
 - Requests on stdin, one at a time: a 4-byte big-endian length, then ``marshal`` of ``(code, marker)``
   (the parent writes them; nothing from inside is ever unmarshalled outside).
 - Output goes to the real fds 1 and 2 (the parent reads and caps them); after each call the loop writes
@@ -22,7 +24,8 @@ import os
 import resource
 import sys
 
-REPLY_FD = int(sys.argv[2])
+REPLY_FD = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+TREE = sys.argv[3] if len(sys.argv) > 3 else "group"
 MAIN_PID = os.getpid()
 MAX_REPR = 20_000
 MAX_HTML = 500_000
@@ -101,6 +104,54 @@ def run(code, namespace):
     return value, error, displays
 
 
+def _others():
+    """Other live processes this interpreter answers for: the whole PID namespace but its init, or the
+    members of its process group."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (MAIN_PID, 1):
+            continue
+        if TREE == "group":
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[2]) != MAIN_PID:
+                        continue
+            except (OSError, IndexError, ValueError):
+                continue
+        found.append(int(entry))
+    return found
+
+
+def end_processes():
+    """Kill every process the call left (a fork bomb's children, a background server) and wait until
+    they are gone, so none outlives the call or holds its process slots into the next one."""
+    own_namespace = TREE == "namespace" and MAIN_PID == 2 and os.getppid() == 1  # pid 2 is never ours outside
+    for _ in range(10_000):
+        if own_namespace:
+            try:
+                os.kill(-1, 9)  # everything in this PID namespace but init and this process, atomically
+            except ProcessLookupError:
+                pass
+        else:
+            for pid in _others():
+                try:
+                    os.kill(pid, 9)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        while True:  # reap our own children; bwrap's init reaps the orphans
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        if not _others():
+            return
+        import time
+
+        time.sleep(0.001)
+
+
 def hexed(text):
     return "null" if text is None else '"' + text.encode("utf-8", "replace").hex() + '"'
 
@@ -124,6 +175,7 @@ def main():
         value, error, displays = run(code, namespace)
         if os.getpid() != MAIN_PID:
             os._exit(0)
+        end_processes()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

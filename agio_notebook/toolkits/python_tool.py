@@ -87,7 +87,8 @@ def run_code(code: str, *, limits: SandboxLimits, isolation: str, root: Path | N
         action.output = {"stdout": result.stdout, "stderr": result.stderr, "value": result.value,
                          "displays": result.displays, "truncated_bytes": result.truncated_bytes,
                          "isolation": isolation, "fresh_interpreter": fresh, "workspace_changes": changes,
-                         "timed_out": result.timed_out}
+                         "timed_out": result.timed_out, "memory_bound": box.memory_bound,
+                         "memory_kills": result.memory_kills}
         if result.error:
             raise ActionError(f"{result.error.strip()}\n{text}")
     return {"text": text, "result": result}
@@ -100,8 +101,11 @@ def replay_python(session_id: str, repository: Any, upto: int | None = None, *, 
     so code that wrote files writes them again (the next action's snapshot records any difference).
     Pass the ``limits`` and ``isolation`` the toolkit uses, or its next call starts over.  Returns each
     call's result."""
+    from ..storage.ids import resolve_session_id
     from .workspace import workspace_for
 
+    if repository is not None:  # a unique prefix of 6+ characters works too
+        session_id = resolve_session_id(repository, session_id)
     ws = workspace_for(session_id, root, repository)
     box = pool.get(session_id, ws, limits or SandboxLimits(), isolation)
     box.close()
@@ -116,8 +120,33 @@ def replay_python(session_id: str, repository: Any, upto: int | None = None, *, 
     return results
 
 
+class SandboxTools(list):  # type: ignore[type-arg]
+    """The toolkit's tools (a plain list to ``Agent(tools=...)``) whose repr says which bounds are in force."""
+
+    def __init__(self, tools: list[Tool], limits: SandboxLimits, isolation: str):
+        super().__init__(tools)
+        self.limits = limits
+        self.isolation = isolation
+
+    @property
+    def memory_bound(self) -> str:
+        """The memory bound a sandbox gets here: a cgroup for the whole sandbox, or per process only."""
+        from . import cgroups
+
+        per_process = f"{self.limits.memory_bytes >> 20} MiB address space per process (rlimit)"
+        whole = cgroups.memory_bound(self.limits.memory_bytes)
+        if whole == cgroups.RLIMIT_BOUND:
+            return per_process + f" only, no cgroup here: up to {self.limits.processes} processes x that"
+        return f"{whole}, and {per_process}"
+
+    def __repr__(self) -> str:
+        return (f"<python_sandbox {[t.name for t in self]}: isolation {ISOLATION_NOTES[self.isolation]}; "
+                f"memory: {self.memory_bound}; processes: {self.limits.processes}; timeout {self.limits.timeout:g}s "
+                "per call, the call's processes killed when it returns>")
+
+
 def python_sandbox(*, limits: SandboxLimits | None = None, isolation: str = "bubblewrap",
-                   workspace_root: str | Path | None = None, requires_approval: bool = False) -> list[Tool]:
+                   workspace_root: str | Path | None = None, requires_approval: bool = False) -> SandboxTools:
     """The ``run_python`` tool. ``isolation="process"`` opts into running without OS isolation."""
     if isolation not in ISOLATION_LEVELS:
         raise ActionError(f"unknown isolation level {isolation!r} (choose from {', '.join(ISOLATION_LEVELS)})")
@@ -135,4 +164,4 @@ def python_sandbox(*, limits: SandboxLimits | None = None, isolation: str = "bub
         """
         return run_code(code, limits=limits, isolation=isolation, root=root)["text"]
 
-    return [run_python]
+    return SandboxTools([run_python], limits, isolation)

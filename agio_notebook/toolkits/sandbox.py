@@ -17,6 +17,12 @@ is started through ``setpriv``, after binding any directory ``nobody`` cannot re
 under ``/root``) onto a staging directory in a private mount namespace.  A wall-clock timeout kills
 bwrap, and with ``--die-with-parent`` the namespace's init, which takes every process inside with it.
 
+The interpreter's directories are derived from the running interpreter (``sys.executable``, the
+prefixes, symlinks resolved), and the private ``/tmp`` is mounted before them: bubblewrap applies
+mounts in order, so a later tmpfs would hide a virtualenv under ``/tmp``.  Each call's processes are
+killed before the call returns (``_repl.end_processes``), and where a cgroup can be made
+(``cgroups.py``) it caps the memory and processes of the whole sandbox, not of each process.
+
 ``isolation="process"`` is the explicit, weaker opt-in for machines without user namespaces: the same
 interpreter, limits, timeout and clean environment, but no namespaces, so files and the network are
 reachable.  Nothing runs at that level unless asked for by name.
@@ -42,8 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core import new_id
+from . import cgroups
 from .errors import ActionError, IsolationUnavailable, check_positive
-from .workspace import SANDBOX_UID, Workspace
+from .workspace import SANDBOX_UID, Workspace, reachable_by, reachable_temp_dir
 
 ISOLATION_LEVELS = ("bubblewrap", "process")
 _REPL_SOURCE = (Path(__file__).with_name("_repl.py")).read_text()
@@ -83,6 +90,7 @@ class ExecResult:
     timed_out: bool = False
     crashed: bool = False
     duration_ms: float = 0.0
+    memory_kills: int = 0  # processes the whole-sandbox memory limit killed during the call
 
 
 def parse_reply(data: bytes) -> dict[str, Any] | None:
@@ -161,24 +169,15 @@ class _Capped:
         return bytes(self.buf).decode("utf-8", errors="replace")
 
 
-def _reachable_by(path: str, uid: int) -> bool:
-    """Can ``uid`` (not root) walk to ``path``? Every ancestor must be searchable by it."""
-    parts = Path(path).parts
-    for i in range(1, len(parts)):
-        st = os.stat(Path(*parts[:i]))
-        bits = 0o100 if st.st_uid == uid else 0o001
-        if not st.st_mode & bits:
-            return False
-    return True
-
-
 def _python_dirs() -> list[str]:
-    """Directories the interpreter needs: the venv and the base installation (outside /usr)."""
-    dirs: list[str] = []
-    for d in {sys.prefix, sys.base_prefix, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}:
-        if not d.startswith("/usr/") and d not in dirs:
-            dirs.append(d)
-    return sorted(dirs)
+    """Directories the running interpreter needs, derived from it, not assumed: its prefixes (a venv
+    and the installation it was made from, a conda-style prefix) and the directory of the executable,
+    each as written and with symlinks resolved.  ``/usr`` is bound whole already."""
+    exe = os.path.abspath(sys.executable)
+    found = {os.path.dirname(exe), os.path.dirname(os.path.realpath(exe))}
+    for prefix in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix):
+        found |= {os.path.abspath(prefix), os.path.realpath(prefix)}
+    return sorted(d for d in found if d not in ("/", "/usr") and not d.startswith("/usr/") and os.path.isdir(d))
 
 
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "mime.types")
@@ -187,21 +186,29 @@ _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "mime
 def bwrap_command(workspace_dir: str, repl_args: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     """The bwrap argv and the (source, stage) binds to make first when running as root."""
     bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
+    if not os.access(sys.executable, os.X_OK):
+        raise IsolationUnavailable(f"the interpreter {sys.executable} does not exist or cannot be run (was its "
+                                   "virtualenv moved or deleted?); restart the kernel from a working Python")
     root = os.geteuid() == 0
     stages: list[tuple[str, str]] = []
-    stage_base = Path(tempfile.gettempdir()) / "agio-sandbox-stage"
 
     def source(path: str) -> str:
-        if not root or _reachable_by(path, SANDBOX_UID):
+        if not root or reachable_by(path, SANDBOX_UID):
             return path
+        try:
+            stage_base = Path(reachable_temp_dir()) / "agio-sandbox-stage"
+        except ActionError as exc:
+            raise IsolationUnavailable(str(exc)) from None
         stage_base.mkdir(mode=0o755, exist_ok=True)
         stage = stage_base / str(len(stages))
         stage.mkdir(mode=0o755, exist_ok=True)
         stages.append((path, str(stage)))
         return str(stage)
 
+    # bubblewrap applies mounts in order: the private /tmp comes first, so the binds made after it
+    # (an interpreter or a workspace under /tmp) stay visible instead of being hidden by it
     args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+            "--hostname", "sandbox", "--size", str(64 << 20), "--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
@@ -213,7 +220,6 @@ def bwrap_command(workspace_dir: str, repl_args: list[str]) -> tuple[list[str], 
     for d in _python_dirs():
         args += ["--ro-bind", source(d), d]
     args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
-             "--size", str(64 << 20), "--tmpfs", "/tmp",
              "--bind", source(workspace_dir), "/workspace", "--chdir", "/workspace",
              "--clearenv", "--setenv", "HOME", "/tmp", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
              "--setenv", "LANG", "C.UTF-8", "--setenv", "MPLBACKEND", "Agg", "--setenv", "MPLCONFIGDIR", "/tmp",
@@ -222,18 +228,58 @@ def bwrap_command(workspace_dir: str, repl_args: list[str]) -> tuple[list[str], 
     return args, stages
 
 
-def launch_command(workspace_dir: str, repl_args: list[str], isolation: str) -> list[str]:
+# Run as root before anything else: join the sandbox's cgroups, then stage unreachable directories.
+_PREPARE = ('c=$1; shift; while [ "$c" -gt 0 ]; do echo $$ > "$1" || exit 112; shift; c=$((c-1)); done; '
+            'n=$1; shift; while [ "$n" -gt 0 ]; do mount --bind "$1" "$2" || exit 111; shift 2; n=$((n-1)); done; '
+            'exec "$@"')
+
+
+def launch_command(workspace_dir: str, repl_args: list[str], isolation: str,
+                   cgroup_files: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The argv that starts the sandbox: optionally join ``cgroup_files``; as root, stage, drop to
+    ``nobody`` and start bwrap from a private mount namespace."""
+    root = os.geteuid() == 0
+    stages: list[tuple[str, str]] = []
     if isolation == "process":
-        return [sys.executable, "-I", "-c", _REPL_SOURCE, *repl_args]
-    args, stages = bwrap_command(workspace_dir, repl_args)
-    if os.geteuid() != 0:
-        return args
-    # root: bind unreachable sources in a private mount namespace, then become nobody and start bwrap
-    script = 'n=$1; shift; while [ "$n" -gt 0 ]; do mount --bind "$1" "$2" || exit 111; shift 2; n=$((n-1)); done; exec "$@"'
+        inner = [sys.executable, "-I", "-c", _REPL_SOURCE, *repl_args]
+    else:
+        inner, stages = bwrap_command(workspace_dir, repl_args)
+        if root:
+            inner = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--", *inner]
+    namespace = ["unshare", "--mount", "--propagation", "private", "--"] if root and isolation != "process" else []
+    if not namespace and not cgroup_files:
+        return inner
     flat = [p for pair in stages for p in pair]
-    drop = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--"]
-    return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "agio-sandbox",
-            str(len(stages)), *flat, *drop, *args]
+    return [*namespace, "/bin/sh", "-c", _PREPARE, "agio-sandbox", str(len(cgroup_files)), *cgroup_files,
+            str(len(stages)), *flat, *inner]
+
+
+def describe_failure(returncode: int, stderr: str) -> str:
+    """Which step of starting the sandbox failed, and what to do about it."""
+    lines = stderr.strip().splitlines()
+    line = lines[-1] if lines else f"exit {returncode}"
+    low = stderr.lower()
+    if returncode == 112:
+        return f"could not join the sandbox's cgroup ({line})"
+    if returncode == 111 or line.startswith("mount:"):
+        return (f"could not bind a directory the unprivileged user cannot reach onto a staging directory "
+                f"(mount --bind as root): {line}")
+    if line.startswith("unshare:"):
+        return f"could not make a private mount namespace (unshare --mount): {line}"
+    if line.startswith("setpriv:"):
+        return f"could not switch to the unprivileged user {SANDBOX_UID} (setpriv): {line}"
+    if "execvp" in line:
+        dirs = ", ".join(_python_dirs()) or "none outside /usr"
+        return (f"bubblewrap started, but could not run the interpreter {sys.executable} inside the sandbox "
+                f"({line}); the sandbox binds the interpreter's directories ({dirs}) read-only: the "
+                "interpreter must be inside them or under /usr")
+    if "namespace" in low or "uid map" in low or "operation not permitted" in low:
+        return (f"bubblewrap cannot create its namespaces here ({line}); allow unprivileged user namespaces "
+                "(sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone, or AppArmor's "
+                "kernel.apparmor_restrict_unprivileged_userns)")
+    if line.startswith("bwrap:"):
+        return f"bubblewrap could not set up the sandbox's filesystem ({line})"
+    return f"the sandbox did not start ({line})"
 
 
 # bwrap's --die-with-parent follows the *thread* that started it (PR_SET_PDEATHSIG), and tools run in
@@ -254,13 +300,14 @@ def isolation_problem() -> str | None:
     else:
         with tempfile.TemporaryDirectory() as tmp:
             os.chmod(tmp, 0o777)
-            cmd = launch_command(tmp, [], "bubblewrap")
-            cmd[cmd.index(_REPL_SOURCE)] = "pass"
             try:
+                cmd = launch_command(tmp, [], "bubblewrap")
+                cmd[cmd.index(_REPL_SOURCE)] = "pass"
                 r = subprocess.run(cmd, env=_CLEAN_ENV, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
                 if r.returncode != 0:
-                    problem = "bubblewrap cannot create its namespaces here: " + (
-                        r.stderr.decode(errors="replace").strip().splitlines() or ["exit %d" % r.returncode])[-1]
+                    problem = describe_failure(r.returncode, r.stderr.decode(errors="replace"))
+            except IsolationUnavailable as exc:
+                problem = str(exc)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 problem = f"bubblewrap could not start: {exc}"
     _probe["bubblewrap"] = problem
@@ -279,6 +326,7 @@ class Sandbox:
         self.executed: list[str] = []
         self.calls = 0
         self._proc: subprocess.Popen[bytes] | None = None
+        self._group: cgroups.SandboxGroup | None = None
         self._lock = threading.Lock()
 
     @property
@@ -290,12 +338,16 @@ class Sandbox:
             problem = isolation_problem()
             if problem:
                 raise IsolationUnavailable(
-                    f"sandbox refused: no OS isolation available ({problem}); pass isolation='process' to "
+                    f"sandbox refused: bubblewrap cannot start here ({problem}); pass isolation='process' to "
                     "python_sandbox() to run without it, knowingly")
         self.workspace.create()
+        self._group = cgroups.create(self.limits.memory_bytes, self.limits.processes)
         read_fd, write_fd = os.pipe()
-        cmd = launch_command(str(self.workspace.dir), [self.limits.rlimits(), str(write_fd)],
-                             self.isolation)
+        # inside bwrap the interpreter ends each call's processes with kill(-1) in its own PID namespace;
+        # at the process level, by its process group
+        tree = "namespace" if self.isolation == "bubblewrap" else "group"
+        cmd = launch_command(str(self.workspace.dir), [self.limits.rlimits(), str(write_fd), tree],
+                             self.isolation, self._group.procs_files if self._group else ())
         try:
             self._proc = _launcher.submit(
                 subprocess.Popen, cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,),
@@ -326,6 +378,7 @@ class Sandbox:
             t0 = time.monotonic()
             result = ExecResult()
             reply = None
+            ooms = self._group.oom_kills() if self._group else 0
             try:
                 request = marshal.dumps((code, marker))
                 self._proc.stdin.write(len(request).to_bytes(4, "big") + request)
@@ -355,6 +408,13 @@ class Sandbox:
                 result.error = (f"the interpreter died (exit {code_}"
                                 + (f", signal {signal.Signals(-code_).name}" if code_ and code_ < 0 else "")
                                 + "); its state is lost and the next call starts a fresh one")
+            killed = (self._group.oom_kills() - ooms) if self._group else 0
+            if killed:
+                result.memory_kills = killed
+                note = (f"the sandbox reached its memory limit ({self._group.bound}): the kernel killed "
+                        f"{killed} process(es)")
+                result.error = f"{note}; {result.error}" if result.error else None
+                result.stderr += f"\n[{note}]"
             result.duration_ms = (time.monotonic() - t0) * 1000.0
             return result
 
@@ -381,9 +441,12 @@ class Sandbox:
             sel.close()
 
     def _kill(self) -> None:
+        """Kill the sandbox; with a cgroup, every process in it is gone when this returns."""
         proc = self._proc
         if proc is None:
             return
+        if self._group is not None:
+            self._group.kill()
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -405,6 +468,17 @@ class Sandbox:
             except OSError:
                 pass
         self._proc = None
+        if self._group is not None:
+            self._group.remove()
+            self._group = None
+
+    @property
+    def memory_bound(self) -> str:
+        """The memory bound in force for this sandbox, in words."""
+        per_process = f"{self.limits.memory_bytes >> 20} MiB address space per process (rlimit)"
+        if self._group is not None:
+            return f"{self._group.bound}, and {per_process}"
+        return per_process + " (no cgroup: the whole sandbox may use up to processes x that)"
 
 
 class SandboxPool:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -120,14 +121,45 @@ class Guard:
         return parts.scheme, host, port, str(addresses[0])
 
 
+SAFE_SCHEMES = frozenset({"http", "https", "mailto", "ftp"})
+_SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*):")
+_IGNORED_IN_URLS = re.compile(r"[\x00-\x20\x7f]+")
+
+
+def link_scheme(target: str) -> str | None:
+    """The scheme a browser would see in a link target (entities already decoded by the parser): ASCII
+    whitespace and control characters anywhere are ignored, as browsers do, and case does not count.
+    None for a relative link."""
+    match = _SCHEME.match(_IGNORED_IN_URLS.sub("", target))
+    return match.group(1).lower() if match else None
+
+
+def _drop_unsafe_targets(soup: Any) -> None:
+    """``javascript:``, ``vbscript:``, ``data:`` and any other non-web target never reaches the model:
+    a link keeps its text and loses its target, an image keeps its alt text."""
+    for tag, attribute in (("a", "href"), ("img", "src")):
+        for node in soup.find_all(tag):
+            target = node.get(attribute)
+            if target is None:
+                continue
+            scheme = link_scheme(target if isinstance(target, str) else " ".join(target))
+            if scheme is not None and scheme not in SAFE_SCHEMES:
+                if tag == "a":
+                    node.unwrap()
+                else:
+                    node.replace_with(node.get("alt") or "")
+
+
 def to_markdown(html: str) -> str:
-    """Readable Markdown; scripts, styles and the like are dropped with their content."""
+    """Readable Markdown; scripts, styles and the like are dropped with their content, and links or
+    images whose target is not a web address keep only their text."""
     from bs4 import BeautifulSoup
     from markdownify import MarkdownConverter
 
     soup = BeautifulSoup(html, "html.parser")
     for node in soup(["script", "style", "noscript", "iframe", "template", "svg", "title"]):
         node.decompose()
+    _drop_unsafe_targets(soup)
     return MarkdownConverter(heading_style="ATX").convert_soup(soup).strip()
 
 

@@ -36,6 +36,29 @@ SANDBOX_UID = 65534  # "nobody": what sandboxed code runs as when the kernel run
 _HASH_CHUNK = 1 << 20
 
 
+def reachable_by(path: str, uid: int) -> bool:
+    """Can ``uid`` (not root) walk to ``path``? Every ancestor must be searchable by it."""
+    parts = Path(path).parts
+    for i in range(1, len(parts)):
+        st = os.stat(Path(*parts[:i]))
+        bits = 0o100 if st.st_uid == uid else 0o001
+        if not st.st_mode & bits:
+            return False
+    return True
+
+
+def reachable_temp_dir() -> str:
+    """A temporary directory in which root can make directories that ``nobody`` can walk into: TMPDIR
+    when it can, else the usual ones (TMPDIR may be private, as CI, JupyterHub and HPC sites set it)."""
+    import tempfile
+
+    for base in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(base) and os.access(base, os.W_OK) and reachable_by(os.path.join(base, "x"), SANDBOX_UID):
+            return base
+    raise ActionError("no temporary directory the unprivileged sandbox user can reach (tried TMPDIR, /tmp, "
+                      "/var/tmp, /dev/shm)")
+
+
 def workspaces_root(repository: Any = None) -> Path:
     """Where workspaces live: ``AGIO_WORKSPACES``, else in the store's local folder for files (a TinyDB
     store's directory, a SQLite file's ``.files`` folder), else ``./.agio/workspaces``."""

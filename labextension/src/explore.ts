@@ -62,11 +62,11 @@ function renderSide(doc: Document, info: Record<string, any> | null, ops: [strin
     cell.append(renderOps(doc, ops));
   }
   for (const call of info.tool_calls ?? []) {
-    cell.append(el(doc, 'div', ['agio-diff-call'], `🔧 ${call.name}(${call.arguments ?? ''})`));
+    cell.append(el(doc, 'div', ['agio-diff-call'], `calls ${call.name}(${call.arguments ?? ''})`));
   }
   if (info.tool) {
     const t = info.tool;
-    cell.append(el(doc, 'div', ['agio-diff-call'], `🔧 ${t.name} → ${t.error ? 'error: ' + t.error : t.result ?? ''}`));
+    cell.append(el(doc, 'div', ['agio-diff-call'], `tool ${t.name} → ${t.error ? 'error: ' + t.error : t.result ?? ''}`));
   }
   return cell;
 }
@@ -161,10 +161,10 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
     const transcript = el(doc, 'div', ['agio-tree-transcript']);
     for (const e of node.transcript ?? []) {
       const step = el(doc, 'div', ['agio-tree-step', `agio-step-${classToken(e.role)}`]);
-      const who = e.role === 'user' ? 'You' : e.role === 'assistant' ? 'Assistant' : `🔧 ${e.name ?? 'tool'}`;
+      const who = e.role === 'user' ? 'You' : e.role === 'assistant' ? 'Assistant' : `tool ${e.name ?? ''}`;
       step.append(el(doc, 'span', ['agio-label'], `#${e.sequence} ${who} `), el(doc, 'span', ['agio-text'], e.text ?? ''));
       for (const c of e.calls ?? []) {
-        step.append(el(doc, 'div', ['agio-diff-call'], `🔧 ${c}`));
+        step.append(el(doc, 'div', ['agio-diff-call'], `calls ${c}`));
       }
       transcript.append(step);
     }

@@ -19,7 +19,7 @@ class ExploreWidget extends Widget implements IRenderMime.IRenderer {
   private _mimeType: string;
 }
 
-function extensionFor(id: string, mimeType: string, render: (data: unknown, doc: Document) => HTMLElement): IRenderMime.IExtension {
+export function extensionFor(id: string, mimeType: string, render: (data: unknown, doc: Document) => HTMLElement): IRenderMime.IExtension {
   return {
     id,
     rendererFactory: {

@@ -1,8 +1,11 @@
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
-import { exploreExtensions } from './explore_widgets';
+import { exploreExtensions, extensionFor } from './explore_widgets';
 import { MIME_TYPE, renderTranscript } from './render';
+import {
+  BATCH_MIME_TYPE, PLAN_MIME_TYPE, SWEEP_MIME_TYPE, TRACE_MIME_TYPE, renderBatch, renderPlan, renderSweep, renderTrace
+} from './views';
 
 /** Output widget for a saved agio run: rebuilt from the transcript's events, no kernel needed. */
 export class RunTranscriptWidget extends Widget implements IRenderMime.IRenderer {
@@ -34,4 +37,12 @@ const extension: IRenderMime.IExtension = {
   dataType: 'json'
 };
 
-export default [extension, ...exploreExtensions];
+/** Every other agio view a notebook saves: each drawn from its data, so untrusted notebooks show it whole. */
+const viewExtensions: IRenderMime.IExtension[] = [
+  extensionFor('agio-notebook:batch', BATCH_MIME_TYPE, renderBatch),
+  extensionFor('agio-notebook:plan', PLAN_MIME_TYPE, renderPlan),
+  extensionFor('agio-notebook:trace', TRACE_MIME_TYPE, renderTrace),
+  extensionFor('agio-notebook:sweep', SWEEP_MIME_TYPE, renderSweep)
+];
+
+export default [extension, ...exploreExtensions, ...viewExtensions];

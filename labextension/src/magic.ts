@@ -13,6 +13,28 @@ export interface MagicRequest {
   code: string;
 }
 
+/**
+ * The source of the cell a control inserts: agio is loaded first, so one click works in any kernel
+ * (restarted, or a reopened notebook whose kernel never ran `%load_ext`). Where agio is already
+ * loaded, its input transformer drops that line, so it prints nothing.
+ */
+export function controlCell(code: string): string {
+  return code.startsWith('%agio ') ? `%load_ext agio_notebook\n${code}` : code;
+}
+
+/** Where a control's cells go: below the last cell inserted for the same run, so they keep click order. */
+export function insertionIndex(insertedFor: (string | undefined)[], sourceIndex: number, runId: string | null): number {
+  let at = sourceIndex + 1;
+  if (runId) {
+    for (let i = sourceIndex + 1; i < insertedFor.length; i++) {
+      if (insertedFor[i] === runId) {
+        at = i + 1;
+      }
+    }
+  }
+  return at;
+}
+
 /** Only these characters may reach a command line: IPython expands `$x` and `{x}` in magics. */
 const SAFE_ARG = /^[A-Za-z0-9_][A-Za-z0-9_.:-]*$/;  // no leading "-": an id never reads as a flag
 

@@ -8,6 +8,7 @@
  */
 
 import { el } from './dom';
+import { icon } from './icons';
 import { magicButton, safeArg } from './magic';
 
 export interface MemoryItem {
@@ -83,10 +84,14 @@ export function renderFeedback(doc: Document, runId: unknown): HTMLElement | nul
   }
   const bar = el(doc, 'div', ['agio-feedback']);
   bar.append(el(doc, 'span', ['agio-label'], 'Feedback:'));
-  const up = magicButton(doc, '👍 +1', () => feedbackCommand(id, '+1'), ['agio-thumb-up']);
-  const down = magicButton(doc, '👎 -1', () => feedbackCommand(id, '-1'), ['agio-thumb-down']);
+  const up = magicButton(doc, 'Good +1', () => feedbackCommand(id, '+1'), ['agio-thumb-up']);
+  const down = magicButton(doc, 'Wrong -1', () => feedbackCommand(id, '-1'), ['agio-thumb-down']);
+  up.prepend(icon(doc, 'thumb-up'), ' ');
+  down.prepend(icon(doc, 'thumb-down'), ' ');
   up.title = 'this run was good: stores +1 and proposes an experience';
   down.title = 'this run was wrong: stores -1 and proposes an experience';
+  up.setAttribute('aria-label', 'Feedback: this run was good (+1)');
+  down.setAttribute('aria-label', 'Feedback: this run was wrong (-1)');
   bar.append(up, down);
   return bar;
 }

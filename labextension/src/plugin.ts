@@ -4,12 +4,18 @@
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import type { Cell } from '@jupyterlab/cells';
+import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { IEditorLanguageRegistry } from '@jupyterlab/codemirror';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 
+import { watchPauses } from './debugger';
 import { agioCellMime } from './highlight';
-import { MAGIC_EVENT, MagicRequest } from './magic';
+import { MAGIC_EVENT, MagicRequest, controlCell, insertionIndex } from './magic';
+
+function insertedFor(cell: Cell): string | undefined {
+  const agio = cell.model.getMetadata('agio') as Record<string, unknown> | undefined;
+  return typeof agio?.inserted_for === 'string' ? agio.inserted_for : undefined;
+}
 
 /** Insert a code cell with the requested command below the output's cell, and run it. */
 export function handleMagic(panel: NotebookPanel, event: Event): void {
@@ -21,8 +27,19 @@ export function handleMagic(panel: NotebookPanel, event: Event): void {
   }
   event.preventDefault(); // handled: exactly once, by the notebook that holds the output
   event.stopPropagation();
-  notebook.model.sharedModel.insertCell(index + 1, { cell_type: 'code', source: code, metadata: {} });
-  notebook.activeCellIndex = index + 1;
+  const runId = (event.target as Element).closest?.('[data-agio-run]')?.getAttribute('data-agio-run') || null;
+  const source = controlCell(code);
+  const at = insertionIndex(notebook.widgets.map(insertedFor), index, runId);
+  const previous = notebook.widgets[at - 1];
+  if (at > index + 1 && previous.model.type === 'code' && previous.model.sharedModel.getSource() === source
+      && (previous.model as ICodeCellModel).executionCount === null) {
+    // the same command is still waiting for a busy kernel: a second click adds no second cell
+    notebook.activeCellIndex = at - 1;
+    return;
+  }
+  const metadata = runId ? { agio: { inserted_for: runId } } : {};
+  notebook.model.sharedModel.insertCell(at, { cell_type: 'code', source, metadata });
+  notebook.activeCellIndex = at;
   notebook.deselectAll();
   void NotebookActions.run(notebook, panel.sessionContext);
 }
@@ -82,6 +99,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [INotebookTracker, IEditorLanguageRegistry],
   activate: (_app: JupyterFrontEnd, tracker: INotebookTracker, languages: IEditorLanguageRegistry) => {
+    watchPauses(document); // keys of step mode's pause views
     tracker.widgetAdded.connect((_, panel) => {
       panel.node.addEventListener(MAGIC_EVENT, event => handleMagic(panel, event));
       watchHighlighting(panel, languages);

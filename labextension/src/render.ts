@@ -8,7 +8,9 @@
 
 import { classToken, el } from './dom';
 import { renderFeedback, renderMemoryCard, renderTrace } from './memory';
-import { AttemptInfo, renderControls } from './controls';
+import { AttemptInfo, isSuperseded, renderControls } from './controls';
+import { renderCardDebug, renderStepDebug, Seen } from './debugger';
+import { icon } from './icons';
 
 export const MIME_TYPE = 'application/vnd.agio.run+json';
 
@@ -28,6 +30,7 @@ export interface Transcript {
   events: AgioEvent[];
   trace_svg?: string | null;
   attempts?: AttemptInfo[];
+  seen?: Seen; // what each model call saw (step mode's "What the model saw")
 }
 
 export interface ToolCard {
@@ -43,6 +46,8 @@ export interface ToolCard {
   displays: Display[];
   isolation?: string;
   diff?: string;
+  nested?: AgioEvent[]; // the events of the run of an agent called as this tool (paths relative to it)
+  nestedEnded?: string; // the outer run ended: how a nested run still running ends
 }
 
 /** A rich output of an action: a PNG (base64) or an HTML table from the sandbox (untrusted). */
@@ -70,6 +75,7 @@ export interface RunView {
   steps: StepView[];
   runMetrics: Record<string, any>;
   traceSvg?: string | null;
+  handoffs: { from: string; to: string }[];
 }
 
 const TERMINAL = new Set(['run_completed', 'run_failed', 'run_cancelled', 'run_max_steps', 'run_budget_exceeded']);
@@ -102,7 +108,8 @@ export function parseTranscript(data: unknown): Transcript {
   }
   const attempts = Array.isArray(t.attempts) ? t.attempts : undefined;
   return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events, attempts,
-    trace_svg: typeof t.trace_svg === 'string' ? t.trace_svg : null };
+    trace_svg: typeof t.trace_svg === 'string' ? t.trace_svg : null,
+    seen: t.seen && typeof t.seen === 'object' ? t.seen : undefined };
 }
 
 /** Fold the events into steps and tool cards (the same fold as the Python RunView). */
@@ -111,6 +118,7 @@ export function foldEvents(t: Transcript): RunView {
   const cards = new Map<string, ToolCard>();
   let run: Record<string, any> = t.run ?? {};
   let runMetrics: Record<string, any> = run.metrics ?? {};
+  const handoffs: { from: string; to: string }[] = [];
   const stepFor = (sequence: number, role: string): StepView => {
     let s = bySeq.get(sequence);
     if (!s) {
@@ -121,7 +129,12 @@ export function foldEvents(t: Transcript): RunView {
   };
   for (const e of t.events) {
     const p = e.payload;
-    if (e.type === 'run_started' || TERMINAL.has(e.type)) {
+    if (e.type === 'nested') {
+      routeNested(cards, e);
+    } else if (e.type === 'handoff') {
+      handoffs.push({ from: String(p.from), to: String(p.to) });
+      run = { ...run, agent_name: p.to };
+    } else if (e.type === 'run_started' || TERMINAL.has(e.type)) {
       if (p.run) {
         if (!t.run) {
           run = { ...run, ...p.run };
@@ -202,13 +215,29 @@ export function foldEvents(t: Transcript): RunView {
   if (TERMINAL_STATUS.has(run.status)) {
     // the run is over: a call still running or awaiting approval never finished (as the Python fold says)
     for (const card of cards.values()) {
+      const ended = run.status === 'cancelled' ? 'cancelled' : 'interrupted';
       if (card.status === 'running' || card.status === 'awaiting_approval') {
-        card.status = run.status === 'cancelled' ? 'cancelled' : 'interrupted';
+        card.status = ended;
+      }
+      if (card.nested) {
+        card.nestedEnded = ended; // a nested run whose end never reached this stream ends with it
       }
     }
   }
   const steps = [...bySeq.values()].filter(s => s.role !== 'tool').sort((a, b) => a.sequence - b.sequence);
-  return { transcript: t, run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg };
+  return { transcript: t, run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg, handoffs };
+}
+
+/** A nested run's event goes to the card of the call that started it, one level of its path down. */
+function routeNested(cards: Map<string, ToolCard>, e: AgioEvent): void {
+  const path = Array.isArray(e.payload.path) ? e.payload.path : [];
+  const inner = e.payload.event;
+  const card = path.length ? cards.get(path[0]?.tool_call_id) : undefined;
+  if (!card || !inner || typeof inner.type !== 'string') {
+    return;
+  }
+  card.nested = card.nested ?? [];
+  card.nested.push(path.length > 1 ? { ...e, payload: { path: path.slice(1), event: inner } } : inner);
 }
 
 /** Figures and tables of an action record, and a browser screenshot as a figure. */
@@ -306,6 +335,9 @@ export function metricsLine(m: Record<string, any>, run = false): string {
   if (m.tool_ms) {
     parts.push(`tools ${Math.round(m.tool_ms)} ms`);
   }
+  if (m.paused_ms) {
+    parts.push(`paused ${Math.round(m.paused_ms)} ms`); // step mode: its own figure (debugger.ts)
+  }
   if (m.duration_ms) {
     parts.push(`total ${Math.round(m.duration_ms)} ms`);
   }
@@ -327,7 +359,9 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
     details.open = true;
   }
   const summary = el(doc, 'summary');
-  summary.append(el(doc, 'span', ['agio-tool-name'], card.name), ' ', statusBadge(doc, card.status));
+  const kind = el(doc, 'span', ['agio-tool-label'], 'tool');
+  kind.prepend(icon(doc, 'tool'));
+  summary.append(kind, ' ', el(doc, 'span', ['agio-tool-name'], card.name), ' ', statusBadge(doc, card.status));
   if (card.durationMs !== undefined && card.durationMs !== null) {
     summary.append(el(doc, 'span', ['agio-tool-duration'], ` ${Math.round(card.durationMs)} ms`));
   }
@@ -351,13 +385,47 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
   if (card.error !== undefined) {
     details.append(el(doc, 'pre', ['agio-tool-error'], `${card.errorType ?? 'error'}: ${card.error}`));
   }
+  if (card.nested) {
+    details.open = true;
+    details.append(renderNestedRun(doc, card.nested, card.nestedEnded));
+  }
   return details;
 }
 
-function renderStep(doc: Document, step: StepView): HTMLElement {
+/** The run of an agent called as a tool, inside its card: its steps and cards, at any depth. */
+function renderNestedRun(doc: Document, events: AgioEvent[], ended?: string): HTMLElement {
+  let view = foldEvents({ version: 1, run: null, session: null, events });
+  if (ended && !TERMINAL_STATUS.has(String(view.run.status))) {
+    // fold again as if its run had ended so: its own cards and nested runs settle the same way
+    const last = { type: 'run_cancelled', run_id: '', session_id: '', seq: 0, ts: 0,
+      payload: { run: { ...view.run, status: ended } } };
+    view = foldEvents({ version: 1, run: null, session: null, events: [...events, last] });
+  }
+  const box = el(doc, 'details', ['agio-nested-run']) as HTMLDetailsElement;
+  box.open = true;
+  box.dataset.agioRun = String(view.run.id ?? '');
+  const summary = el(doc, 'summary');
+  summary.append('agent ', el(doc, 'b', ['agio-nested-agent'], String(view.run.agent_name ?? '?')), ' ',
+    statusBadge(doc, String(view.run.status ?? 'running')), el(doc, 'span', ['agio-ids'], ` run ${short(view.run.id)}`));
+  box.append(summary);
+  for (const step of view.steps) {
+    box.append(renderStep(doc, step));
+  }
+  if (view.run.error && view.run.status !== 'completed') {
+    box.append(el(doc, 'div', ['agio-error'], String(view.run.error)));
+  }
+  box.append(el(doc, 'div', ['agio-metrics'], metricsLine(view.runMetrics, true)));
+  return box;
+}
+
+function renderStep(doc: Document, step: StepView, t?: Transcript): HTMLElement {
   const classes = ['agio-step', `agio-step-${classToken(step.role)}`];
   if (step.superseded) {
     classes.push('agio-superseded');
+  }
+  const partial = step.status === 'cancelled'; // stopped while it streamed: the text shown so far
+  if (partial) {
+    classes.push('agio-partial');
   }
   const node = el(doc, 'div', classes);
   node.dataset.sequence = String(step.sequence);
@@ -371,6 +439,9 @@ function renderStep(doc: Document, step: StepView): HTMLElement {
     head += ' · superseded';
   }
   label.append(head);
+  if (partial) {
+    label.append(' · ', el(doc, 'span', ['agio-partial-note'], 'stopped: partial answer'));
+  }
   const metrics = metricsLine(step.metrics);
   if (metrics) {
     label.title = metrics;
@@ -382,11 +453,17 @@ function renderStep(doc: Document, step: StepView): HTMLElement {
   if (step.text) {
     node.append(el(doc, 'div', ['agio-text'], step.text));
   }
+  if (t) {
+    node.append(...renderStepDebug(doc, t, step.sequence, step.role));
+  }
   if (step.memory) {
     node.append(renderMemoryCard(doc, step.memory));
   }
   for (const card of step.cards) {
     node.append(renderCard(doc, card));
+    if (t) {
+      node.append(...renderCardDebug(doc, t, card.id));
+    }
     if (card.displays.length) {
       node.append(renderDisplays(doc, card.displays));
     }
@@ -413,20 +490,28 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
   }
   if (run.superseded_by) {
     header.append(el(doc, 'span', ['agio-attempt', 'agio-superseded'], ` · superseded by ${short(run.superseded_by)}`));
+  } else if (isSuperseded(view.transcript, run)) {
+    header.append(el(doc, 'span', ['agio-attempt', 'agio-superseded'], ' · superseded'));
   }
   root.append(header);
+  if (view.handoffs.length) {
+    const chain = [view.handoffs[0].from, ...view.handoffs.map(h => h.to)].join(' → ');
+    root.append(el(doc, 'div', ['agio-handoff'], `handed off: ${chain}`));
+  }
   if (view.session && view.session.forked_from) {
-    root.append(el(doc, 'div', ['agio-fork-origin'],
-      `forked from session ${short(view.session.forked_from)} at step ${view.session.forked_at}`));
+    const origin = el(doc, 'div', ['agio-fork-origin'],
+      ` forked from session ${short(view.session.forked_from)} at step ${view.session.forked_at}`);
+    origin.prepend(icon(doc, 'fork'));
+    root.append(origin);
   }
   for (const step of view.steps) {
-    root.append(renderStep(doc, step));
+    root.append(renderStep(doc, step, view.transcript));
   }
   const trace = renderTrace(doc, view.traceSvg);
   if (trace) {
     root.append(trace);
   }
-  if (run.error && run.status !== 'completed') {
+  if (run.error && run.status !== 'completed' && run.error !== run.status) { // "cancelled" is said by the badge
     root.append(el(doc, 'div', ['agio-error'], String(run.error)));
   }
   root.append(el(doc, 'div', ['agio-metrics'], metricsLine(view.runMetrics, true)));

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { agioCellMime } from '../src/highlight';
-import { MAGIC_EVENT, magicButton, requestMagic, safeArg } from '../src/magic';
+import { MAGIC_EVENT, controlCell, insertionIndex, magicButton, requestMagic, safeArg } from '../src/magic';
 import { renderTranscript } from '../src/render';
 
 const RUN = { id: 'run00001aaaa', session_id: 'sess0001bbbb', status: 'completed', kind: 'run', attempt: 1,
@@ -45,13 +45,98 @@ describe('transcript controls', () => {
     document.body.replaceChildren();
     const node = renderTranscript(transcript(), document);
     const asked = listen(node);
-    const picker = node.querySelector('select.agio-step-picker') as HTMLSelectElement;
-    expect([...picker.options].map(o => o.textContent)).toEqual(['#1 user: hello', '#2 assistant: hi there']);
-    expect(picker.value).toBe('2');
+    const retry = node.querySelector('select.agio-retry-picker') as HTMLSelectElement;
+    const fork = node.querySelector('select.agio-fork-picker') as HTMLSelectElement;
+    expect([...retry.options].map(o => o.textContent)).toEqual(['#2 assistant: hi there']);
+    expect([...fork.options].map(o => o.textContent)).toEqual(['#1 user: hello', '#2 assistant: hi there']);
+    expect(retry.value).toBe('2');
+    expect(fork.value).toBe('2');
     (node.querySelector('button.agio-retry') as HTMLButtonElement).click();
-    picker.value = '1';
+    fork.value = '1';
     (node.querySelector('button.agio-fork') as HTMLButtonElement).click();
-    expect(asked).toEqual(['%agio retry run00001aaaa --from-seq 2', '%agio fork sess0001bbbb --at 1']);
+    expect(asked).toEqual(['%agio retry run00001aaaa --from-seq 2',
+      '%agio fork sess0001bbbb --at 1 --run run00001aaaa']);
+  });
+
+  it('a run that used tools: the pickers offer only what the commands accept, the first click is valid', () => {
+    document.body.replaceChildren();
+    const call = { id: 'c1', type: 'function', function: { name: 'add', arguments: '{"a":2,"b":3}' } };
+    const call2 = { id: 'c2', type: 'function', function: { name: 'add', arguments: '{"a":1,"b":1}' } };
+    const t = transcript();
+    t.events = [
+      ev(1, 'run_started', { run: { ...RUN, status: 'running', metrics: {} } }),
+      ev(2, 'step_completed', { step: step(1, 'user', 'add') }),
+      ev(3, 'step_completed', { step: { ...step(2, 'assistant', null), tool_calls: [call, call2] } }),
+      ev(4, 'step_completed', { step: { ...step(3, 'tool', '5'), tool_call_id: 'c1', name: 'add' } }),
+      ev(5, 'step_completed', { step: { ...step(4, 'tool', '2'), tool_call_id: 'c2', name: 'add' } }),
+      ev(6, 'step_completed', { step: step(5, 'assistant', '5 and 2') }),
+      ev(7, 'run_completed', { run: RUN })
+    ];
+    const node = renderTranscript(t, document);
+    const asked = listen(node);
+    const fork = node.querySelector('select.agio-fork-picker') as HTMLSelectElement;
+    const retry = node.querySelector('select.agio-retry-picker') as HTMLSelectElement;
+    // inside the batch (after step 2 or 3) is no place to fork; a tool result is no place to retry from
+    expect([...fork.options].map(o => o.value)).toEqual(['1', '4', '5']);
+    expect([...retry.options].map(o => o.value)).toEqual(['2', '5']);
+    expect(fork.value).toBe('5');
+    expect(retry.value).toBe('5'); // the answer
+    (node.querySelector('button.agio-fork') as HTMLButtonElement).click();
+    (node.querySelector('button.agio-retry') as HTMLButtonElement).click();
+    expect(asked).toEqual(['%agio fork sess0001bbbb --at 5 --run run00001aaaa', '%agio retry run00001aaaa --from-seq 5']);
+  });
+
+  it('under a superseded attempt the transcript says so and the controls act on that attempt', () => {
+    document.body.replaceChildren();
+    const attempts = [{ number: 1, run_id: RUN.id, status: 'completed', current: false },
+      { number: 2, run_id: 'r2', status: 'completed', current: true }];
+    const node = renderTranscript(transcript(RUN, attempts), document);
+    const asked = listen(node);
+    expect(node.querySelector('.agio-header .agio-superseded')!.textContent).toContain('superseded');
+    expect(node.querySelector('.agio-superseded-note')!.textContent).toContain('attempt 2 is current');
+    expect((node.querySelector('select.agio-attempt-picker') as HTMLSelectElement).value).toBe('1');
+    (node.querySelector('button.agio-fork') as HTMLButtonElement).click();
+    (node.querySelector('button.agio-use-attempt') as HTMLButtonElement).click();
+    expect(asked).toEqual(['%agio fork sess0001bbbb --at 2 --run run00001aaaa', '%agio use-attempt run00001aaaa 1']);
+    const current = renderTranscript(transcript(RUN, attempts.map(a => ({ ...a, current: !a.current }))), document);
+    expect(current.querySelector('.agio-superseded-note')).toBeNull();
+    expect(current.querySelector('.agio-header .agio-superseded')).toBeNull();
+  });
+
+  it('a stopped run keeps its partial answer, marked, and offers no retry of a half-made tool batch', () => {
+    const t = transcript({ ...RUN, status: 'cancelled' });
+    t.events[2] = ev(3, 'step_completed', { step: { ...step(2, 'assistant', 'The answer is forty'), status: 'cancelled' } });
+    const node = renderTranscript(t, document);
+    const partial = node.querySelector('.agio-step.agio-partial') as HTMLElement;
+    expect(partial.querySelector('.agio-text')!.textContent).toBe('The answer is forty');
+    expect(partial.querySelector('.agio-partial-note')!.textContent).toBe('stopped: partial answer');
+  });
+
+  it('control cells load agio first, so they work in a kernel that never ran %load_ext', () => {
+    expect(controlCell('%agio retry r --from-seq 2')).toBe('%load_ext agio_notebook\n%agio retry r --from-seq 2');
+    expect(controlCell('x = 1')).toBe('x = 1');
+  });
+
+  it('icons are inline SVG with text beside them, never emoji', () => {
+    const call = { id: 'c1', type: 'function', function: { name: 'add', arguments: '{}' } };
+    const t = transcript();
+    t.events.splice(3, 0, ev(9, 'step_completed', { step: { ...step(2, 'assistant', null), tool_calls: [call] } }));
+    const node = renderTranscript({ ...t, session: { forked_from: 'sess0000', forked_at: 2 } }, document);
+    const text = node.textContent ?? '';
+    expect(text).not.toMatch(/\p{Extended_Pictographic}|⑂/u);
+    expect(node.querySelector('.agio-tool-card summary svg.agio-icon-tool')).not.toBeNull();
+    expect(node.querySelector('.agio-fork-origin svg.agio-icon-fork')).not.toBeNull();
+    const up = node.querySelector('.agio-feedback .agio-thumb-up') as HTMLButtonElement;
+    expect(up.querySelector('svg.agio-icon-thumb-up')!.getAttribute('aria-hidden')).toBe('true');
+    expect(up.getAttribute('aria-label')).toBe('Feedback: this run was good (+1)');
+    expect(up.textContent!.trim()).toBe('Good +1');
+  });
+
+  it('inserted cells go below the last one inserted for the same run (click order)', () => {
+    expect(insertionIndex([undefined, undefined, undefined], 1, 'r')).toBe(2);
+    expect(insertionIndex([undefined, undefined, 'r', 'r', undefined], 1, 'r')).toBe(4);
+    expect(insertionIndex([undefined, undefined, 'other', undefined], 1, 'r')).toBe(2);
+    expect(insertionIndex([undefined, 'r', undefined], 0, null)).toBe(1);
   });
 
   it('the attempt selector switches attempts through the kernel', () => {

@@ -53,7 +53,7 @@ describe('memory and trace in a saved transcript', () => {
     expect(img.src.startsWith('data:image/svg+xml;base64,')).toBe(true);
     const svg = new TextDecoder().decode(Uint8Array.from(atob(img.src.split(',')[1]), c => c.charCodeAt(0)));
     expect(svg).toBe(transcript.trace_svg);
-    expect(root.querySelector('svg')).toBeNull();
+    expect(root.querySelector('svg:not(.agio-icon)')).toBeNull(); // only the extension's own icons are inline SVG
   });
 
   it('leaves the trace out when the transcript has none', () => {

@@ -95,7 +95,7 @@ def help_text(cell: Command) -> str:
 
 def _load_all() -> None:
     # one module per area; importing registers its commands
-    from . import actions, attempts, batch, data, explore, mcp, memory, sessions, store, telemetry  # noqa: F401
+    from . import actions, attempts, batch, data, explore, mcp, memory, sessions, store, teach, telemetry  # noqa: F401
 
 
 _load_all()

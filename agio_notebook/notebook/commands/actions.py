@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from ... import frames
+from ...storage.ids import resolve_session_id
 from . import arg, command
+from .data import ids
 
 
 @command("actions", "actions (sandboxed code, files, web, browser) as a DataFrame",
          arg("--session", default=None, help="only this session"), arg("--run", default=None, help="only this run"))
 def actions(c: Any, args: Any) -> Any:
-    return frames.actions(args.session, args.run, repository=c.repository)
+    return frames.actions(*ids(c, args), repository=c.repository)
 
 
 @command("replay-code", "re-run the session's recorded run_python code, up to step N, in a fresh sandboxed "
@@ -26,6 +28,7 @@ def replay_code(c: Any, args: Any) -> str:
     session = args.session or c.session_id
     if session is None:
         raise InvalidOperationError("no current session; pass --session")
+    session = resolve_session_id(c.repository, session)
     results = replay_python(session, c.repository, args.upto)
     failed = [i + 1 for i, r in enumerate(results) if r.error]
     return (f"replayed {len(results)} run_python call(s) of session {session[:8]}"

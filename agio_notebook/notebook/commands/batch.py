@@ -79,4 +79,5 @@ def _shown(c: Any, handle: scheduling.BatchHandle) -> scheduling.BatchHandle:
          arg("--batch", default=None), arg("--status", default=None, choices=scheduling.EXEC_STATUSES),
          arg("--agent", default=None))
 def executions(c: Any, args: Any) -> Any:
-    return scheduling.executions(args.status, args.batch, args.agent, repository=c.repository)
+    batch_name = None if args.batch is None else scheduling.default_executor(c.repository).store.resolve_batch(args.batch)
+    return scheduling.executions(args.status, batch_name, args.agent, repository=c.repository)

@@ -30,6 +30,21 @@ def tree(c: Any, args: Any) -> Any:
     if session is None:
         raise UsageError("%agio tree: no current session; pass a session id")
     try:
-        return run_tree(session, repository=c.repository)
+        shown = run_tree(family_root(c.repository, session), repository=c.repository)
     except AgioError as exc:
         raise UsageError(f"%agio tree: {exc}") from None
+    shown.data["focus"] = session  # the session asked for (a fork is drawn inside its family)
+    return shown
+
+
+def family_root(repository: Any, session_id: str) -> str:
+    """The session a fork (of a fork ...) was first taken from, so its tree shows where it came from."""
+    seen = {session_id}
+    session = repository.get_session(session_id)
+    while session is not None and session.forked_from and session.forked_from not in seen:
+        parent = repository.get_session(session.forked_from)
+        if parent is None:  # the origin was deleted: the fork is its own root
+            break
+        seen.add(parent.session_id)
+        session = parent
+    return session.session_id if session is not None else session_id

@@ -6,6 +6,7 @@ from typing import Any
 
 from ... import memory
 from ...core import AgioError
+from ...storage.ids import resolve_run_id
 from . import arg, command
 
 
@@ -31,7 +32,7 @@ _VERBS = ("skills", "experiences", "proposals", "feedback", "search", "add-skill
 
 
 @command("memory", "the agent's memory: skills | experiences | proposals | feedback (frames), search QUERY, "
-                   "add-skill NAME TEXT, add-experience SITUATION, accept ID, reject ID, delete ID",
+                   "add-skill NAME TEXT, add-experience SITUATION (both take --tags a,b), accept ID, reject ID, delete ID",
          arg("verb", choices=_VERBS), arg("words", nargs="*"), arg("--scope", default=None),
          arg("--tags", default=None), arg("--situation", default=None), arg("--what-was-done", default=None),
          arg("--outcome", default=None), arg("--lesson", default=None))
@@ -42,13 +43,14 @@ def memory_command(c: Any, args: Any) -> Any:
     if verb == "proposals":
         return memory.proposals(repository=repo)
     if verb == "feedback":
-        return memory.feedback(args.words[0] if args.words else None, repository=repo)
+        run = resolve_run_id(repo, args.words[0]) if args.words else None
+        return memory.feedback(run, repository=repo)
     if verb == "search":
         return memory.search(_need(text, "a query"), scope=args.scope, repository=repo).records
+    tags = [t.strip() for t in (args.tags or "").split(",") if t.strip()]
     if verb == "add-skill":
         if len(args.words) < 2:
             raise AgioError("memory add-skill needs a NAME and its TEXT")
-        tags = [t.strip() for t in (args.tags or "").split(",") if t.strip()]
         skill = memory.add_skill(args.words[0], " ".join(args.words[1:]), scope=args.scope or "global", tags=tags,
                                  repository=repo)
         print(f"agio: skill {skill.id} added ({skill.scope})")
@@ -56,7 +58,7 @@ def memory_command(c: Any, args: Any) -> Any:
     if verb == "add-experience":
         exp = memory.add_experience(_need(args.situation or text, "a SITUATION"), args.what_was_done or "",
                                     args.outcome or "", args.lesson or "", scope=args.scope or "global",
-                                    repository=repo)
+                                    tags=tags, repository=repo)
         print(f"agio: experience {exp.id} added ({exp.scope})")
         return None
     target = _need(text, "an id")
@@ -67,8 +69,8 @@ def memory_command(c: Any, args: Any) -> Any:
         exp = memory.accept(target, repository=repo, **edits)
         print(f"agio: experience {exp.id} is in memory ({exp.scope}): {exp.lesson}")
     elif verb == "reject":
-        memory.reject(target, repository=repo)
-        print(f"agio: proposal {target[:8]} rejected; memory unchanged")
+        proposal = memory.reject(target, repository=repo)
+        print(f"agio: proposal {proposal.id[:8]} rejected; memory unchanged")
     else:
         memory.delete(target, repository=repo)
         print(f"agio: {target[:8]} deleted from memory")

@@ -7,19 +7,23 @@ from typing import Any
 from . import arg, command
 
 
-@command("retry", "retry a run from a step; the earlier attempt stays, superseded",
+@command("retry", "retry a run from a step with the agent that made it (or --agent VARIABLE); the earlier "
+                  "attempt stays, superseded",
          arg("run"), arg("--from-seq", type=int, default=None), arg("--background", action="store_true"),
-         arg("--reuse", action="store_true", help="answer requests recorded before from the record"))
+         arg("--reuse", action="store_true", help="answer requests recorded before from the record"),
+         arg("--agent", default=None, metavar="VARIABLE", help="the notebook variable holding the Agent to use"))
 def retry(c: Any, args: Any) -> Any:
-    return c.retry(args.run, args.from_seq, background=args.background, reuse=args.reuse)
+    agent = c.agent_variable(args.agent) if args.agent is not None else None
+    return c.retry(args.run, args.from_seq, agent=agent, background=args.background, reuse=args.reuse)
 
 
-@command("fork", "copy steps 1..N of a session into a new session and continue there",
-         arg("session", nargs="?", default=None), arg("--at", type=int, required=True))
-def fork(c: Any, args: Any) -> Any:
-    new = c.fork(args.session, args.at)
+@command("fork", "copy steps 1..N of a session into a new session and continue there; --run R forks the "
+                 "conversation as attempt R wrote it, even after a retry replaced it",
+         arg("session", nargs="?", default=None), arg("--at", type=int, required=True),
+         arg("--run", default=None, help="a run (attempt) of the session whose steps to fork"))
+def fork(c: Any, args: Any) -> None:
+    new = c.fork(args.session, args.at, attempt=args.run)
     print(f"agio: forked into session {new}; the next %%agio cell continues there")
-    return new
 
 
 @command("use", "continue an existing session", arg("session"))

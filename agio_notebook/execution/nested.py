@@ -1,0 +1,214 @@
+"""Nested runs: what a run shares with the runs of the agents it calls as tools.
+
+A run that calls an agent as a tool gets back more than a result: the nested run's events stream into
+its own event stream (as ``nested`` events tagged with their path), the nested run counts against the
+outermost run's budget, and the outer run's cancellation reaches it (it runs inside the tool call's
+task). This module holds the pieces the executor needs for that and nothing that runs an agent
+(that is ``agent_tool.py``), so the executor can import it without a cycle.
+
+- :func:`interleave` runs a batch of tool calls while forwarding what nested runs emit;
+- :class:`Scope` is what a tool call running under a run can see of it (a contextvar);
+- :class:`Tree` is the outermost run's budget, shared by every run nested in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, TypeVar
+
+from ..core import AgentRun, ExecutionConfig, StepEvent, StepEventType, run_tree
+from ..models.recording import Recording
+from ..storage.base import Repository, iter_events
+from .recorder import RunRecorder
+
+T = TypeVar("T")
+
+# How deep agents may call agents (the outermost run is depth 0); past it a call is one clear tool error.
+MAX_DEPTH = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ParentLink:
+    """Where a nested run sits: set on its run record when it starts."""
+
+    run_id: str
+    step_id: str | None
+    tool_call_id: str
+    depth: int
+    root_run_id: str
+
+    def apply(self, run: AgentRun) -> None:
+        run.parent_run_id, run.parent_step_id, run.parent_tool_call_id = self.run_id, self.step_id, self.tool_call_id
+        run.depth, run.root_run_id = self.depth, self.root_run_id
+
+
+@dataclass
+class Tree:
+    """The outermost run of a tree and what the runs nested in it spent, for the shared budget."""
+
+    root: AgentRun
+    max_tokens: int | None
+    max_cost: float | None
+    nested_tokens: int = 0
+    nested_cost: float | None = 0.0
+
+    def add(self, tokens: int | None, cost: float | None, reused: bool) -> None:
+        """A model call of a nested run (a reused one spent nothing)."""
+        if reused:
+            return
+        self.nested_tokens += tokens or 0
+        if self.nested_cost is not None:
+            self.nested_cost = None if cost is None else self.nested_cost + cost
+
+    def over(self) -> str | None:
+        """Why no run of the tree may call its model again, or None."""
+        m = self.root.metrics
+        if self.max_tokens is not None:
+            used = (m.total_tokens or 0) + self.nested_tokens
+            if used >= self.max_tokens:
+                return (f"token budget max_tokens={self.max_tokens} of the outermost run is used up "
+                        f"({used} tokens, {self.nested_tokens} of them by nested runs)")
+        if self.max_cost is not None and self.nested_cost is None:
+            return "max_cost is set but the price of a nested run's model is unknown"
+        if self.max_cost is not None and self.nested_cost is not None and m.cost is not None:
+            spent = m.cost + self.nested_cost
+            if spent >= self.max_cost:
+                return (f"max_cost (${self.max_cost:g}) of the outermost run is used up: ${spent:.6f} spent "
+                        f"(${self.nested_cost:.6f} by nested runs)")
+        return None
+
+
+_TREES: dict[str, Tree] = {}
+
+
+def needs_scope(tool: Any) -> bool:
+    """Whether calling ``tool`` needs to see its run (an agent tool starts a nested run; a handoff)."""
+    return tool is not None and getattr(tool.function, "needs_scope", False)
+
+
+def tree_of(run: AgentRun) -> Tree | None:
+    return _TREES.get(run.tree_root_id)
+
+
+def forget_tree(run: AgentRun) -> None:
+    """The outermost run ended: its tree's budget goes with it."""
+    if run.parent_run_id is None:
+        _TREES.pop(run.id, None)
+
+
+def over_tree_budget(run: AgentRun) -> str | None:
+    """Why ``run`` may not call its model again because its tree spent the outermost budget, or None."""
+    tree = _TREES.get(run.tree_root_id)
+    return tree.over() if tree is not None else None
+
+
+@dataclass
+class Scope:
+    """The run a tool call runs under, as an agent tool needs it."""
+
+    recorder: RunRecorder
+    config: ExecutionConfig
+    recording: Recording | None
+    model: Any
+    approver: Any  # the outer run's: tools needing approval in nested runs ask the same person
+    sink: asyncio.Queue[Any]
+    agents: tuple[str, ...] = ()  # agent names from the outermost run down to this one
+    calls: dict[str, str] = field(default_factory=dict)  # tool call id -> the assistant step id that asked
+
+    @property
+    def run(self) -> AgentRun:
+        return self.recorder.run
+
+
+current_scope: ContextVar[Scope | None] = ContextVar("agio_nested_scope", default=None)
+# the agent names of the runs around this one (set by an agent tool around its nested run)
+current_agents: ContextVar[tuple[str, ...]] = ContextVar("agio_nested_agents", default=())
+
+
+@dataclass(slots=True)
+class Forward:
+    """A nested run's event on its way up: the path from the run that receives it, and the event."""
+
+    path: list[dict[str, Any]]
+    event: dict[str, Any]
+
+
+def forward(scope: Scope, tool_call_id: str, child_run_id: str, event: StepEvent) -> None:
+    """Send a nested run's event to the run above, tagged with where it comes from."""
+    here = {"tool_call_id": tool_call_id, "run_id": child_run_id}
+    if event.type is StepEventType.NESTED:
+        scope.sink.put_nowait(Forward([here, *event.payload["path"]], event.payload["event"]))
+    else:
+        scope.sink.put_nowait(Forward([here], event.to_dict()))
+
+
+_DONE = object()
+
+
+async def interleave(results: AsyncIterator[T], rec: RunRecorder, executor: Any, recording: Recording | None,
+                     step_id: str, call_ids: list[str]) -> AsyncIterator[T | StepEvent]:
+    """The batch's results, and between them a ``nested`` event for each event of a nested run.
+
+    The batch runs in a task of its own that sees the :class:`Scope`; cancelling the caller cancels it,
+    and so every nested run under it (each records its cancellation and keeps its steps).
+    """
+    run, config = rec.run, executor.config
+    if run.tree_root_id not in _TREES:
+        _TREES[run.tree_root_id] = Tree(run, config.max_tokens, config.max_cost)
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    scope = Scope(rec, config, recording, executor.model, executor.approver, queue, current_agents.get(),
+                  {call_id: step_id for call_id in call_ids})
+
+    async def pump() -> None:
+        try:
+            async for result in results:
+                queue.put_nowait(result)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which re-raises it
+            queue.put_nowait(_Failure(exc))
+        finally:
+            queue.put_nowait(_DONE)
+
+    token = current_scope.set(scope)
+    try:
+        task = asyncio.ensure_future(pump())  # copies the context: the tool calls see the scope
+    finally:
+        current_scope.reset(token)
+    try:
+        while True:
+            item = await queue.get()
+            if item is _DONE:
+                break
+            if isinstance(item, _Failure):
+                raise item.exc
+            if isinstance(item, Forward):
+                yield rec.emit(StepEventType.NESTED, {"path": item.path, "event": item.event})
+            else:
+                yield item
+    finally:
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@dataclass(slots=True)
+class _Failure:
+    exc: BaseException
+
+
+def nested_events(repository: Repository, run_id: str) -> list[dict[str, Any]]:
+    """The ``nested`` events of a stored run, rebuilt from its nested runs' stored events (the stream
+    does not store them twice): what a transcript rebuilt from the store needs to draw the nesting."""
+    runs = run_tree(repository.iter_run_dicts(), run_id)
+    paths: dict[str, list[dict[str, Any]]] = {run_id: []}
+    out: list[dict[str, Any]] = []
+    for run in runs[1:]:
+        parent = paths.get(run.get("parent_run_id") or "")
+        if parent is None:
+            continue
+        path = paths[run["id"]] = [*parent, {"tool_call_id": run.get("parent_tool_call_id"), "run_id": run["id"]}]
+        for event in iter_events(repository, run["id"]):
+            out.append({"type": StepEventType.NESTED.value, "run_id": run_id, "session_id": runs[0]["session_id"], "seq": 0,
+                        "ts": event.ts, "payload": {"path": path, "event": event.to_dict()}})
+    return out

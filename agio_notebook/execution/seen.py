@@ -1,0 +1,64 @@
+"""What the model saw: the exact messages one stored model call received, one row per message.
+
+Rebuilt from the store (the steps before the call, checked against the digest stored with the call; a
+request edited in step mode is stored whole), so it works for any stored run: retried, forked, resumed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core import NotFoundError, Step, StepRole
+from ..storage.base import Repository
+from .requests import context_of
+from .token_count import message_text, message_tokens
+
+
+def model_call_step(repository: Repository, run_id: str, step: int) -> Step:
+    """The assistant step ``step`` (its sequence) of run ``run_id``; a clear error naming the choices."""
+    run = repository.get_run(run_id)
+    if run is None:
+        raise NotFoundError(f"no run {run_id!r} in the store")
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise TypeError(f"step must be a step number (int), got {type(step).__name__}")
+    mine = [s for s in repository.get_steps(run.session_id, include_superseded=True) if s.run_id == run_id]
+    calls = [s for s in mine if s.role is StepRole.ASSISTANT]
+    found = next((s for s in calls if s.sequence == step), None)
+    if found is None:
+        numbers = ", ".join(str(s.sequence) for s in calls) or "none"
+        other = next((s for s in mine if s.sequence == step), None)
+        what = f"step {step} is a {other.role.value} step" if other is not None else f"run {run_id[:8]} has no step {step}"
+        raise NotFoundError(f"{what}; its model calls are steps {numbers}")
+    return found
+
+
+def seen_rows(repository: Repository, run_id: str, step: int) -> list[dict[str, Any]]:
+    """One dict per message model call ``step`` of ``run_id`` received: position, role, text, tokens,
+    tokens_estimated, step (where the message came from; None for the system prompt) and edited."""
+    call = model_call_step(repository, run_id, step)
+    model = (call.extra.get("request") or {}).get("model")
+    rows = []
+    for position, (message, origin, edited) in enumerate(context_of(repository, call)):
+        count = message_tokens(message, model)
+        row = {"position": position, "role": message.get("role"), "text": message_text(message),
+               "tokens": count.tokens, "tokens_estimated": count.estimated, "step": origin, "edited": edited}
+        if message.get("tool_call_id"):
+            row["tool_call_id"] = message["tool_call_id"]
+        rows.append(row)
+    return rows
+
+
+def seen_by_call(repository: Repository, run_id: str) -> dict[int, list[dict[str, Any]]]:
+    """Every model call of the run (by its step number) with what it saw; calls whose request cannot be
+    rebuilt (stored before requests were kept) are left out."""
+    run = repository.get_run(run_id)
+    if run is None:
+        return {}
+    out: dict[int, list[dict[str, Any]]] = {}
+    for s in repository.get_steps(run.session_id, include_superseded=True):
+        if s.run_id == run_id and s.role is StepRole.ASSISTANT and s.extra.get("request"):
+            try:
+                out[s.sequence] = seen_rows(repository, run_id, s.sequence)
+            except Exception:  # noqa: BLE001 - a transcript shows what it can
+                continue
+    return out

@@ -1,0 +1,207 @@
+"""The pause view: a step-mode run waiting in its cell, with the request laid out, editors and buttons.
+
+Buttons (and keys, handled by the JupyterLab extension while the view has focus): Continue (c),
+Step (s), Edit (e: apply the changed editors), Skip (k: a tool call answered by hand) and Abort (a).
+The cell awaits its run (see docs/notebook.md), so a click is heard at once. A bad edit or a second
+click shows one line and changes nothing; the view closes once its pause is decided or the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from html import escape
+from typing import Any, Callable
+
+import ipywidgets as widgets
+
+from ..execution.pauses import DebugError, Pause, PauseKind
+from .live_view import close_tree
+
+_SMALL = "font-size:11px;color:#57606a"
+_MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px"
+KEYS = "keys: c continue · s step · e apply edits · k skip · a abort"
+_TEXT_LIMIT = 4000
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _TEXT_LIMIT else text[:_TEXT_LIMIT] + f"… [{len(text)} characters]"
+
+
+def request_html(pause: Pause) -> str:
+    """The request of a model call, readably: each message with its role and tokens; tools; settings."""
+    request = pause.request or {}
+    rows = "".join(
+        f'<tr class="agio-pause-message"><td style="{_SMALL};vertical-align:top">{i}</td>'
+        f'<td style="{_SMALL};vertical-align:top"><b>{escape(str(m.get("role")))}</b></td>'
+        f'<td style="{_SMALL};vertical-align:top;text-align:right">{escape(str(t))}</td>'
+        f'<td><pre style="{_MONO};margin:0;white-space:pre-wrap">{escape(_clip(_message_text(m)))}</pre></td></tr>'
+        for i, (m, t) in enumerate(zip(request.get("messages") or (), pause.tokens)))
+    estimated = any(t.estimated for t in pause.tokens)
+    tools = ", ".join(
+        f'<code title="{escape(json.dumps(t["function"].get("parameters") or {}))}">'
+        f'{escape(t["function"]["name"])}</code>' for t in request.get("tools") or ())
+    return (f'<table class="agio-pause-request" style="border-collapse:collapse">'
+            f'<tr><th style="{_SMALL}">#</th><th style="{_SMALL}">role</th><th style="{_SMALL}">tokens'
+            f'{" (estimated)" if estimated else ""}</th><th style="{_SMALL}">text</th></tr>{rows}</table>'
+            f'<div style="{_SMALL}">model <code>{escape(str(request.get("model")))}</code> · tools: {tools or "none"}'
+            f' · settings <code>{escape(json.dumps(request.get("settings") or {}))}</code></div>')
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    from ..execution.token_count import message_text
+
+    return message_text(message)
+
+
+def details_html(pause: Pause) -> str:
+    if pause.kind is PauseKind.MODEL:
+        return request_html(pause)
+    if pause.kind is PauseKind.REPLY:
+        reply = pause.reply or {}
+        calls = "".join(f'<div><code>{escape(c["function"]["name"])}({escape(c["function"]["arguments"])})</code></div>'
+                        for c in reply.get("tool_calls") or ())
+        return (f'<pre style="{_MONO};margin:0;white-space:pre-wrap">{escape(_clip(reply.get("content") or ""))}</pre>'
+                f'{calls}')
+    if pause.kind is PauseKind.TOOL:
+        schema = pause.tool.parameters if pause.tool is not None else {}
+        return (f'<div><code>{escape(pause.name or "")}</code> with <code>{escape(pause.tool_call["arguments"])}'
+                f'</code></div><div style="{_SMALL}">schema <code>{escape(json.dumps(schema))}</code></div>')
+    return (f'<div style="{_SMALL}">{escape(pause.name or "")} · {escape(pause.status or "")}</div>'
+            f'<pre style="{_MONO};margin:0;white-space:pre-wrap">{escape(_clip(pause.result or ""))}</pre>')
+
+
+def _editor(label: str, value: str, rows: int = 4) -> widgets.Textarea:
+    # sent when the editor loses focus (not per key): see PauseView._renew for why
+    return widgets.Textarea(value=value, description=label, rows=rows, continuous_update=False,
+                            layout=widgets.Layout(width="100%"), style={"description_width": "90px"},
+                            _dom_classes=("agio-pause-editor", f"agio-pause-edit-{label.split()[0]}"))
+
+
+def _editors(pause: Pause) -> dict[str, widgets.Textarea]:
+    """One editor per editable part, prefilled with what will be sent."""
+    if pause.kind is PauseKind.MODEL:
+        messages = pause.messages
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+        return {"messages": _editor("messages JSON", json.dumps(messages, indent=1, ensure_ascii=False), 8),
+                "system": _editor("system", system or "", 2),
+                "settings": _editor("settings JSON", json.dumps((pause.request or {}).get("settings") or {}), 1)}
+    if pause.kind is PauseKind.REPLY:
+        return {"reply": _editor("reply JSON", json.dumps(pause.reply, indent=1, ensure_ascii=False), 5)}
+    if pause.kind is PauseKind.TOOL:
+        return {"arguments": _editor("arguments JSON", json.dumps(pause.arguments if pause.arguments is not None
+                                                                  else pause.tool_call["arguments"]), 2),
+                "skip": _editor("skip result", "", 2)}
+    return {"result": _editor("result", pause.result or "", 4)}
+
+
+class PauseView:
+    """The widgets of one pause; ``note`` is shared by the run's pauses so a late click's line stays."""
+
+    def __init__(self, pause: Pause, note: widgets.HTML, on_closed: Callable[[PauseView], None]):
+        self.pause = pause
+        self.note = note
+        self._on_closed = on_closed
+        self.editors = _editors(pause)
+        self._initial = {k: e.value for k, e in self.editors.items()}
+        self.texts = dict(self._initial)  # what the editors hold now
+        for key, editor in self.editors.items():
+            editor.observe(lambda change, k=key: self._renew(k, change["new"]), "value")
+        # one HTML for everything read-only: fewer widgets, a quicker view
+        shown = widgets.HTML(
+            f'<div class="agio-pause-title" data-agio-paused-at="{time.time() * 1000:.1f}">'
+            f'<b>⏸ Paused</b> {escape(pause.describe())} <span style="{_SMALL}">· {KEYS}</span></div>'
+            f'{details_html(pause)}')
+        self.buttons: dict[str, widgets.Button] = {}
+        for name, style, icon in (("Continue", "success", "play"), ("Step", "info", "step-forward"),
+                                  ("Edit", "", "pencil"), ("Skip", "warning", "share"), ("Abort", "danger", "stop")):
+            if name == "Skip" and pause.kind is not PauseKind.TOOL:
+                continue
+            button = widgets.Button(description=name, button_style=style, icon=icon,
+                                    layout=widgets.Layout(width="auto"), _dom_classes=(f"agio-pause-{name.lower()}",))
+            button.on_click(lambda _, n=name: self.click(n))
+            self.buttons[name] = button
+        self._head = [shown]
+        self._tail = [widgets.HBox(list(self.buttons.values()))]
+        self.widget = widgets.VBox(self._children(), layout=widgets.Layout(border="2px solid #d4a72c",
+                                                                           padding="4px 8px", margin="4px 0"),
+                                   _dom_classes=("agio-pause", f"agio-pause-{pause.kind.value}"))
+        pause._decided.add_done_callback(lambda _: self.close())
+
+    def _children(self) -> list[widgets.Widget]:
+        return [*self._head, *self.editors.values(), *self._tail]
+
+    def _renew(self, key: str, text: str) -> None:
+        """Keep the new text, and put a fresh editor holding it in place of the one that sent it.
+
+        While a cell runs, the browser sends a widget only one state update and buffers the rest until
+        the kernel reports that message idle, which a kernel busy with the awaiting cell never does: a
+        second edit in the same editor would never arrive. A fresh editor (a new widget) sends its own.
+        """
+        self.texts[key] = text
+        old = self.editors[key]
+        if self.pause.decided or self.pause.ended:
+            return
+        label = old.description
+        fresh = _editor(label, text, old.rows or 4)
+        fresh.observe(lambda change, k=key: self._renew(k, change["new"]), "value")
+        self.editors[key] = fresh
+        self.widget.children = self._children()
+        old.close()
+
+    def changes(self) -> dict[str, Any]:
+        """The editors whose text differs from what the pause proposed."""
+        return {k: t for k, t in self.texts.items() if k != "skip" and t != self._initial[k]}
+
+    def click(self, name: str) -> None:
+        """What a button (or its key) does; a problem is one line in the note, and nothing changes."""
+        pause = self.pause
+        try:
+            changes = self.changes()
+            if changes:
+                pause.edit(**changes)
+                self._initial.update(changes)
+            if name == "Edit":
+                self._say(f"edited: {', '.join(sorted(pause.edits)) or 'nothing changed'} — Continue or Step to "
+                          "go on with the edits", ok=True)
+            elif name == "Continue":
+                pause.cont()
+            elif name == "Step":
+                pause.step()
+            elif name == "Skip":
+                pause.skip(self.texts["skip"])
+            elif name == "Abort":
+                pause.abort()
+        except DebugError as exc:
+            self._say(str(exc), ok=False)
+
+    def _say(self, text: str, ok: bool) -> None:
+        color = "#1a7f37" if ok else "#cf222e"
+        self.note.value = f'<span class="agio-pause-note" style="font-size:12px;color:{color}">{escape(text)}</span>'
+
+    def close(self) -> None:
+        for button in self.buttons.values():
+            button.disabled = True
+        self._on_closed(self)
+        close_tree(self.widget)
+
+
+def show_pause(handle: Any, live: Any, pause: Pause) -> None:
+    """The debugger's handler in a cell: show ``pause`` under the live view (where approval cards go)."""
+    box = live.approvals
+    note = handle.pause_note
+    if note is None:
+        note = handle.pause_note = widgets.HTML()
+        box.children = (*box.children, note)
+    note.value = ""
+    handle.pause_view = None
+
+    def closed(view: PauseView) -> None:
+        box.children = tuple(c for c in box.children if c is not view.widget)
+        if handle.pause_view is view:
+            handle.pause_view = None
+
+    view = PauseView(pause, note, closed)
+    handle.pause_view = view
+    if not pause.decided:
+        box.children = (*box.children, view.widget)

@@ -1,0 +1,14 @@
+"""Exercises that check themselves: an exercise's scenarios run a learner's solution offline and judge it.
+
+The public face is :mod:`agio_notebook.exercises` (which adds the notebook's transcripts); see
+``docs/exercises.md``.
+"""
+
+from .catalog import EXERCISES, UnknownExerciseError, exercise
+from .check import check
+from .exercise import Exercise, Expectation, Hint, Scenario, Trial, expect
+from .kinds import WrongKindError
+from .report import CheckResult, ScenarioResult
+
+__all__ = ["EXERCISES", "CheckResult", "Exercise", "Expectation", "Hint", "Scenario", "ScenarioResult", "Trial",
+           "UnknownExerciseError", "WrongKindError", "check", "exercise", "expect"]

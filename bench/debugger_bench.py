@@ -1,0 +1,90 @@
+"""Step mode's cost: a run in step mode whose breakpoints never fire against a normal run, and the
+browser's pause-to-view and click-to-resume times.
+
+Engine time per turn (one model call and its tool call, stored) is measured on the same scripted agent,
+normal and in step mode with breakpoints that never fire (a named tool it never calls, a step number it
+never reaches, a predicate that says no), alternating, several rounds; the median per turn is reported
+with the ratio (target: at most 1.1x). The browser's times are the ones ``tests/test_debugger_browser.py``
+measured in a real JupyterLab (written to ``test-output/debugger_timings.json``; target under 100 ms each).
+
+    .venv/bin/python bench/debugger_bench.py [--turns 40] [--rounds 7] [--store DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from agio_notebook import Agent, ExecutionConfig, Reply, ScriptedModel, StepRunner, tool
+from agio_notebook.storage import InMemoryRepository, TinyDBRepository
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def agent(turns: int) -> Agent:
+    replies = [Reply.call("add", _id=f"c{i}", a=i, b=1) for i in range(turns)] + ["done"]
+    return Agent(model=ScriptedModel(replies), tools=[add], config=ExecutionConfig(max_steps=turns + 1))
+
+
+async def normal(turns: int, repo) -> float:
+    runner = StepRunner(agent(turns), repository=repo)
+    t0 = time.perf_counter()
+    result = await runner.run(None, "count")
+    assert result.status.value == "completed", result.error
+    return (time.perf_counter() - t0) / (turns + 1)
+
+
+async def stepping(turns: int, repo) -> float:
+    runner = StepRunner(agent(turns), repository=repo)
+    t0 = time.perf_counter()
+    debug = runner.debug(None, "count", breakpoints=["tool:never", 10_000, lambda pause: False])
+    async for _ in debug:
+        raise AssertionError("a breakpoint fired")
+    assert debug.result.status.value == "completed", debug.result.error
+    return (time.perf_counter() - t0) / (turns + 1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--turns", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--store", choices=("memory", "tinydb"), default="tinydb")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        make = (lambda n: TinyDBRepository(f"{tmp}/{n}")) if args.store == "tinydb" else (lambda n: InMemoryRepository())
+        plain, step = [], []
+        for i in range(args.rounds):  # alternate, so a busy machine slows both alike
+            plain.append(asyncio.run(normal(args.turns, make(f"n{i}"))))
+            step.append(asyncio.run(stepping(args.turns, make(f"s{i}"))))
+    p, s = statistics.median(plain), statistics.median(step)
+    print(f"engine time per turn ({args.turns} tool turns + answer, {args.store} store, median of {args.rounds})")
+    print(f"{'normal run':<34}{p * 1000:>10.3f} ms")
+    print(f"{'step mode, no breakpoint fires':<34}{s * 1000:>10.3f} ms")
+    print(f"{'ratio (target <= 1.10)':<34}{s / p:>10.3f}x")
+    timings = ROOT / "test-output" / "debugger_timings.json"
+    print()
+    if not timings.exists():
+        print("browser: no measurements yet (run tests/test_debugger_browser.py)")
+        return
+    data = json.loads(timings.read_text())
+    print("browser (real JupyterLab, chromium; measured by tests/test_debugger_browser.py)")
+    for key, label in (("pause_to_view_ms", "pause to view"), ("click_to_resume_ms", "click to resume")):
+        values = data.get(key) or []
+        if values:
+            print(f"{label + ' (target < 100 ms)':<34}{statistics.median(values):>10.1f} ms median, "
+                  f"{max(values):.1f} ms max, n={len(values)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+/**
+ * Step mode in the transcript: where a run paused, what was edited, and "What the model saw" under each
+ * model call; and the keys of a live pause view. Drawn from the transcript's own data (its run_paused /
+ * run_resumed events, the stored steps' `edited` records, and `seen`), text through textContent only.
+ */
+
+import { el } from './dom';
+import type { AgioEvent, Transcript } from './render';
+
+export interface SeenRow {
+  role: string;
+  text: string;
+  tokens: number;
+  tokens_estimated: boolean;
+  step: number | null;
+  edited: boolean;
+}
+
+/** What each model call saw: distinct messages once, and per call (its step number) their positions. */
+export interface Seen {
+  messages: SeenRow[];
+  calls: Record<string, number[]>;
+}
+
+const PLACES: Record<string, (name: string) => string> = {
+  model: () => 'before the model call',
+  reply: () => "after the model's reply",
+  tool: name => `before tool call ${name}`,
+  result: name => `after the result of ${name}`
+};
+
+function pauseLine(p: Record<string, any>): string {
+  const place = (PLACES[String(p.kind)] ?? (() => String(p.kind)))(String(p.name ?? ''));
+  const took = typeof p.paused_ms === 'number' ? `, ${(p.paused_ms / 1000).toFixed(1)} s` : '';
+  const edited = Array.isArray(p.edited) && p.edited.length ? ` · edited ${p.edited.join(', ')}` : '';
+  return `⏸ paused ${place} (step ${p.sequence}) → ${p.action ?? 'ended here'}${took}${edited}`;
+}
+
+/** The pauses of a run: each resumed one, and a pause the run ended at (no run_resumed after it). */
+function pauses(events: AgioEvent[]): Record<string, any>[] {
+  const out: Record<string, any>[] = [];
+  let open: Record<string, any> | null = null;
+  for (const e of events) {
+    if (e.type === 'run_paused') {
+      open = e.payload;
+    } else if (e.type === 'run_resumed') {
+      out.push(e.payload);
+      open = null;
+    }
+  }
+  if (open) {
+    out.push({ ...open, action: undefined });
+  }
+  return out;
+}
+
+function storedStep(events: AgioEvent[], match: (step: Record<string, any>) => boolean): Record<string, any> | null {
+  let found: Record<string, any> | null = null;
+  for (const e of events) {
+    if (e.type === 'step_completed' && e.payload.step && match(e.payload.step)) {
+      found = e.payload.step;
+    }
+  }
+  return found;
+}
+
+function editedTitle(edited: Record<string, any>): string {
+  return Object.entries(edited)
+    .map(([key, value]) => {
+      if (key === 'request') {
+        return `request: ${(value?.fields ?? []).join(', ')}`;
+      }
+      if (key === 'skipped') {
+        return 'skipped: the result was typed by hand';
+      }
+      const proposed = value?.proposed;
+      return proposed === undefined ? key : `${key}: proposed ${typeof proposed === 'string' ? proposed : JSON.stringify(proposed)}`;
+    })
+    .join('; ');
+}
+
+function editedBadge(doc: Document, edited: Record<string, any>): HTMLElement {
+  const badge = el(doc, 'span', ['agio-edited'], 'edited');
+  badge.title = editedTitle(edited);
+  return badge;
+}
+
+/** "What the model saw": a disclosure with one row per message (role, tokens, the step it came from). */
+export function renderSeen(doc: Document, rows: SeenRow[]): HTMLElement {
+  const details = el(doc, 'details', ['agio-seen']);
+  const total = rows.reduce((sum, r) => sum + (Number(r.tokens) || 0), 0);
+  const estimated = rows.some(r => r.tokens_estimated);
+  details.append(el(doc, 'summary', [], `What the model saw · ${rows.length} messages · ${estimated ? '~' : ''}${total} tokens${estimated ? ' (estimated)' : ''}`));
+  const table = el(doc, 'table', ['agio-seen-table']);
+  for (const r of rows) {
+    const tr = el(doc, 'tr', r.edited ? ['agio-seen-row', 'agio-seen-edited'] : ['agio-seen-row']);
+    tr.append(el(doc, 'td', ['agio-seen-role'], String(r.role)));
+    tr.append(el(doc, 'td', ['agio-seen-tokens'], `${r.tokens_estimated ? '~' : ''}${Number(r.tokens) || 0}`));
+    tr.append(el(doc, 'td', ['agio-seen-step'], `${r.step !== null && r.step !== undefined ? '#' + r.step : ''}${r.edited ? ' edited' : ''}`));
+    const text = el(doc, 'td');
+    text.append(el(doc, 'pre', ['agio-seen-text'], String(r.text ?? '')));
+    tr.append(text);
+    table.append(tr);
+  }
+  details.append(table);
+  return details;
+}
+
+function seenRows(t: Transcript, sequence: number): SeenRow[] | null {
+  const seen = (t as Transcript & { seen?: Seen }).seen;
+  const positions = seen?.calls?.[String(sequence)];
+  if (!seen || !Array.isArray(positions) || !Array.isArray(seen.messages)) {
+    return null;
+  }
+  return positions.map(i => seen.messages[i]).filter(r => r && typeof r === 'object');
+}
+
+/** Under a model step: its pauses, an "edited" badge with what was proposed, and what the model saw. */
+export function renderStepDebug(doc: Document, t: Transcript, sequence: number, role: string): HTMLElement[] {
+  const out: HTMLElement[] = [];
+  if (role !== 'assistant') {
+    return out;
+  }
+  const stored = storedStep(t.events, s => s.sequence === sequence && s.role === 'assistant');
+  const extra = stored?.extra ?? {};
+  const edited: Record<string, any> = { ...(extra.edited ?? {}) };
+  if (extra.request?.edited) {
+    edited.request = extra.request.edited;
+  }
+  if (Object.keys(edited).length) {
+    out.push(editedBadge(doc, edited));
+  }
+  for (const p of pauses(t.events)) {
+    if (p.sequence === sequence && !p.tool_call_id) {
+      out.push(el(doc, 'div', ['agio-pause-mark'], pauseLine(p)));
+    }
+  }
+  const rows = seenRows(t, sequence);
+  if (rows && rows.length) {
+    out.push(renderSeen(doc, rows));
+  }
+  return out;
+}
+
+/** Under a tool card: its pauses, and what was edited (arguments it ran with, the result as given). */
+export function renderCardDebug(doc: Document, t: Transcript, toolCallId: string): HTMLElement[] {
+  const out: HTMLElement[] = [];
+  const stored = storedStep(t.events, s => s.role === 'tool' && s.tool_call_id === toolCallId);
+  const edited = stored?.extra?.edited;
+  if (edited && typeof edited === 'object') {
+    const box = el(doc, 'div', ['agio-card-edits']);
+    box.append(editedBadge(doc, edited));
+    if (edited.arguments) {
+      box.append(el(doc, 'div', ['agio-label'], 'ran with'), el(doc, 'pre', ['agio-edited-args'], String(edited.arguments.sent)));
+    }
+    if (edited.result || edited.skipped) {
+      box.append(el(doc, 'div', ['agio-label'], edited.skipped ? 'result typed by hand' : 'result as edited'),
+        el(doc, 'pre', ['agio-edited-result'], String(stored?.content ?? '')));
+    }
+    out.push(box);
+  }
+  for (const p of pauses(t.events)) {
+    if (p.tool_call_id === toolCallId) {
+      out.push(el(doc, 'div', ['agio-pause-mark'], pauseLine(p)));
+    }
+  }
+  return out;
+}
+
+const KEYS: Record<string, string> = { c: 'continue', s: 'step', e: 'edit', k: 'skip', a: 'abort' };
+
+/**
+ * Keys of a live pause view (c, s, e, k, a): while focus is inside `.agio-pause` but not in one of its
+ * editors, a key clicks the matching button, before JupyterLab's own command-mode shortcuts see it.
+ */
+export function pauseKey(event: KeyboardEvent): boolean {
+  const target = event.target as HTMLElement | null;
+  const view = target?.closest?.('.agio-pause');
+  if (!view || event.ctrlKey || event.metaKey || event.altKey || target?.closest('textarea, input')) {
+    return false;
+  }
+  const name = KEYS[event.key.toLowerCase()];
+  const button = name ? (view.querySelector(`.agio-pause-${name}`) as HTMLButtonElement | null) : null;
+  if (!button || button.disabled) {
+    return false;
+  }
+  event.preventDefault();
+  event.stopPropagation();
+  button.click();
+  return true;
+}
+
+/** The pause views' keys, and a request for focus (Continue) when a view appears: JupyterLab may keep
+ * focus on the cell, and then Tab (or a click on a button) brings the keys to the view. */
+export function watchPauses(doc: Document): void {
+  doc.addEventListener('keydown', event => void pauseKey(event), true);
+  new MutationObserver(records => {
+    for (const record of records) {
+      for (const node of Array.from(record.addedNodes)) {
+        // the view's box may be attached before or after its buttons are rendered into it
+        const button = node instanceof HTMLElement
+          ? (node.matches('.agio-pause-continue') ? node : node.querySelector('.agio-pause-continue'))
+          : null;
+        if (button instanceof HTMLElement && button.closest('.agio-pause') && button.isConnected) {
+          button.focus({ preventScroll: true });
+        }
+      }
+    }
+  }).observe(doc.body, { childList: true, subtree: true });
+}

@@ -1,0 +1,62 @@
+"""The tutorials form a course: an index with order, goals and times; each tutorial starts with what the
+learner will be able to do and ends with a checked exercise; the README lists the course."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from agio_notebook.teach import EXERCISES
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+TUTORIALS = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb") if p.stem != "course")
+PLANNED = "planned"  # the exercise column of a tutorial listed before its exercise exists
+ROW = re.compile(r"^\| \[(\w+)\]\((\w+)\.ipynb\) \| (.+?) \| (.+?) \| (\d+) min \|$", re.M)
+
+
+def _course_rows() -> list[re.Match[str]]:
+    index = nbformat.read(NOTEBOOKS / "course.ipynb", as_version=4).cells[0].source
+    return list(ROW.finditer(index))
+
+
+def _with_exercise() -> list[str]:
+    """The course's tutorials, less the planned entries (a tutorial whose exercise is still to come)."""
+    return [r.group(2) for r in _course_rows() if r.group(4) != PLANNED]
+
+
+def test_the_index_lists_every_tutorial_once_with_what_it_teaches_and_its_time() -> None:
+    rows = _course_rows()
+    listed = [r.group(2) for r in rows]
+    missing = sorted(set(TUTORIALS) - set(listed))
+    assert not missing, f"tutorials missing from the course index (add one row each to course.ipynb): {missing}"
+    assert sorted(listed) == TUTORIALS and len(set(listed)) == len(listed)
+    for r in rows:
+        assert r.group(1) == r.group(2) and (NOTEBOOKS / f"{r.group(2)}.ipynb").exists()
+        assert len(r.group(3)) > 20 and int(r.group(5)) > 0
+        assert r.group(4) == PLANNED or any(f"`{name}`" in r.group(4) for name in EXERCISES), r.group(0)
+    assert len(_with_exercise()) >= 10
+
+
+@pytest.mark.parametrize("name", _with_exercise())
+def test_each_tutorial_starts_with_its_goals_and_ends_with_a_checked_exercise(name: str) -> None:
+    cells = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
+    assert any(c.cell_type == "markdown" and "What you will be able to do" in c.source for c in cells[:2]), name
+    code = [c for c in cells if c.cell_type == "code"]
+    last = code[-1].source
+    called = re.search(r'check\(exercise\("(\w+)"\), \w+, strict=True\)', last)
+    assert called and called.group(1) in EXERCISES, last
+    assert cells[-1].cell_type == "markdown" and "Your turn" in cells[-1].source
+    row = next(r for r in _course_rows() if r.group(2) == name)
+    assert f"`{called.group(1)}`" in row.group(4)  # the index names the exercise the tutorial ends with
+
+
+def test_the_readme_tutorial_list_is_the_course() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## The course", 1)[1].split("\n## ", 1)[0]
+    order = [r.group(2) for r in _course_rows()]
+    found = re.findall(r"\[`(\w+)\.ipynb`\]", section)
+    assert found == order

@@ -1,0 +1,82 @@
+"""The pause view's buttons and editors (no kernel needed), and step mode in the static transcript."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import ipywidgets as widgets
+
+from agio_notebook.execution.pauses import Pause, PauseKind
+from agio_notebook.notebook.pause_view import PauseView
+from agio_notebook.notebook.transcript import bundle_for_run
+
+from test_debugger import TOOL_THEN_ANSWER, runner_for, sync
+
+EVIL = '<img src=x onerror="window.__pwned=1">'
+
+
+def model_pause() -> Pause:
+    request = {"model": "m", "messages": [{"role": "user", "content": EVIL}], "tools": [], "settings": {}, "stream": True}
+    return Pause(PauseKind.MODEL, "r", "s", 2, 1, request=request)
+
+
+def test_a_bad_edit_and_a_second_click_are_one_line_and_change_nothing():
+    pause, note, closed = model_pause(), widgets.HTML(), []
+    view = PauseView(pause, note, closed.append)
+    assert EVIL not in view.widget.children[0].value and "&lt;img" in view.widget.children[0].value
+    view.editors["messages"].value = '[{"role": "user", "content": "x"'
+    view.click("Continue")
+    assert "messages: not valid JSON" in note.value and not pause.decided and not closed
+    view.editors["messages"].value = json.dumps([{"role": "robot", "content": "x"}])
+    view.click("Edit")
+    assert "role must be one of" in note.value and pause.edits == {}
+    view.editors["messages"].value = json.dumps([{"role": "user", "content": "fixed"}])
+    view.click("Edit")
+    assert "edited: messages" in note.value and pause.edits["messages"][0]["content"] == "fixed"
+    view.click("Continue")
+    assert pause.action == "continue" and closed == [view]
+    assert all(b.disabled for b in view.buttons.values())
+    view.click("Continue")  # a second click that arrives after the first
+    assert "already resumed (continue)" in note.value and "\n" not in note.value
+
+
+def test_skip_takes_the_typed_result_and_only_a_tool_pause_offers_it():
+    assert "Skip" not in PauseView(model_pause(), widgets.HTML(), lambda v: None).buttons
+    pause = Pause(PauseKind.TOOL, "r", "s", 3, 3, tool_call={"id": "c1", "name": "add", "arguments": "{}"})
+    view = PauseView(pause, widgets.HTML(), lambda v: None)
+    view.editors["skip"].value = "42"
+    view.click("Skip")
+    assert pause.action == "skip" and pause.skipped_result == "42"
+
+
+@sync
+async def test_the_static_transcript_shows_pauses_edits_and_what_the_model_saw_escaped(tmp_path):
+    runner, _ = runner_for(tmp_path, TOOL_THEN_ANSWER)
+    debug = runner.debug(None, f"What is 2 + 3? {EVIL}")
+    async for pause in debug:
+        if pause.kind is PauseKind.TOOL:
+            pause.edit(arguments={"a": 20, "b": 30})
+        pause.cont()
+    bundle = bundle_for_run(runner.repository, debug.result.run_id)
+    html, text = bundle["text/html"], bundle["text/plain"]
+    assert html.count('class="agio-pause-mark"') == 3 and html.count("What the model saw") == 2
+    assert "agio-edited" in html and EVIL not in html and "&lt;img" in html
+    assert "paused before tool call add (step 3) → continue" in text
+    assert '[edited] arguments: proposed {"a": 2, "b": 3}' in text
+    assert "paused" in bundle["text/plain"].splitlines()[-3]
+    payload = bundle["application/vnd.agio.run+json"]
+    assert payload["seen"]["calls"] == {"2": [0, 1], "4": [0, 1, 2, 3]}
+    await asyncio.sleep(0)
+
+
+@sync
+async def test_a_pause_the_run_ended_at_is_marked_in_the_transcript(tmp_path):
+    runner, _ = runner_for(tmp_path, TOOL_THEN_ANSWER)
+    debug = runner.debug("s-end", "What is 2 + 3?", breakpoints=["tool"])
+    await debug.__anext__()
+    debug._task.cancel()  # an interrupt while paused
+    result = await debug._task
+    text = bundle_for_run(runner.repository, result.run_id)["text/plain"]
+    assert "paused before tool call add (step 3) → ended" in text
+    assert "[cancelled]" in text.splitlines()[0]
