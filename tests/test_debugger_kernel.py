@@ -157,8 +157,8 @@ def test_interrupt_while_paused_ends_the_run_cancelled_keeping_its_steps(kernel)
     assert collect_until(kernel, seen, idle_of(msg_id), 30)
     kernel.reply_to(msg_id)
     assert not of_type(seen, "error")
-    stderr = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == "stderr")
-    assert "interrupted while paused before tool call add" in stderr and "cancelled by the interrupt" in stderr
+    stdout = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == "stdout")
+    assert "interrupted while paused before tool call add" in stdout and "cancelled by the interrupt" in stdout
     assert kernel.value("_agio_last().status") == "cancelled"
     assert kernel.value("list(_agio_last().steps.role.astype(str))") == ["user", "assistant"]
     assert not open_pauses(seen), "the pause view closed with its run"

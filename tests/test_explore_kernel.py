@@ -50,7 +50,7 @@ def test_live_footer_shows_cost_and_retry_reuses(kernel):
     assert bundles, "the run left no transcript"
     run = bundles[-1]["application/vnd.agio.run+json"]["run"]
     assert run["metrics"]["cost"] > 0
-    assert f"cost ${run['metrics']['cost']:.4f}" in bundles[-1]["text/html"]
+    assert f"cost &#36;{run['metrics']['cost']:.4f}" in bundles[-1]["text/html"]  # a dollar, never math
     # the live widget's footer (comm messages while the run streamed) showed the cost too
     live = [str(v) for m in of_type(res["messages"], "comm_open", "comm_msg")
             for v in ((m["content"].get("data") or {}).get("state") or {}).values()]
@@ -64,4 +64,4 @@ def test_live_footer_shows_cost_and_retry_reuses(kernel):
     assert retried["metrics"]["reused_calls"] == 1 and retried["metrics"]["cost"] == 0.0
     html = [m["content"]["data"]["text/html"] for m in of_type(res["messages"], "display_data", "update_display_data")
             if "application/vnd.agio.run+json" in m["content"]["data"]][-1]
-    assert "1 calls" in html and "reused from the record" in html and "cost $0" in html
+    assert "1 calls" in html and "reused from the record" in html and "cost &#36;0" in html

@@ -1,16 +1,16 @@
-"""Token counts per message, for showing a paused request.
+"""Token counts per message, for showing a paused request and what a model call saw.
 
-One import point (:func:`count_tokens`) so another tokenizer can take over: when ``bpe_openai`` (OpenAI's
-encodings, embedded, offline) is installed and knows the model, the count is that model's; otherwise
-(scripted, function and unknown models) it is an estimate (about four characters a token) and says so.
+Counted by :mod:`agio_notebook.models.tokens`: exact where the model has an OpenAI encoding (``bpe-openai``,
+offline), otherwise an estimate (about four characters a token) that says so.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
+
+from ..models.tokens import count_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,30 +22,13 @@ class TokenCount:
         return f"~{self.tokens}" if self.estimated else str(self.tokens)
 
 
-@lru_cache(maxsize=32)
-def _encoder(model: str | None) -> Callable[[str], int] | None:
-    """The model's own tokenizer, when ``bpe_openai`` knows the model; else None (estimate)."""
-    if not model:
-        return None
-    try:  # optional: OpenAI's encodings, embedded, offline
-        import bpe_openai  # type: ignore[import-not-found]
-
-        encoding = bpe_openai.encoding_for_model(model.rsplit("/", 1)[-1])
-    except Exception:  # noqa: BLE001 - not installed, or a model it does not know: estimate
-        return None
-    return lambda text: len(encoding.encode(text))
-
-
 def count_tokens(text: str | None, model: str | None = None) -> TokenCount:
-    """Tokens in ``text`` for ``model``: its tokenizer's count where it has one, else an estimate marked as such."""
-    text = text or ""
-    encode = _encoder(model)
-    if encode is not None:
-        try:
-            return TokenCount(encode(text), False)
-        except Exception:  # noqa: BLE001 - e.g. text with special tokens: estimate rather than fail a view
-            pass
-    return TokenCount((len(text) + 3) // 4, True)
+    """Tokens in ``text`` for ``model``: its tokenizer's count where it has one, else an estimate marked as such.
+
+    The tokenizer is the budgets' (:mod:`agio_notebook.models.tokens`), chosen from the model's name, so a
+    scripted or function model never loads one."""
+    tokens, exact = count_text(text or "", model)
+    return TokenCount(tokens, not exact)
 
 
 def message_text(message: Mapping[str, Any]) -> str:

@@ -492,7 +492,7 @@ class Controller:
     def _interrupted(self, handle: RunHandle) -> RunHandle:
         paused = handle.debugger.current if handle.debugger is not None else None
         if paused is not None:
-            print(f"agio: interrupted while paused {paused.describe()}", file=sys.stderr)
+            print(f"agio: interrupted while paused {paused.describe()}")  # a status, like the note below
         handle.cancel()
         handle._finished.wait(30)
         kept = len(self.repository.get_steps(handle.session_id)) if handle.session_id else 0

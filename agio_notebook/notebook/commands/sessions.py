@@ -17,13 +17,21 @@ def retry(c: Any, args: Any) -> Any:
     return c.retry(args.run, args.from_seq, agent=agent, background=args.background, reuse=args.reuse)
 
 
+class PrintedId(str):
+    """An id the cell has already printed: ``new = %agio fork …`` keeps it, and no ``Out[n]`` repeats it."""
+
+    def _ipython_display_(self) -> None:
+        """Shown once already, by the line above."""
+
+
 @command("fork", "copy steps 1..N of a session into a new session and continue there; --run R forks the "
                  "conversation as attempt R wrote it, even after a retry replaced it",
          arg("session", nargs="?", default=None), arg("--at", type=int, required=True),
          arg("--run", default=None, help="a run (attempt) of the session whose steps to fork"))
-def fork(c: Any, args: Any) -> None:
+def fork(c: Any, args: Any) -> PrintedId:
     new = c.fork(args.session, args.at, attempt=args.run)
     print(f"agio: forked into session {new}; the next %%agio cell continues there")
+    return PrintedId(new)
 
 
 @command("use", "continue an existing session", arg("session"))
