@@ -1,6 +1,6 @@
 """Feedback on a run, and the experience the agent's extractor proposes from it.
 
-Shared by ``RunResult.feedback``, the notebook's 👍/👎 and ``%agio feedback``, and ``AgentRunner``.
+Shared by ``RunResult.feedback``, the notebook's feedback buttons and ``%agio feedback``, and ``AgentRunner``.
 """
 
 from __future__ import annotations

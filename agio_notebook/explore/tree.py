@@ -203,7 +203,7 @@ def _node_html(node: dict[str, Any], scale: dict[str, float]) -> str:
     children = "".join(_node_html(c, scale) for c in node["children"])
     kids = f'<ul style="list-style:none;padding-left:18px;margin:0">{children}</ul>' if children else ""
     if node["kind"] == "session":
-        head = (f'<div class="agio-tree-fork" style="color:#57606a;font-size:12px">⑂ fork {escape(node["id"][:8])} '
+        head = (f'<div class="agio-tree-fork" style="color:#57606a;font-size:12px">fork {escape(node["id"][:8])} '
                 f'at step {node["forked_at"]}</div>' if node["forked_from"] else "")
         return f'<li class="agio-tree-session" data-session="{escape(node["id"])}">{head}{kids}</li>'
     color = STATUS_COLORS.get(node["status"], "#57606a")

@@ -128,7 +128,7 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
   if (node.kind === 'session') {
     li.classList.add('agio-tree-session');
     if (node.forked_from) {
-      li.append(el(doc, 'div', ['agio-tree-fork'], `⑂ fork ${String(node.id).slice(0, 8)} at step ${node.forked_at}`));
+      li.append(el(doc, 'div', ['agio-tree-fork'], `fork ${String(node.id).slice(0, 8)} at step ${node.forked_at}`));
     }
   } else {
     li.classList.add('agio-tree-run');
