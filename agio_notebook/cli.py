@@ -100,7 +100,10 @@ def _mcp(args: argparse.Namespace) -> int:
     import os
     import time
 
-    from .serve import build_server, load_agents, new_token, start_http
+    try:
+        from .serve import build_server, load_agents, new_token, start_http
+    except ImportError as exc:  # the MCP SDK is an extra
+        raise AgioError(f"agio mcp serve needs the MCP SDK: pip install 'agio-notebook[mcp]' ({exc})") from None
     from .storage import existing_store
 
     repository = existing_store(args.store)
