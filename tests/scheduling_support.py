@@ -8,8 +8,12 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from agio_notebook import Agent, ExecutionConfig, FunctionModel
 from agio_notebook.core import ModelError
+from agio_notebook.scheduling import Executor
+from agio_notebook.storage import TinyDBRepository
 
 
 class Probe:
@@ -58,3 +62,17 @@ def wait_until(predicate, timeout: float = 60.0, what: str = "condition") -> Non
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.01)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A TinyDB store that gives up on a held lock after a second (a stuck test fails, it does not hang)."""
+    r = TinyDBRepository(tmp_path / "store", lock_timeout=1.0)
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def ex(repo):
+    """An executor of its own on ``repo`` (not the process-wide default)."""
+    return Executor(repo, max_concurrency=64)

@@ -20,19 +20,7 @@ from agio_notebook.storage import TinyDBRepository
 from agio_notebook.storage.locking import FileLock
 from agio_notebook.storage.layout import session_file_name
 from agio_notebook.tools import tool
-from scheduling_support import Probe, slow_agent, wait_until
-
-
-@pytest.fixture
-def repo(tmp_path):
-    r = TinyDBRepository(tmp_path / "store", lock_timeout=1.0)
-    yield r
-    r.close()
-
-
-@pytest.fixture
-def ex(repo):
-    return Executor(repo, max_concurrency=64)
+from scheduling_support import Probe, ex, repo, slow_agent, wait_until  # noqa: F401 - ex, repo: fixtures
 
 
 def test_batch_runs_each_input_in_its_own_stored_session(repo, ex):

@@ -18,21 +18,9 @@ from agio_notebook import Agent, ExecutionConfig, FunctionModel
 from agio_notebook.scheduling import (ExecStatus, ExecutionRequest, Executor, RateLimit, SchedulingError, batch,
                                       resume_batch, run_jobs)
 from agio_notebook.storage import TinyDBRepository
-from scheduling_support import Probe, slow_agent, wait_until
+from scheduling_support import Probe, ex, repo, slow_agent, wait_until  # noqa: F401 - ex, repo: fixtures
 
 KILLER = [sys.executable, str(Path(__file__).with_name("batch_killer.py"))]
-
-
-@pytest.fixture
-def repo(tmp_path):
-    r = TinyDBRepository(tmp_path / "store", lock_timeout=1.0)
-    yield r
-    r.close()
-
-
-@pytest.fixture
-def ex(repo):
-    return Executor(repo, max_concurrency=64)
 
 
 # -- 1, 2: a kill in the first moments --------------------------------------------------------------------
