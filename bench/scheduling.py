@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib.util
 import os
 import shutil
@@ -254,7 +255,13 @@ def group_commit_table(base: Path, runs: int) -> None:
     rows = [("TinyDB on disk, commits inline (before)", lambda: fresh_repo(base, "inline"), False),
             ("TinyDB on disk, group commit (after)", lambda: fresh_repo(base, "grouped"), True),
             ("in-memory repository", InMemoryRepository, True)]
-    results = [(label, grouped_batch(make(), runs, 64, 0.1, grouped=grouped)) for label, make, grouped in rows]
+    results = []
+    for label, make, grouped in rows:
+        repo = make()
+        results.append((label, grouped_batch(repo, runs, 64, 0.1, grouped=grouped)))
+        repo.close()  # each row alone: the last row's store is not left in memory for this one
+        del repo
+        gc.collect()
     memory = results[-1][1]["rate"]
     print(f"   {'store':<42}{'runs/s':>8}{'of ideal':>9}{'syncs/run':>10}{'stall p99':>10}{'stall max':>10}"
           f"{'vs memory':>10}{'cpu/run':>9}")

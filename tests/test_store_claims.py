@@ -14,6 +14,7 @@ from pathlib import Path
 from agio_notebook import Agent, ExecutionConfig, ScriptedModel, StepRunner
 from agio_notebook.core import RunStatus, SessionBusyError
 from agio_notebook.storage import TinyDBRepository
+from agio_notebook.storage.claims import ClaimFiles
 
 import pytest
 
@@ -110,3 +111,31 @@ def test_in_process_holder_and_session_wait(tmp_path):
                          config=ExecutionConfig(session_wait=30))
     assert waiting.run_sync("s", "waits").final_text == "waited"
     wait_for(lambda: repo.session_holder("s") is None, what="release")
+
+
+def test_a_runs_release_lingers_so_the_next_run_here_takes_the_lock_over(tmp_path):
+    """A run's release is finished on a worker thread a moment later: this process sees the session
+    free at once, another process still finds it locked until then, and a run that follows here
+    takes the same locked file over, so no other process slips in between two runs of a loop."""
+    root = tmp_path / "store"
+    repo = TinyDBRepository(root)
+    runner = StepRunner(Agent(model=ScriptedModel(["one", "two"])), repository=repo)
+    assert runner.run_sync("s", "first").status is RunStatus.COMPLETED
+    lease_file = repo.claim_file("s")
+    assert not repo._claims.holds("s") and repo.session_holder("s") is None  # free here at once
+    assert ClaimFiles.holder(lease_file) is not None  # still locked for everyone else: lingering
+    fd = repo._claims._releasing["s"]
+    assert runner.run_sync("s", "second").status is RunStatus.COMPLETED
+    assert repo._claims._releasing.get("s") == fd  # the same file, never unlocked between the runs
+    wait_for(lambda: ClaimFiles.holder(lease_file) is None, timeout=10, what="the lingering release")
+    assert lease_file.read_bytes() == b""  # a clean release empties the lease
+    assert [r.status for r in repo.list_runs("s")] == [RunStatus.COMPLETED] * 2
+
+
+def test_close_finishes_releases_still_lingering(tmp_path):
+    repo = TinyDBRepository(tmp_path / "store")
+    runner = StepRunner(Agent(model=ScriptedModel(["one"])), repository=repo)
+    runner.run_sync("s", "first")
+    lease_file = repo.claim_file("s")
+    repo.close()
+    assert ClaimFiles.holder(lease_file) is None and lease_file.read_bytes() == b""

@@ -20,7 +20,7 @@ from ..storage.group_commit import committer_for, store_wait
 class RunRecorder:
     __slots__ = ("run", "repository", "messages", "steps", "events", "_seq", "_next_sequence",
                  "_pending_steps", "_pending_events", "_pending_session", "_run_dirty", "_started", "tail",
-                 "_tail_tools")
+                 "_tail_tools", "_committer")
 
     def __init__(self, run: AgentRun, repository: Repository, messages: list[dict[str, Any]],
                  next_sequence: int, session: AgentSession | None = None, tail: list[str] | None = None):
@@ -38,6 +38,7 @@ class RunRecorder:
         self._started = now()
         self.tail = list(tail or ())  # ids the next step follows in the trace graph
         self._tail_tools = False
+        self._committer = committer_for(repository)  # the store's writer thread (None: commits inline)
 
     # -- numbering -------------------------------------------------------------
     @property
@@ -157,7 +158,7 @@ class RunRecorder:
         commit = self._take()
         if commit is None:
             return
-        committer = committer_for(self.repository)
+        committer = self._committer
         wait = store_wait.get()
         if wait is not None:
             wait.begin()
@@ -181,7 +182,7 @@ class RunRecorder:
         commit = self._take()
         if commit is None:
             return
-        committer = committer_for(self.repository)
+        committer = self._committer
         if committer is None:
             try:
                 self.repository.commit(**commit)
@@ -190,7 +191,7 @@ class RunRecorder:
                 raise
             self.committed()
             return
-        durable = asyncio.wrap_future(committer.submit(commit))
+        durable = committer.submit_async(commit)
         durable.add_done_callback(lambda f: f.cancelled() or f.exception())  # a cancelled waiter's outcome is seen
         wait = store_wait.get()
         if wait is not None:

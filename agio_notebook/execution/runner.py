@@ -63,7 +63,7 @@ async def _claimed(repository: Repository, session_id: str, wait: float | None) 
             if session_id in _ACTIVE_SESSIONS:
                 raise SessionBusyError(f"session {session_id} already has a run in progress "
                                        f"({_ACTIVE_SESSIONS[session_id]}); wait for it or cancel it")
-            repository.claim_session(session_id, "a run")
+            await _off_loop(repository, repository.claim_session, session_id, "a run")
             break
         except SessionBusyError:
             if deadline is not None and time.monotonic() >= deadline:
@@ -74,7 +74,15 @@ async def _claimed(repository: Repository, session_id: str, wait: float | None) 
         yield
     finally:
         _ACTIVE_SESSIONS.pop(session_id, None)
-        repository.release_session(session_id)
+        repository.release_session(session_id)  # a store with claim files finishes it on a worker thread
+
+
+async def _off_loop(repository: Repository, call: Any, *args: Any) -> Any:
+    """A store's claim call, on a worker thread when it touches files (creating a claim file waits
+    for the filesystem, which a batch's other runs on this loop must not)."""
+    if not getattr(repository, "durable", True):
+        return call(*args)
+    return await asyncio.to_thread(call, *args)
 
 
 @contextmanager

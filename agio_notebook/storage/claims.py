@@ -8,9 +8,11 @@ a run still marked ``running`` in an unclaimed session is known to be interrupte
 
 from __future__ import annotations
 
+import concurrent.futures
 import fcntl
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,6 +25,8 @@ from ..core import SessionBusyError
 # a prober (``holder``) takes the lock for microseconds; a claimer retries this long before
 # concluding that a run holds it
 _GRACE = 0.2
+_LINGER = 0.1
+_HOST = socket.gethostname()
 
 
 @dataclass(frozen=True)
@@ -43,26 +47,55 @@ class Holder:
         return f"{what}in process {self.pid} on {self.host}{since}"
 
 
-def _read(fd: int) -> Holder:
+def _read_raw(fd: int) -> bytes:
     try:
-        raw = os.pread(fd, 4096, 0)
+        return os.pread(fd, 4096, 0)
+    except OSError:
+        return b""
+
+
+def _parse(raw: bytes) -> Holder:
+    try:
         d = orjson.loads(raw) if raw.strip() else {}
-    except (OSError, orjson.JSONDecodeError):
+    except orjson.JSONDecodeError:
+        d = {}
+    if not isinstance(d, dict):
         d = {}
     return Holder(d.get("pid"), d.get("host"), d.get("what"), d.get("since"))
 
 
+def _read(fd: int) -> Holder:
+    return _parse(_read_raw(fd))
+
+
 class ClaimFiles:
-    """The claims this process holds, by session id (one open, locked file descriptor each)."""
+    """The claims this process holds, by session id (one open, locked file descriptor each).
+
+    A release is immediate for this process (``holds`` is False at once) and finished on a worker
+    thread: emptying the lease and closing the file wait for the filesystem, which the run that
+    just ended (and the event loop it ran on) need not. The worker lets the lock linger a moment
+    (``_LINGER``, well inside another process's ``_GRACE``): a claim of the session meanwhile, as by
+    the next of a loop of runs, takes the file over, lock and all, so another process never slips
+    in between two runs that follow one another here.
+    """
 
     def __init__(self) -> None:
         self._held: dict[str, int] = {}
+        self._releasing: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
 
     def claim(self, session_id: str, path: Path, what: str) -> Holder | None:
         """Take the claim or raise :class:`SessionBusyError` naming the holder.
 
         Returns the previous lease when it names a holder that died without releasing it.
         """
+        with self._lock:
+            fd = self._releasing.pop(session_id, None)
+        if fd is not None:  # released by this process a moment ago: still locked, still ours
+            self._write_lease(fd, what, b"-")
+            self._held[session_id] = fd
+            return None
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + _GRACE
         while True:
@@ -76,21 +109,61 @@ class ClaimFiles:
                     raise SessionBusyError(f"session {session_id} is in use by {holder.describe()}; wait for it "
                                            "to finish, or let this run wait (ExecutionConfig.session_wait)") from None
                 time.sleep(0.01)
-        previous = _read(fd)
-        lease = {"pid": os.getpid(), "host": socket.gethostname(), "what": what, "since": time.time()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, orjson.dumps(lease), 0)
+        raw = _read_raw(fd)
+        previous = _parse(raw)
+        self._write_lease(fd, what, raw)
         self._held[session_id] = fd
         return previous if previous.pid is not None else None
 
-    def release(self, session_id: str) -> None:
+    @staticmethod
+    def _write_lease(fd: int, what: str, old: bytes) -> None:
+        lease = {"pid": os.getpid(), "host": _HOST, "what": what, "since": time.time()}
+        if old:  # a new or cleanly released lease is empty already
+            os.ftruncate(fd, 0)
+        os.pwrite(fd, orjson.dumps(lease), 0)
+
+    def release(self, session_id: str, *, linger: bool = True) -> None:
+        """Give the claim up (``linger=False``: the lease is empty and the file closed on return)."""
         fd = self._held.pop(session_id, None)
         if fd is None:
             return
+        if not linger:
+            self._finish_release(session_id, fd, owned=True)
+            return
+        with self._lock:
+            self._releasing[session_id] = fd
+            if self._worker is None:
+                self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agio-claims")
+            worker = self._worker
+        try:
+            worker.submit(self._finish_release, session_id, fd, time.monotonic() + _LINGER)
+        except RuntimeError:  # interpreter shutting down: no new threads, finish here
+            self._finish_release(session_id, fd)
+
+    def _finish_release(self, session_id: str, fd: int, not_before: float = 0.0, *, owned: bool = False) -> None:
+        delay = not_before - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)  # releases are queued in the order they were made: deadlines in order
+        if not owned:
+            with self._lock:
+                if self._releasing.get(session_id) != fd:
+                    return  # claimed again meanwhile, or finished by flush()
+                del self._releasing[session_id]
         try:
             os.ftruncate(fd, 0)  # an empty lease: released cleanly, nobody died holding it
         finally:
             os.close(fd)  # closing drops the flock
+
+    def releasing(self, session_id: str) -> bool:
+        """Released by this process, the file not yet closed (nobody holds it)."""
+        return session_id in self._releasing
+
+    def flush(self) -> None:
+        """Finish every pending release now, on this thread."""
+        with self._lock:
+            pending = list(self._releasing.items())
+        for session_id, fd in pending:
+            self._finish_release(session_id, fd)
 
     def holds(self, session_id: str) -> bool:
         return session_id in self._held
@@ -115,3 +188,4 @@ class ClaimFiles:
     def release_all(self) -> None:
         for session_id in list(self._held):
             self.release(session_id)
+        self.flush()

@@ -14,6 +14,7 @@ measure the run's own work rather than the disk's.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import concurrent.futures
 import contextvars
@@ -23,6 +24,8 @@ import weakref
 from typing import Any
 
 Commit = dict[str, Any]  # the keyword arguments of Repository.commit
+# who waits for a commit: a thread (a concurrent future), or a task (its loop and an asyncio future)
+Waiter = concurrent.futures.Future | tuple[asyncio.AbstractEventLoop, asyncio.Future]
 
 
 class StoreWait:
@@ -55,21 +58,36 @@ class GroupCommitter:
 
     def __init__(self, repository: Any):
         self._repository = weakref.ref(repository)  # the registry's key: no strong reference back to it
-        self._pending: list[tuple[Commit, concurrent.futures.Future[None]]] = []
+        self._pending: list[tuple[Commit, Waiter]] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self.groups = 0  # syncs made (figures for the benchmark)
         self.commits = 0
 
     def submit(self, commit: Commit) -> concurrent.futures.Future[None]:
+        """For a thread: a future resolved once the commit is durable."""
         fut: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._enqueue(commit, fut)
+        return fut
+
+    def submit_async(self, commit: Commit) -> asyncio.Future[None]:
+        """For a task on the running loop: an asyncio future resolved once the commit is durable.
+
+        A group's commits are settled on their loop with one wake-up, not one per commit: each
+        wake-up costs the writer a hand-over of the GIL while the loop is busy with other runs.
+        """
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._enqueue(commit, (loop, fut))
+        return fut
+
+    def _enqueue(self, commit: Commit, waiter: Waiter) -> None:
         with self._cond:
-            self._pending.append((commit, fut))
+            self._pending.append((commit, waiter))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="agio-store-writer", daemon=True)
                 self._thread.start()
             self._cond.notify()
-        return fut
 
     def _run(self) -> None:
         while True:
@@ -81,7 +99,7 @@ class GroupCommitter:
                 group, self._pending = self._pending, []
             self._write(group)
 
-    def _write(self, group: list[tuple[Commit, concurrent.futures.Future[None]]]) -> None:
+    def _write(self, group: list[tuple[Commit, Waiter]]) -> None:
         commits = [c for c, _ in group]
         repository = self._repository()
         group_commit = getattr(repository, "commit_group", None)
@@ -102,11 +120,19 @@ class GroupCommitter:
                     outcomes.append(exc)
         self.groups += 1
         self.commits += len(commits)
-        for (_, fut), outcome in zip(group, outcomes):
-            if outcome is None:
-                fut.set_result(None)
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, BaseException | None]]] = {}
+        for (_, waiter), outcome in zip(group, outcomes):
+            if isinstance(waiter, tuple):
+                by_loop.setdefault(waiter[0], []).append((waiter[1], outcome))
+            elif outcome is None:
+                waiter.set_result(None)
             else:
-                fut.set_exception(outcome)
+                waiter.set_exception(outcome)
+        for loop, settled in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle, settled)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                pass
 
     def drain(self) -> None:
         """Write what is pending now, on the calling thread (at interpreter exit)."""
@@ -114,6 +140,17 @@ class GroupCommitter:
             group, self._pending = self._pending, []
         if group:
             self._write(group)
+
+
+def _settle(settled: list[tuple[asyncio.Future, BaseException | None]]) -> None:
+    """On the waiters' loop: resolve each future of a group (a cancelled waiter is skipped)."""
+    for fut, outcome in settled:
+        if fut.done():
+            continue
+        if outcome is None:
+            fut.set_result(None)
+        else:
+            fut.set_exception(outcome)
 
 
 _committers: "weakref.WeakKeyDictionary[Any, GroupCommitter]" = weakref.WeakKeyDictionary()

@@ -70,7 +70,7 @@ class PostgresRepository(SQLRepository):
                       (session_id, os.getpid(), socket.gethostname(), what, time.time()))])
         return previous
 
-    def _unlock_claim(self, session_id: str) -> None:
+    def _unlock_claim(self, session_id: str, *, linger: bool = True) -> None:
         try:
             self._write([("DELETE FROM agio_claims WHERE session_id = ?", (session_id,))])
         finally:

@@ -354,7 +354,7 @@ class SQLRepository:
         """Take the session's lock or raise SessionBusyError naming the holder; the dead holder it replaces."""
         raise NotImplementedError
 
-    def _unlock_claim(self, session_id: str) -> None:
+    def _unlock_claim(self, session_id: str, *, linger: bool = True) -> None:
         raise NotImplementedError
 
     def session_holder(self, session_id: str) -> Holder | None:
@@ -372,14 +372,15 @@ class SQLRepository:
             try:
                 self._interrupt_runs(session_id, previous)
             except BaseException:
-                self.release_session(session_id)
+                self.release_session(session_id, linger=False)
                 raise
 
-    def release_session(self, session_id: str) -> None:
+    def release_session(self, session_id: str, *, linger: bool = True) -> None:
+        """``linger``: a run's release, which a store with claim files may finish on a worker thread."""
         with self._lock:
             if session_id in self._held:
                 self._held.discard(session_id)
-                self._unlock_claim(session_id)
+                self._unlock_claim(session_id, linger=linger)
 
     def recover_interrupted(self, session_id: str | None = None) -> list[str]:
         """Mark ``interrupted`` every run left ``running`` in a session nobody holds; returns their ids."""
@@ -401,7 +402,7 @@ class SQLRepository:
                 try:
                     found += self._interrupt_runs(sid, previous)
                 finally:
-                    self.release_session(sid)
+                    self.release_session(sid, linger=False)
         return found
 
     def _interrupt_runs(self, session_id: str, previous: Holder | None) -> list[str]:

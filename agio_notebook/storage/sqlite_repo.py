@@ -85,10 +85,16 @@ class SQLiteRepository(SQLRepository):
     def _lock_claim(self, session_id: str, what: str) -> Holder | None:
         return self._claims.claim(session_id, self._claim_file(session_id), what)
 
-    def _unlock_claim(self, session_id: str) -> None:
-        self._claims.release(session_id)
+    def _unlock_claim(self, session_id: str, *, linger: bool = True) -> None:
+        self._claims.release(session_id, linger=linger)
+
+    def close(self) -> None:
+        super().close()
+        self._claims.flush()  # releases still pending on the worker thread are finished now
 
     def session_holder(self, session_id: str) -> Holder | None:
+        if self._claims.releasing(session_id):
+            return None
         return ClaimFiles.holder(self._claim_file(session_id))
 
     def _vacuum(self) -> None:

@@ -149,7 +149,7 @@ class TinyDBMaintenance:
         try:
             yield
         finally:
-            self.release_session(session_id)
+            self.release_session(session_id, linger=False)
 
     def delete_session(self: TinyDBRepository, session_id: str) -> Pruned:
         """Remove a session with all its steps, runs and events (refused while a run holds it)."""

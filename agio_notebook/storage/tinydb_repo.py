@@ -42,9 +42,13 @@ class TinyDBRepository(TinyDBMaintenance):
         self._check_meta()
         self._index = Journal(self.root / "index.jsonl", INDEX_KEYS, lock_timeout)  # read by recovery below
         self._journals: dict[str, Journal] = {}
+        self._written: dict[int, Journal] = {}  # session files written (so left open) since the last limit
         self._lock = threading.RLock()
         self._repaired = False
         self._claims = ClaimFiles()
+        # claims have their own lock, so a run starting on the event loop never waits behind a
+        # commit holding ``_lock``; taken after ``_lock`` when both are needed, never before it
+        self._claim_lock = threading.Lock()
         self._seq_index: dict[str, dict[int, str]] = {}  # session -> sequence -> current step id
         self._syncfs = FilesystemSync(self.root)
         _live.add(self)
@@ -84,10 +88,14 @@ class TinyDBRepository(TinyDBMaintenance):
         return journal
 
     def _limit_open_files(self, keep: Journal) -> None:
-        open_ = [j for j in self._journals.values() if j._fd is not None and j is not keep]
-        if len(open_) >= _MAX_OPEN_FILES:
-            for j in open_:
-                j.close()
+        """Close the session files written since the last time there were too many (each write
+        leaves its file open for the next): counted as they are written, not by a walk over all."""
+        if len(self._written) < _MAX_OPEN_FILES:
+            return
+        for journal in self._written.values():
+            if journal is not keep:
+                journal.close()
+        self._written = {id(keep): keep}
 
     def _sequence_tracker(self, session_id: str):
         """Keeps ``sequence -> current step id`` of a session as its journal is replayed or written."""
@@ -148,22 +156,27 @@ class TinyDBRepository(TinyDBMaintenance):
 
         A claim left by a dead process is taken over, and that process's runs become ``interrupted``.
         """
-        with self._lock:
+        with self._claim_lock:
             if self._claims.holds(session_id):
                 raise SessionBusyError(f"session {session_id} is in use by another run of this process")
             previous = self._claims.claim(session_id, self.claim_file(session_id), what)
-            try:
-                self._interrupt_runs(session_id, previous)
-            except BaseException:
-                self._claims.release(session_id)
-                raise
+        try:
+            if previous is not None or self.session_file(session_id).exists():  # a new session has no past
+                with self._lock:
+                    self._interrupt_runs(session_id, previous)
+        except BaseException:
+            self.release_session(session_id, linger=False)
+            raise
 
-    def release_session(self, session_id: str) -> None:
-        with self._lock:
-            self._claims.release(session_id)
+    def release_session(self, session_id: str, *, linger: bool = True) -> None:
+        """``linger``: a run's release, finished on a worker thread (see :class:`ClaimFiles`)."""
+        with self._claim_lock:
+            self._claims.release(session_id, linger=linger)
 
     def session_holder(self, session_id: str) -> Holder | None:
         """Who holds the session now (None: nobody)."""
+        if self._claims.releasing(session_id):
+            return None
         return ClaimFiles.holder(self.claim_file(session_id))
 
     def recover_interrupted(self, session_id: str | None = None) -> list[str]:
@@ -176,18 +189,19 @@ class TinyDBRepository(TinyDBMaintenance):
                          if d.get("status") == RunStatus.RUNNING.value
                          and (session_id is None or d["session_id"] == session_id)}
             for sid in sorted(sessions):
-                if self._claims.holds(sid) or self.session_holder(sid) is not None:
-                    continue
-                try:
-                    previous = self._claims.claim(sid, self.claim_file(sid), "recovery of interrupted runs")
-                except SessionBusyError:
-                    continue  # a run just started there
+                with self._claim_lock:
+                    if self._claims.holds(sid) or self.session_holder(sid) is not None:
+                        continue
+                    try:
+                        previous = self._claims.claim(sid, self.claim_file(sid), "recovery of interrupted runs")
+                    except SessionBusyError:
+                        continue  # a run just started there
                 try:
                     found += self._interrupt_runs(sid, previous)
                 except StoreError as exc:
                     report(Damage(self.session_file(sid), f"its interrupted runs could not be marked: {exc}"))
                 finally:
-                    self._claims.release(sid)
+                    self.release_session(sid, linger=False)
         return found
 
     def _sessions_left_by_dead_holders(self) -> set[str]:
@@ -215,8 +229,9 @@ class TinyDBRepository(TinyDBMaintenance):
             found |= sessions  # each is claimed and released by recovery, which clears its lease
             if not sessions:  # nothing of the session was ever written: just clear the lease
                 try:
-                    self._claims.claim(f"lease:{lease.name}", lease, "recovery")
-                    self._claims.release(f"lease:{lease.name}")
+                    with self._claim_lock:
+                        self._claims.claim(f"lease:{lease.name}", lease, "recovery")
+                        self._claims.release(f"lease:{lease.name}", linger=False)
                 except SessionBusyError:
                     pass
         if found:  # the dead writer may have been cut short writing the index too
@@ -327,6 +342,7 @@ class TinyDBRepository(TinyDBMaintenance):
         if session_id is None:
             return None
         journal = self._journal(session_id, refresh=False)
+        self._written[id(journal)] = journal
         if limit_files:
             self._limit_open_files(journal)
         with journal.lock:  # read, decide and append as one step against other writers
@@ -504,7 +520,8 @@ class TinyDBRepository(TinyDBMaintenance):
 
     def close(self) -> None:
         with self._lock:
-            self._claims.release_all()
+            with self._claim_lock:
+                self._claims.release_all()
             try:
                 self._compact_open(_COMPACT_AFTER_LINES)
             except StoreError:
@@ -513,6 +530,7 @@ class TinyDBRepository(TinyDBMaintenance):
                 journal.close()
             self._index.close()
             self._journals.clear()
+            self._written.clear()
             self._syncfs.close()
 
 
