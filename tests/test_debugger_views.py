@@ -36,9 +36,30 @@ def test_a_bad_edit_and_a_second_click_are_one_line_and_change_nothing():
     assert "edited: messages" in note.value and pause.edits["messages"][0]["content"] == "fixed"
     view.click("Continue")
     assert pause.action == "continue" and closed == [view]
-    assert all(b.disabled for b in view.buttons.values())
+    assert all(b.comm is None for b in view.buttons.values())  # closed: the browser can click them no more
     view.click("Continue")  # a second click that arrives after the first
     assert "already resumed (continue)" in note.value and "\n" not in note.value
+
+
+def test_pause_views_share_their_layouts_and_styles_and_survive_close_all():
+    """Each widget a view makes is a message the browser handles before the view shows: the views
+    make only their own parts, and share layouts and styles (remade if something closed them)."""
+    first, second = (PauseView(model_pause(), widgets.HTML(), lambda v: None) for _ in range(2))
+    for a, b in ((first.buttons["Continue"], second.buttons["Step"]), (first.editors["system"], second.editors["messages"]),
+                 (first.widget, second.widget)):
+        assert a.layout is b.layout
+    assert first.buttons["Continue"].style is second.buttons["Abort"].style
+    made, note = [], widgets.HTML()
+    widgets.Widget.on_widget_constructed(lambda w: made.append(type(w).__name__))
+    try:
+        PauseView(model_pause(), note, lambda v: None)
+    finally:
+        widgets.Widget.on_widget_constructed(None)
+    assert sorted(made) == sorted(["HTML", "Button", "Button", "Button", "Button", "Textarea", "Textarea",
+                                   "Textarea", "HBox", "VBox"])
+    widgets.Widget.close_all()
+    third = PauseView(model_pause(), widgets.HTML(), lambda v: None)
+    assert third.widget.layout.comm is not None and third.widget.layout is not first.widget.layout
 
 
 def test_skip_takes_the_typed_result_and_only_a_tool_pause_offers_it():

@@ -40,6 +40,7 @@ from ..storage.ids import resolve_filter, resolve_run_id, resolve_session_id
 from .controls import attempts_frame
 from .live_view import LiveView, close_tree
 from .pause_view import show_pause
+from .pause_view import warm_up as warm_pause_views
 from .debug_marks import seen_payload
 from .transcript import build_bundle, bundle_for_run
 from .worker import capture_parent, clicks_reach_a_busy_cell, restore_parent, submit
@@ -423,6 +424,8 @@ class Controller:
         approver = functools.partial(_ask, handle, live) if shell is not None else None
         if step:  # step mode: each pause shows as a view in the cell (or, without a kernel, waits for Python)
             handle.debugger = Debugger(functools.partial(show_pause, handle, live), breakpoints, agent.registry)
+            if shell is not None:
+                warm_pause_views()
 
         async def drive() -> None:
             restore_parent(shell, parent)

@@ -14,6 +14,7 @@ from html import escape
 from typing import Any, Callable
 
 import ipywidgets as widgets
+from ipywidgets.widgets import widget_string
 
 from ..execution.pauses import DebugError, Pause, PauseKind
 from .live_view import close_tree
@@ -71,10 +72,38 @@ def details_html(pause: Pause) -> str:
             f'<pre style="{_MONO};margin:0;white-space:pre-wrap">{escape(_clip(pause.result or ""))}</pre>')
 
 
+_SHARED: dict[str, widgets.Widget] = {}
+_SHARED_KINDS: dict[str, Callable[[], widgets.Widget]] = {
+    "auto": lambda: widgets.Layout(width="auto"),
+    "full": lambda: widgets.Layout(width="100%"),
+    "frame": lambda: widgets.Layout(border="2px solid #d4a72c", padding="4px 8px", margin="4px 0"),
+    "row": lambda: widgets.Layout(),
+    "button": widgets.ButtonStyle,
+    "html": widget_string.HTMLStyle,
+    "editor": lambda: widget_string.TextStyle(description_width="90px"),
+}
+
+
+def _shared(kind: str) -> Any:
+    """One layout or style per kernel for every pause view: each widget made is a message the browser
+    must handle before the view can show, and these never change (remade if something closed them)."""
+    widget = _SHARED.get(kind)
+    if widget is None or widget.comm is None:
+        widget = _SHARED[kind] = _SHARED_KINDS[kind]()
+    return widget
+
+
+def warm_up() -> None:
+    """Make the shared layouts and styles as a step-mode run starts, so the browser has them before
+    the first pause (which then costs what every later one does)."""
+    for kind in _SHARED_KINDS:
+        _shared(kind)
+
+
 def _editor(label: str, value: str, rows: int = 4) -> widgets.Textarea:
     # sent when the editor loses focus (not per key): see PauseView._renew for why
     return widgets.Textarea(value=value, description=label, rows=rows, continuous_update=False,
-                            layout=widgets.Layout(width="100%"), style={"description_width": "90px"},
+                            layout=_shared("full"), style=_shared("editor"),
                             _dom_classes=("agio-pause-editor", f"agio-pause-edit-{label.split()[0]}"))
 
 
@@ -111,20 +140,19 @@ class PauseView:
         shown = widgets.HTML(
             f'<div class="agio-pause-title" data-agio-paused-at="{time.time() * 1000:.1f}">'
             f'<b>⏸ Paused</b> {escape(pause.describe())} <span style="{_SMALL}">· {KEYS}</span></div>'
-            f'{details_html(pause)}')
+            f'{details_html(pause)}', layout=_shared("row"), style=_shared("html"))
         self.buttons: dict[str, widgets.Button] = {}
         for name, style, icon in (("Continue", "success", "play"), ("Step", "info", "step-forward"),
                                   ("Edit", "", "pencil"), ("Skip", "warning", "share"), ("Abort", "danger", "stop")):
             if name == "Skip" and pause.kind is not PauseKind.TOOL:
                 continue
-            button = widgets.Button(description=name, button_style=style, icon=icon,
-                                    layout=widgets.Layout(width="auto"), _dom_classes=(f"agio-pause-{name.lower()}",))
+            button = widgets.Button(description=name, button_style=style, icon=icon, layout=_shared("auto"),
+                                    style=_shared("button"), _dom_classes=(f"agio-pause-{name.lower()}",))
             button.on_click(lambda _, n=name: self.click(n))
             self.buttons[name] = button
         self._head = [shown]
-        self._tail = [widgets.HBox(list(self.buttons.values()))]
-        self.widget = widgets.VBox(self._children(), layout=widgets.Layout(border="2px solid #d4a72c",
-                                                                           padding="4px 8px", margin="4px 0"),
+        self._tail = [widgets.HBox(list(self.buttons.values()), layout=_shared("row"))]
+        self.widget = widgets.VBox(self._children(), layout=_shared("frame"),
                                    _dom_classes=("agio-pause", f"agio-pause-{pause.kind.value}"))
         pause._decided.add_done_callback(lambda _: self.close())
 
@@ -180,9 +208,7 @@ class PauseView:
         self.note.value = f'<span class="agio-pause-note" style="font-size:12px;color:{color}">{escape(text)}</span>'
 
     def close(self) -> None:
-        for button in self.buttons.values():
-            button.disabled = True
-        self._on_closed(self)
+        self._on_closed(self)  # first, so the view is gone with the first message the browser gets
         close_tree(self.widget)
 
 
@@ -191,7 +217,7 @@ def show_pause(handle: Any, live: Any, pause: Pause) -> None:
     box = live.approvals
     note = handle.pause_note
     if note is None:
-        note = handle.pause_note = widgets.HTML()
+        note = handle.pause_note = widgets.HTML(layout=_shared("row"), style=_shared("html"))
         box.children = (*box.children, note)
     note.value = ""
     handle.pause_view = None

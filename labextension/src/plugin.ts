@@ -7,6 +7,8 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { IEditorLanguageRegistry } from '@jupyterlab/codemirror';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { ILatexTypesetter } from '@jupyterlab/rendermime';
+import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 
 import { watchPauses } from './debugger';
 import { agioCellMime } from './highlight';
@@ -93,16 +95,39 @@ function watchHighlighting(panel: NotebookPanel, languages: IEditorLanguageRegis
   void panel.context.ready.then(scan);
 }
 
+let typesetterWarmed = false;
+
+/**
+ * Load the LaTeX typesetter once a notebook that uses agio opens. Every HTML widget asks it to
+ * typeset, and it loads on the first ask: some twenty scripts and a font, fetched and parsed in the
+ * middle of the first run, which then shows its first pause view and hears its first click late.
+ */
+function warmTypesetter(panel: NotebookPanel, typesetter: IRenderMime.ILatexTypesetter | null): void {
+  if (!typesetter) {
+    return;
+  }
+  void panel.context.ready.then(() => {
+    const usesAgio = panel.content.widgets.some(cell => /%%agio|agio_notebook/.test(cell.model.sharedModel.getSource()));
+    if (usesAgio && !typesetterWarmed) {
+      typesetterWarmed = true;
+      void Promise.resolve(typesetter.typeset(document.createElement('div'))).catch(() => undefined);
+    }
+  });
+}
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'agio-notebook:notebook',
   description: 'Runs the commands of agio transcript controls; highlights %%agio cells as Markdown.',
   autoStart: true,
   requires: [INotebookTracker, IEditorLanguageRegistry],
-  activate: (_app: JupyterFrontEnd, tracker: INotebookTracker, languages: IEditorLanguageRegistry) => {
+  optional: [ILatexTypesetter],
+  activate: (_app: JupyterFrontEnd, tracker: INotebookTracker, languages: IEditorLanguageRegistry,
+    typesetter: IRenderMime.ILatexTypesetter | null) => {
     watchPauses(document); // keys of step mode's pause views
     tracker.widgetAdded.connect((_, panel) => {
       panel.node.addEventListener(MAGIC_EVENT, event => handleMagic(panel, event));
       watchHighlighting(panel, languages);
+      warmTypesetter(panel, typesetter);
     });
   }
 };
