@@ -15,6 +15,7 @@ from typing import Any, Callable
 import ipywidgets as widgets
 
 from ..core import StepEvent, StepEventType
+from .shared_widgets import button_style, html, layout
 from .render import card_html, footer_html, header_html, memory_card_html, metrics_line, role_color, step_label
 from .view_model import RunView, StepView
 
@@ -28,17 +29,17 @@ class _StepBlock:
     def __init__(self, step: StepView, counter: list[int]):
         self.step = step
         self.counter = counter
-        self.label = widgets.HTML()
+        self.label = html()
         self.segments: list[widgets.HTML] = []
         self.raw: list[str] = []
         self.flushed_chars = 0
         self.cards: dict[str, widgets.HTML] = {}
         self.card_state: dict[str, tuple] = {}
-        self.text_box = widgets.VBox(layout=widgets.Layout(margin="0"))
-        self.card_box = widgets.VBox(layout=widgets.Layout(margin="0 0 0 12px"))
+        self.text_box = widgets.VBox(layout=layout(margin="0"))
+        self.card_box = widgets.VBox(layout=layout(margin="0 0 0 12px"))
         self.box = widgets.VBox([self.label, self.text_box, self.card_box],
-                                layout=widgets.Layout(border_left=f"3px solid {role_color(step.role)}",
-                                                      padding="2px 8px", margin="3px 0"))
+                                layout=layout(border_left=f"3px solid {role_color(step.role)}", padding="2px 8px",
+                                              margin="3px 0"))
         self.box.add_class("agio-step")
         self.box.add_class(f"agio-step-{step.role}")
 
@@ -56,7 +57,7 @@ class _StepBlock:
         pos = self.flushed_chars
         while pos < len(text):
             if not self.raw or len(self.raw[-1]) >= SEGMENT_CHARS:
-                seg = widgets.HTML(layout=widgets.Layout(margin="0"))
+                seg = html(layout=layout(margin="0"))
                 seg.add_class("agio-text")
                 self.segments.append(seg)
                 self.raw.append("")
@@ -68,7 +69,7 @@ class _StepBlock:
             _write(self.segments[-1], f'<span style="white-space:pre-wrap">{escape(self.raw[-1])}</span>', counter)
         self.flushed_chars = pos
         if step.memory is not None and "memory" not in self.cards:
-            self.cards["memory"] = widgets.HTML(memory_card_html(step.memory))
+            self.cards["memory"] = html(memory_card_html(step.memory))
             self.card_box.children = (*self.card_box.children, self.cards["memory"])
             self.counter[0] += 1
         for card in step.tool_cards:
@@ -79,7 +80,7 @@ class _StepBlock:
             self.card_state[card.tool_call_id] = state
             widget = self.cards.get(card.tool_call_id)
             if widget is None:
-                widget = self.cards[card.tool_call_id] = widgets.HTML()
+                widget = self.cards[card.tool_call_id] = html()
                 self.card_box.children = (*self.card_box.children, widget)
             _write(widget, card_html(card).replace("<details ", "<details open ", 1)
                    if card.status in ("running", "awaiting_approval") else card_html(card), counter)
@@ -97,23 +98,23 @@ class LiveView:
         self.flushes = 0
         self._last_flush = float("-inf")
         self._dirty = False
-        self.header = widgets.HTML()
-        self.footer = widgets.HTML()
-        self.steps_box = widgets.VBox()
+        self.header = html()
+        self.footer = html()
+        self.steps_box = widgets.VBox(layout=layout())
         self._blocks: dict[int, _StepBlock] = {}
-        self.approvals = widgets.VBox()  # approval cards appear here while a tool waits for a decision
+        self.approvals = widgets.VBox(layout=layout())  # approval cards appear here while a tool waits for a decision
         children: list[widgets.Widget] = [self.header, self.steps_box, self.footer, self.approvals]
         if on_stop is not None:
             stop = widgets.Button(description="Stop", icon="stop", button_style="warning",
-                                  layout=widgets.Layout(width="auto"))
+                                  layout=layout(width="auto"), style=button_style())
             stop.on_click(lambda _: self._stop(stop, on_stop))
             children.append(stop)
             if stop_hint:  # ipykernel 6: the click waits behind the cell; the interrupt does not
                 stop.tooltip = stop_hint
-                hint = widgets.HTML(f'<span class="agio-stop-hint" style="font-size:11px;color:#57606a">'
+                hint = html(f'<span class="agio-stop-hint" style="font-size:11px;color:#57606a">'
                                     f'{escape(stop_hint)}</span>')
                 children.append(hint)
-        self.widget = widgets.VBox(children, layout=widgets.Layout(border="1px solid #d0d7de", padding="4px 10px"))
+        self.widget = widgets.VBox(children, layout=layout(border="1px solid #d0d7de", padding="4px 10px"))
         self.widget.add_class("agio-run")
 
     @staticmethod

@@ -18,6 +18,7 @@ from ipywidgets.widgets import widget_string
 
 from ..execution.pauses import DebugError, Pause, PauseKind
 from .live_view import close_tree
+from .shared_widgets import button_style, html_style, layout, shared
 
 _SMALL = "font-size:11px;color:#57606a"
 _MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px"
@@ -72,25 +73,19 @@ def details_html(pause: Pause) -> str:
             f'<pre style="{_MONO};margin:0;white-space:pre-wrap">{escape(_clip(pause.result or ""))}</pre>')
 
 
-_SHARED: dict[str, widgets.Widget] = {}
 _SHARED_KINDS: dict[str, Callable[[], widgets.Widget]] = {
-    "auto": lambda: widgets.Layout(width="auto"),
-    "full": lambda: widgets.Layout(width="100%"),
-    "frame": lambda: widgets.Layout(border="2px solid #d4a72c", padding="4px 8px", margin="4px 0"),
-    "row": lambda: widgets.Layout(),
-    "button": widgets.ButtonStyle,
-    "html": widget_string.HTMLStyle,
-    "editor": lambda: widget_string.TextStyle(description_width="90px"),
+    "auto": lambda: layout(width="auto"),
+    "full": lambda: layout(width="100%"),
+    "frame": lambda: layout(border="2px solid #d4a72c", padding="4px 8px", margin="4px 0"),
+    "row": layout,
+    "button": button_style,
+    "html": html_style,
+    "editor": lambda: shared("style:editor", lambda: widget_string.TextStyle(description_width="90px")),
 }
 
 
 def _shared(kind: str) -> Any:
-    """One layout or style per kernel for every pause view: each widget made is a message the browser
-    must handle before the view can show, and these never change (remade if something closed them)."""
-    widget = _SHARED.get(kind)
-    if widget is None or widget.comm is None:
-        widget = _SHARED[kind] = _SHARED_KINDS[kind]()
-    return widget
+    return _SHARED_KINDS[kind]()
 
 
 def warm_up() -> None:

@@ -111,6 +111,8 @@ function warmTypesetter(panel: NotebookPanel, typesetter: IRenderMime.ILatexType
     if (usesAgio && !typesetterWarmed) {
       typesetterWarmed = true;
       void Promise.resolve(typesetter.typeset(document.createElement('div'))).catch(() => undefined);
+      // the widget library, shared with (and loaded by) the widget manager on the page's first widget
+      void import('@jupyter-widgets/controls').catch(() => undefined);
     }
   });
 }
