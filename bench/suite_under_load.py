@@ -72,9 +72,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_http(url: str, timeout: float = 300) -> None:
+def wait_http(url: str, server: subprocess.Popen[bytes], timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"JupyterLab exited ({server.returncode}) before it answered")
         try:
             with urllib.request.urlopen(url, timeout=5) as r:
                 if r.status == 200:
@@ -132,11 +134,13 @@ def main() -> None:
     neighbours: list[subprocess.Popen[bytes]] = []
     port, token = free_port(), secrets.token_hex(16)
     lab_env = {**env, "AGIO_STORE": str(work / "lab-store")}
-    neighbours.append(subprocess.Popen(
-        [str(clone / ".venv" / "bin" / "jupyter"), "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+    as_root = ["--allow-root"] if os.geteuid() == 0 else []
+    lab = subprocess.Popen(
+        [str(clone / ".venv" / "bin" / "jupyter"), "lab", "--no-browser", *as_root, f"--port={port}", "--ip=127.0.0.1",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={clone / 'notebooks'}"],
-        env=lab_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-    wait_http(f"http://127.0.0.1:{port}/lab?token={token}")
+        env=lab_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    neighbours.append(lab)
+    wait_http(f"http://127.0.0.1:{port}/lab?token={token}", lab)
     neighbours.append(subprocess.Popen([python, "-c", BROWSER, f"http://127.0.0.1:{port}/lab/tree/quickstart.ipynb"
                                         f"?token={token}"], env=env, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL, start_new_session=True))
