@@ -101,9 +101,9 @@ def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:
     started = ("[...document.querySelectorAll('.jp-InputArea-prompt')]"
                ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))")
     for _ in range(3):
-        page.locator(".jp-Cell").first.click()
-        page.get_by_text("Run", exact=True).click()
-        page.get_by_text("Run All Cells", exact=True).click()
+        page.locator(".jp-Cell").first.click(timeout=timeout)
+        page.get_by_text("Run", exact=True).click(timeout=timeout)
+        page.get_by_text("Run All Cells", exact=True).click(timeout=timeout)
         try:
             page.wait_for_function(started, timeout=20000)
             return

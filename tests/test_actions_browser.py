@@ -199,7 +199,12 @@ def test_a_page_in_an_endless_loop_does_not_disable_the_browser(tmp_path, server
         stuck = one_tool_step(repo, "spin", tools, "navigate_and_extract", url=server + path)
         assert stuck.status == "error", stuck.content
         assert "the page was closed and the session's next call gets a fresh page" in stuck.content, stuck.content
-        assert not _spinning_renderers()  # no core left busy
+        # no core left busy: a renderer that spins on forever is found however long we look; on a busy
+        # machine a healthy one can be seen runnable, waiting for a core, once in a while
+        deadline = time.monotonic() + 20
+        while (spinning := _spinning_renderers()) and time.monotonic() < deadline:
+            pass
+        assert not spinning
         after = run_calls(repo, "spin", tools, ("navigate_and_extract", {"url": server + "/second"}),
                           ("screenshot", {}), ("click", {"selector": "text=You made it."}))
         assert [s.status for s in tool_steps(after)] == ["ok"] * 3, [s.content for s in tool_steps(after)]

@@ -65,14 +65,14 @@ def test_a_server_is_started_once_and_reused_then_closed():
 
 
 def test_tool_errors_hangs_and_crashes_become_error_results_and_the_server_restarts():
-    tools = mcp_tools(EDGE_SERVER, timeout=2.0)
+    tools = mcp_tools(EDGE_SERVER, timeout=6.0)  # a restarted server answers well within it on a busy machine
     result = _run(tools, Reply.calls(call("fail", reason="broken on purpose"), call("echo", text="hi", times=2)),
                   Reply.call("hang", seconds=30), Reply.call("pid"), Reply.call("crash"), Reply.call("pid"), "end")
     by_seq = {s.sequence: s for s in result.steps}
     tool_steps = [s for s in result.steps if s.role.value == "tool"]
     assert [s.status for s in tool_steps] == ["error", "ok", "error", "ok", "error", "ok"]
     assert "broken on purpose" in tool_steps[0].error and tool_steps[1].content == "hi hi"
-    assert "no answer within 2s" in tool_steps[2].error
+    assert "no answer within 6s" in tool_steps[2].error
     assert "failed during crash" in tool_steps[4].error
     assert tool_steps[3].content != tool_steps[5].content  # a new process after the crash
     assert result.status.value == "completed" and by_seq[max(by_seq)].content == "end"

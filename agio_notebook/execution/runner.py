@@ -77,12 +77,18 @@ async def _claimed(repository: Repository, session_id: str, wait: float | None) 
         repository.release_session(session_id)  # a store with claim files finishes it on a worker thread
 
 
-async def _off_loop(repository: Repository, call: Any, *args: Any) -> Any:
+async def _off_loop(repository: Repository, call: Any, session_id: str, *args: Any) -> Any:
     """A store's claim call, on a worker thread when it touches files (creating a claim file waits
-    for the filesystem, which a batch's other runs on this loop must not)."""
-    if not getattr(repository, "durable", True):
-        return call(*args)
-    return await asyncio.to_thread(call, *args)
+    for the filesystem, which a batch's other runs on this loop must not). A session this process
+    released a moment ago is taken back at once, on the loop: no other process may slip in while a
+    worker thread is found for the claim (a busy machine can take longer than the release lingers)."""
+    if not getattr(repository, "durable", True) or getattr(repository, "session_releasing", _never)(session_id):
+        return call(session_id, *args)
+    return await asyncio.to_thread(call, session_id, *args)
+
+
+def _never(session_id: str) -> bool:
+    return False
 
 
 @contextmanager

@@ -92,6 +92,10 @@ class SQLiteRepository(SQLRepository):
         super().close()
         self._claims.flush()  # releases still pending on the worker thread are finished now
 
+    def session_releasing(self, session_id: str) -> bool:
+        """Released by this process a moment ago, its lock still held (a claim takes it back at once)."""
+        return self._claims.releasing(session_id)
+
     def session_holder(self, session_id: str) -> Holder | None:
         if self._claims.releasing(session_id):
             return None

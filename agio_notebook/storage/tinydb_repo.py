@@ -173,6 +173,10 @@ class TinyDBRepository(TinyDBMaintenance):
         with self._claim_lock:
             self._claims.release(session_id, linger=linger)
 
+    def session_releasing(self, session_id: str) -> bool:
+        """Released by this process a moment ago, its lock still held (a claim takes it back at once)."""
+        return self._claims.releasing(session_id)
+
     def session_holder(self, session_id: str) -> Holder | None:
         """Who holds the session now (None: nobody)."""
         if self._claims.releasing(session_id):
