@@ -98,9 +98,46 @@ def test_an_agent_that_cannot_be_pickled_is_refused(repo):
     assert "\n" not in str(info.value)
 
 
+class FakeRay:
+    """Ray's start as a busy machine sees it: the first ``fail`` starts time out."""
+
+    def __init__(self, fail: int, error: str = "The current node timed out during startup. This could happen"):
+        self.fail, self.error, self.inits, self.shutdowns = fail, error, 0, 0
+
+    def init(self, **kwargs):
+        self.inits += 1
+        if self.inits <= self.fail:
+            raise Exception(self.error)
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
+def test_a_local_start_that_times_out_is_tried_again():
+    from agio_notebook.scheduling.ray_backend import _start
+
+    fake = FakeRay(fail=2)
+    _start(fake, None)
+    assert (fake.inits, fake.shutdowns) == (3, 2)
+
+
+def test_a_start_that_keeps_timing_out_is_one_clear_line_and_other_errors_are_not_retried():
+    from agio_notebook.scheduling.ray_backend import _start
+
+    fake = FakeRay(fail=5)
+    with pytest.raises(SchedulingError, match="Ray did not start in 3 attempts") as info:
+        _start(fake, None)
+    assert fake.inits == 3 and "\n" not in str(info.value)
+    other = FakeRay(fail=1, error="address not found")
+    with pytest.raises(Exception, match="address not found"):
+        _start(other, "10.0.0.1:6379")
+    assert other.inits == 1
+
+
 CLUSTER = r"""
-import sys, ray
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+import sys
+from agio_notebook.scheduling.ray_backend import ensure_ray
+ray = ensure_ray()  # a local cluster, started as a batch would start it
 print(ray.get_runtime_context().gcs_address, flush=True)
 sys.stdin.readline()  # the test says when to go; ray.shutdown() then stops the cluster this process started
 ray.shutdown()

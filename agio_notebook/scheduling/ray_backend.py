@@ -39,14 +39,36 @@ def ensure_ray(address: str | None = None) -> Any:
     ray = _ray()
     with _init_lock:
         if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
-                     configure_logging=False, **({} if address else {"num_cpus": max(os.cpu_count() or 1, 2)}))
+            _start(ray, address)
         elif address and address != "auto" and not address.startswith("ray://"):
             current = ray.get_runtime_context().gcs_address
             if current != address:
                 raise SchedulingError(f"this process is already connected to Ray at {current}; one process "
                                       f"joins one cluster, so address={address!r} cannot be used here")
     return ray
+
+
+_START_ATTEMPTS = 3
+
+
+def _start(ray: Any, address: str | None) -> None:
+    """``ray.init``, again if a local start timed out.
+
+    Ray gives a starting raylet a fixed 30 s to register; on a busy machine it can take longer, and a
+    second start (files now in the page cache) usually does not. Other failures are not retried.
+    """
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
+                     configure_logging=False, **({} if address else {"num_cpus": max(os.cpu_count() or 1, 2)}))
+            return
+        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this timeout
+            if "timed out during startup" not in str(exc):
+                raise
+            ray.shutdown()  # stops what the attempt started
+            if attempt == _START_ATTEMPTS:
+                raise SchedulingError(f"Ray did not start in {_START_ATTEMPTS} attempts (its raylet did not "
+                                      "register within Ray's 30 s); the machine may be overloaded") from None
 
 
 def check_picklable(agent: Agent) -> None:
