@@ -109,6 +109,9 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
             request = page.locator(".agio-pause-model .agio-pause-request")
             assert "What is 2 + 3?" in request.inner_text() and "tokens" in request.inner_text()
             assert "add" in page.locator(".agio-pause-model").inner_text()
+            # the extension answered the kernel's hello: the view is its one-model widget, not ipywidgets
+            assert page.locator(".agio-pause-model.agio-pause-frame").count() == 1
+            assert page.locator(".agio-pause-model .widget-button").count() == 4
             page.screenshot(path=str(OUT / "debugger-paused-model.png"), full_page=True)
             type_json(page, ".agio-pause-edit-messages", [{"role": "user", "content": "What is 20 + 30?"}])
             resume_ms.append(page.evaluate(RESUME, ["model"]))

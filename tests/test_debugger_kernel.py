@@ -187,3 +187,67 @@ def test_abort_and_bad_arguments_are_one_line(kernel):
     kernel.reply_to(msg_id)
     assert kernel.value("_agio_last().status") == "cancelled"
     assert kernel.value("list(_agio_last().steps.role.astype(str))") == ["user"]
+
+
+def one_model_pauses(messages, kind):
+    """Open one-model pause views of ``kind`` (comm id -> state)."""
+    closed = _closed(messages)
+    return {c: st for c, st in states(messages).items()
+            if st.get("_model_name") == "AgioPauseModel" and st.get("kind") == kind and c not in closed}
+
+
+def click_one_model(kernel, comm_id, name, **texts):
+    send(kernel, comm_id, {"method": "custom", "content": {"event": "click", "name": name, "texts": texts}})
+
+
+def test_where_the_extension_answers_a_pause_is_one_widget_and_a_click_carries_the_texts(kernel):
+    """The extension's answer to the kernel's hello (as JupyterLab's would be): pauses become one model
+    each, a click brings the editors' texts, and junk messages change nothing."""
+    hello = kernel.execute("from agio_notebook.notebook import frontend as _f; _f.say_hello()")["messages"]
+    opened = [m for m in of_type(hello, "comm_open") if m["content"]["target_name"] == "agio.frontend"]
+    assert len(opened) == 1
+    send(kernel, opened[0]["content"]["comm_id"], {"extension": "0.1.0", "widgets": ["AgioPauseModel"]})
+    seen: list = []
+    msg_id = None
+    try:
+        assert kernel.value("_f.has_widget('AgioPauseModel')") is True
+        msg_id = kernel.kc.execute("%%agio adder --new-session --step\nWhat is 2 + 3?")
+        assert collect_until(kernel, seen, lambda s: one_model_pauses(s, "model")), "no one-model pause"
+        (first, state), = one_model_pauses(seen, "model").items()
+        made = [st.get("_model_name") for st in states(seen).values()]
+        pause_parts = [st for st in states(seen).values() if any(c.startswith("agio-pause") and c != "agio-pause-note"
+                                                                  for c in st.get("_dom_classes") or ())]
+        assert made.count("AgioPauseModel") == 1 and "TextareaModel" not in made and not pause_parts
+        assert "agio-pause-request" in state["html"] and "What is 2 + 3?" in state["html"]
+        assert [e["key"] for e in state["editors"]] == ["messages", "system", "settings"]
+        assert [b[0] for b in state["buttons"]] == ["Continue", "Step", "Edit", "Abort"]
+        # junk: not a click, an unknown button, texts of the wrong type: nothing happens
+        send(kernel, first, {"method": "custom", "content": "junk"})
+        click_one_model(kernel, first, "Explode")
+        send(kernel, first, {"method": "custom", "content": {"event": "click", "name": "Edit", "texts": ["x"]}})
+        click_one_model(kernel, first, "Continue", messages='[{"role": "user", "content": "x"')
+        assert collect_until(kernel, seen, lambda s: "not valid JSON" in note_text(s), 30), "no line for bad JSON"
+        assert first in one_model_pauses(seen, "model")
+        edited = json.dumps([{"role": "user", "content": "What is 20 + 30?"}])
+        click_one_model(kernel, first, "Continue", messages=edited, system="", settings="{}")
+        assert collect_until(kernel, seen, lambda s: one_model_pauses(s, "tool")), "no pause before the tool call"
+        (tool, _), = one_model_pauses(seen, "tool").items()
+        assert first in _closed(seen)
+        click_one_model(kernel, tool, "Edit", arguments='{"a": "two"}', skip="")
+        assert collect_until(kernel, seen, lambda s: "add rejects these arguments" in note_text(s), 30)
+        click_one_model(kernel, tool, "Continue", arguments='{"a": 20, "b": 30}', skip="")
+        assert collect_until(kernel, seen, lambda s: len([c for c, st in states(s).items() if st.get("kind") == "model"])
+                             == 2), "no second model pause"
+        (second, _), = one_model_pauses(seen, "model").items()
+        click_one_model(kernel, second, "Continue")
+        assert collect_until(kernel, seen, idle_of(msg_id), 60), "the cell never finished"
+        kernel.reply_to(msg_id)
+        assert not of_type(seen, "error") and not [m for m in of_type(seen, "stream") if m["content"]["name"] == "stderr"]
+        steps = kernel.value("[(s.role.value, s.content) for s in get_ipython().magics_manager.registry['AgioMagics']"
+                             ".controller.repository.get_steps(_agio_last().session_id)]")
+        assert [s[0] for s in steps] == ["user", "assistant", "tool", "assistant"] and steps[2][1].startswith("50")
+    finally:
+        if msg_id and not idle_of(msg_id)(seen):  # failed while paused: end the run before the next test
+            kernel.km.interrupt_kernel()
+            collect_until(kernel, seen, idle_of(msg_id), 30)
+        kernel.execute("_f._widgets.clear()")

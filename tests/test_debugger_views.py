@@ -101,3 +101,42 @@ async def test_a_pause_the_run_ended_at_is_marked_in_the_transcript(tmp_path):
     text = bundle_for_run(runner.repository, result.run_id)["text/plain"]
     assert "paused before tool call add (step 3) → ended" in text
     assert "[cancelled]" in text.splitlines()[0]
+
+
+def test_the_one_model_view_is_one_widget_and_its_clicks_carry_the_editors_texts():
+    """What the extension draws: one model; a click brings the texts, and bad ones are one line."""
+    pause, note, closed = model_pause(), widgets.HTML(), []
+    PauseView(model_pause(), widgets.HTML(), lambda v: None, one_model=True)  # the shared layout exists now
+    made = []
+    widgets.Widget.on_widget_constructed(lambda w: made.append(type(w).__name__))
+    try:
+        view = PauseView(pause, note, closed.append, one_model=True)
+    finally:
+        widgets.Widget.on_widget_constructed(None)
+    assert made == ["PauseWidget"] and not view.editors and not view.buttons
+    state = view.widget.get_state()
+    assert EVIL not in state["html"] and "&lt;img" in state["html"]
+    assert [b[0] for b in state["buttons"]] == ["Continue", "Step", "Edit", "Abort"]
+    msg = view.widget._handle_custom_msg
+    msg({"event": "click", "name": "Continue", "texts": {"messages": '[{"role": "user"'}}, [])
+    assert "messages: not valid JSON" in note.value and not pause.decided
+    for junk in ("junk", {"event": "click", "name": "Explode"}, {"event": "hover", "name": "Continue"},
+                 {"event": "click", "name": "Edit", "texts": {"messages": 5, "nonsense": "x"}}):
+        msg(junk, [])
+    assert not pause.decided and pause.edits == {}
+    fixed = json.dumps([{"role": "user", "content": "fixed"}])
+    msg({"event": "click", "name": "Continue", "texts": {"messages": fixed}}, [])
+    assert pause.action == "continue" and pause.edits["messages"][0]["content"] == "fixed" and closed == [view]
+    assert view.widget.comm is None
+
+
+def test_the_view_is_one_model_only_after_the_extension_answered(monkeypatch):
+    from agio_notebook.notebook import frontend
+
+    monkeypatch.setattr(frontend, "_widgets", set())
+    assert isinstance(PauseView(model_pause(), widgets.HTML(), lambda v: None).widget, widgets.VBox)
+    for odd in (None, "x", {"widgets": "AgioPauseModel"}, {"widgets": [1, None]}):
+        frontend.heard(odd)
+    assert isinstance(PauseView(model_pause(), widgets.HTML(), lambda v: None).widget, widgets.VBox)
+    frontend.heard({"extension": "0.1.0", "widgets": ["AgioPauseModel"]})
+    assert type(PauseView(model_pause(), widgets.HTML(), lambda v: None).widget).__name__ == "PauseWidget"

@@ -4,6 +4,8 @@ Buttons (and keys, handled by the JupyterLab extension while the view has focus)
 Step (s), Edit (e: apply the changed editors), Skip (k: a tool call answered by hand) and Abort (a).
 The cell awaits its run (see docs/notebook.md), so a click is heard at once. A bad edit or a second
 click shows one line and changes nothing; the view closes once its pause is decided or the run ends.
+In JupyterLab with the agio extension the view is one widget model (``pause_widget``); elsewhere it
+is made of standard ipywidgets.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import ipywidgets as widgets
 from ipywidgets.widgets import widget_string
 
 from ..execution.pauses import DebugError, Pause, PauseKind
+from . import frontend
 from .live_view import close_tree
+from .pause_widget import PauseWidget
 from .shared_widgets import button_style, html_style, layout, shared
 
 _SMALL = "font-size:11px;color:#57606a"
@@ -91,65 +95,106 @@ def _shared(kind: str) -> Any:
 def warm_up() -> None:
     """Make the shared layouts and styles as a step-mode run starts, so the browser has them before
     the first pause (which then costs what every later one does)."""
-    for kind in _SHARED_KINDS:
+    one_model = frontend.has_widget("AgioPauseModel")
+    for kind in ("row", "html") if one_model else _SHARED_KINDS:
         _shared(kind)
 
 
-def _editor(label: str, value: str, rows: int = 4) -> widgets.Textarea:
+_EDITORS: dict[PauseKind, tuple[tuple[str, str, int], ...]] = {
+    PauseKind.MODEL: (("messages", "messages JSON", 8), ("system", "system", 2), ("settings", "settings JSON", 1)),
+    PauseKind.REPLY: (("reply", "reply JSON", 5),),
+    PauseKind.TOOL: (("arguments", "arguments JSON", 2), ("skip", "skip result", 2)),
+    PauseKind.RESULT: (("result", "result", 4),),
+}
+_BUTTONS = (("Continue", "success", "play"), ("Step", "info", "step-forward"), ("Edit", "", "pencil"),
+            ("Skip", "warning", "share"), ("Abort", "danger", "stop"))
+
+
+def _proposed(pause: Pause) -> dict[str, str]:
+    """Each editable part's text, as it will be sent unless edited."""
+    if pause.kind is PauseKind.MODEL:
+        messages = pause.messages
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+        return {"messages": json.dumps(messages, indent=1, ensure_ascii=False), "system": system or "",
+                "settings": json.dumps((pause.request or {}).get("settings") or {})}
+    if pause.kind is PauseKind.REPLY:
+        return {"reply": json.dumps(pause.reply, indent=1, ensure_ascii=False)}
+    if pause.kind is PauseKind.TOOL:
+        arguments = pause.arguments if pause.arguments is not None else pause.tool_call["arguments"]
+        return {"arguments": json.dumps(arguments), "skip": ""}
+    return {"result": pause.result or ""}
+
+
+def _editor(label: str, value: str, rows: int) -> widgets.Textarea:
     # sent when the editor loses focus (not per key): see PauseView._renew for why
     return widgets.Textarea(value=value, description=label, rows=rows, continuous_update=False,
                             layout=_shared("full"), style=_shared("editor"),
                             _dom_classes=("agio-pause-editor", f"agio-pause-edit-{label.split()[0]}"))
 
 
-def _editors(pause: Pause) -> dict[str, widgets.Textarea]:
-    """One editor per editable part, prefilled with what will be sent."""
-    if pause.kind is PauseKind.MODEL:
-        messages = pause.messages
-        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
-        return {"messages": _editor("messages JSON", json.dumps(messages, indent=1, ensure_ascii=False), 8),
-                "system": _editor("system", system or "", 2),
-                "settings": _editor("settings JSON", json.dumps((pause.request or {}).get("settings") or {}), 1)}
-    if pause.kind is PauseKind.REPLY:
-        return {"reply": _editor("reply JSON", json.dumps(pause.reply, indent=1, ensure_ascii=False), 5)}
-    if pause.kind is PauseKind.TOOL:
-        return {"arguments": _editor("arguments JSON", json.dumps(pause.arguments if pause.arguments is not None
-                                                                  else pause.tool_call["arguments"]), 2),
-                "skip": _editor("skip result", "", 2)}
-    return {"result": _editor("result", pause.result or "", 4)}
-
-
 class PauseView:
-    """The widgets of one pause; ``note`` is shared by the run's pauses so a late click's line stays."""
+    """One pause in a cell; ``note`` is shared by the run's pauses so a late click's line stays.
 
-    def __init__(self, pause: Pause, note: widgets.HTML, on_closed: Callable[[PauseView], None]):
+    Where the agio JupyterLab extension answered the kernel's hello (``frontend``), the view is one
+    widget model (``PauseWidget``) and a click brings the editors' texts with it; elsewhere it is made
+    of standard ipywidgets, and each editor sends its text when it loses focus.
+    """
+
+    def __init__(self, pause: Pause, note: widgets.HTML, on_closed: Callable[[PauseView], None],
+                 *, one_model: bool | None = None):
         self.pause = pause
         self.note = note
         self._on_closed = on_closed
-        self.editors = _editors(pause)
-        self._initial = {k: e.value for k, e in self.editors.items()}
+        self._initial = _proposed(pause)
         self.texts = dict(self._initial)  # what the editors hold now
-        for key, editor in self.editors.items():
-            editor.observe(lambda change, k=key: self._renew(k, change["new"]), "value")
-        # one HTML for everything read-only: fewer widgets, a quicker view
-        shown = widgets.HTML(
-            f'<div class="agio-pause-title" data-agio-paused-at="{time.time() * 1000:.1f}">'
-            f'<b>⏸ Paused</b> {escape(pause.describe())} <span style="{_SMALL}">· {KEYS}</span></div>'
-            f'{details_html(pause)}', layout=_shared("row"), style=_shared("html"))
+        self._buttons = [b for b in _BUTTONS if b[0] != "Skip" or pause.kind is PauseKind.TOOL]
+        # one HTML for everything read-only
+        self.html = (f'<div class="agio-pause-title" data-agio-paused-at="{time.time() * 1000:.1f}">'
+                     f'<b>⏸ Paused</b> {escape(pause.describe())} <span style="{_SMALL}">· {KEYS}</span></div>'
+                     f'{details_html(pause)}')
+        self.editors: dict[str, widgets.Textarea] = {}
         self.buttons: dict[str, widgets.Button] = {}
-        for name, style, icon in (("Continue", "success", "play"), ("Step", "info", "step-forward"),
-                                  ("Edit", "", "pencil"), ("Skip", "warning", "share"), ("Abort", "danger", "stop")):
-            if name == "Skip" and pause.kind is not PauseKind.TOOL:
-                continue
+        if frontend.has_widget("AgioPauseModel") if one_model is None else one_model:
+            self.widget: widgets.DOMWidget = self._one_model()
+        else:
+            self.widget = self._standard()
+        pause._decided.add_done_callback(lambda _: self.close())
+
+    def _one_model(self) -> PauseWidget:
+        widget = PauseWidget(kind=self.pause.kind.value, html=self.html, layout=_shared("row"),
+                             editors=[{"key": k, "label": label, "value": self.texts[k], "rows": rows}
+                                      for k, label, rows in _EDITORS[self.pause.kind]],
+                             buttons=[[name, style] for name, style, _ in self._buttons])
+        widget.on_msg(lambda _, content, __: self._message(content))
+        return widget
+
+    def _message(self, content: Any) -> None:
+        """A click from the one-model view: its button, and the editors' texts at that moment."""
+        if not isinstance(content, dict) or content.get("event") != "click":
+            return
+        texts = content.get("texts")
+        if isinstance(texts, dict):
+            self.texts.update({k: v for k, v in texts.items() if k in self.texts and isinstance(v, str)})
+        name = content.get("name")
+        if any(name == b[0] for b in self._buttons):
+            self.click(name)
+
+    def _standard(self) -> widgets.VBox:
+        for key, label, rows in _EDITORS[self.pause.kind]:
+            self.editors[key] = self._observed(_editor(label, self.texts[key], rows), key)
+        for name, style, icon in self._buttons:
             button = widgets.Button(description=name, button_style=style, icon=icon, layout=_shared("auto"),
                                     style=_shared("button"), _dom_classes=(f"agio-pause-{name.lower()}",))
             button.on_click(lambda _, n=name: self.click(n))
             self.buttons[name] = button
-        self._head = [shown]
+        self._head = [widgets.HTML(self.html, layout=_shared("row"), style=_shared("html"))]
         self._tail = [widgets.HBox(list(self.buttons.values()), layout=_shared("row"))]
-        self.widget = widgets.VBox(self._children(), layout=_shared("frame"),
-                                   _dom_classes=("agio-pause", f"agio-pause-{pause.kind.value}"))
-        pause._decided.add_done_callback(lambda _: self.close())
+        return widgets.VBox(self._children(), layout=_shared("frame"),
+                            _dom_classes=("agio-pause", f"agio-pause-{self.pause.kind.value}"))
+
+    def _observed(self, editor: widgets.Textarea, key: str) -> widgets.Textarea:
+        editor.observe(lambda change: self._renew(key, change["new"]), "value")
+        return editor
 
     def _children(self) -> list[widgets.Widget]:
         return [*self._head, *self.editors.values(), *self._tail]
@@ -165,10 +210,7 @@ class PauseView:
         old = self.editors[key]
         if self.pause.decided or self.pause.ended:
             return
-        label = old.description
-        fresh = _editor(label, text, old.rows or 4)
-        fresh.observe(lambda change, k=key: self._renew(k, change["new"]), "value")
-        self.editors[key] = fresh
+        self.editors[key] = self._observed(_editor(old.description, text, old.rows or 4), key)
         self.widget.children = self._children()
         old.close()
 

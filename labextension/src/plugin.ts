@@ -3,6 +3,7 @@
  * (magic.ts), and gives `%%agio` cells Markdown highlighting instead of Python.
  */
 
+import { IJupyterWidgetRegistry } from '@jupyter-widgets/base';
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { IEditorLanguageRegistry } from '@jupyterlab/codemirror';
@@ -11,8 +12,10 @@ import { ILatexTypesetter } from '@jupyterlab/rendermime';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 
 import { watchPauses } from './debugger';
+import { answerHellos } from './frontend';
 import { agioCellMime } from './highlight';
 import { MAGIC_EVENT, MagicRequest, controlCell, insertionIndex } from './magic';
+import { registerPauseWidget } from './pause_widget';
 
 function insertedFor(cell: Cell): string | undefined {
   const agio = cell.model.getMetadata('agio') as Record<string, unknown> | undefined;
@@ -119,14 +122,18 @@ function warmTypesetter(panel: NotebookPanel, typesetter: IRenderMime.ILatexType
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'agio-notebook:notebook',
-  description: 'Runs the commands of agio transcript controls; highlights %%agio cells as Markdown.',
+  description: 'Runs the commands of agio transcript controls; highlights %%agio cells as Markdown; shows step-mode pauses.',
   autoStart: true,
   requires: [INotebookTracker, IEditorLanguageRegistry],
-  optional: [ILatexTypesetter],
+  optional: [ILatexTypesetter, IJupyterWidgetRegistry],
   activate: (_app: JupyterFrontEnd, tracker: INotebookTracker, languages: IEditorLanguageRegistry,
-    typesetter: IRenderMime.ILatexTypesetter | null) => {
+    typesetter: IRenderMime.ILatexTypesetter | null, widgetRegistry: IJupyterWidgetRegistry | null) => {
     watchPauses(document); // keys of step mode's pause views
+    registerPauseWidget(widgetRegistry);
     tracker.widgetAdded.connect((_, panel) => {
+      if (widgetRegistry) {
+        answerHellos(panel.sessionContext); // only where the pause widget can be shown
+      }
       panel.node.addEventListener(MAGIC_EVENT, event => handleMagic(panel, event));
       watchHighlighting(panel, languages);
       warmTypesetter(panel, typesetter);

@@ -1,0 +1,78 @@
+/**
+ * A step-mode pause view, drawn as one element from the state of one widget model: the request
+ * (markup the kernel built, every model-given text escaped there), one editor per editable part, and
+ * the buttons. A click sends the button's name with every editor's text in one message, so a pause
+ * costs the browser one model to build, and an edit needs no state update of its own (while a cell
+ * runs, the widget manager holds back all but the first state update of a model; messages are not held).
+ */
+
+import { el } from './dom';
+
+export interface PauseEditor {
+  key: string;
+  label: string;
+  value: string;
+  rows: number;
+}
+
+export interface PauseState {
+  kind: string;
+  html: string;
+  editors: PauseEditor[];
+  /** [name, style]: style is an ipywidgets button style ("success", "info", "warning", "danger" or ""). */
+  buttons: [string, string][];
+}
+
+export interface PauseClick {
+  event: 'click';
+  name: string;
+  texts: Record<string, string>;
+}
+
+const ICONS: Record<string, string> = { Continue: 'play', Step: 'step-forward', Edit: 'pencil', Skip: 'share', Abort: 'stop' };
+
+/** The view's element; `send` is called with each click (a button, or its key via debugger.ts). */
+export function renderPause(doc: Document, state: PauseState, send: (click: PauseClick) => void): HTMLElement {
+  const kind = String(state.kind ?? '').replace(/[^a-z]/g, '');
+  const view = el(doc, 'div', ['agio-pause', `agio-pause-${kind}`, 'agio-pause-frame']);
+  const shown = el(doc, 'div', ['agio-pause-shown']);
+  shown.innerHTML = String(state.html ?? ''); // the kernel's markup: model-given text is escaped there
+  view.append(shown);
+  const areas: Record<string, HTMLTextAreaElement> = {};
+  for (const editor of state.editors ?? []) {
+    const row = el(doc, 'div', ['widget-textarea', 'widget-inline-hbox', 'agio-pause-editor',
+      `agio-pause-edit-${String(editor.key).replace(/[^a-z]/g, '')}`]);
+    const label = el(doc, 'label', ['widget-label'], String(editor.label));
+    const area = doc.createElement('textarea');
+    area.rows = Number(editor.rows) || 4;
+    area.value = String(editor.value ?? '');
+    area.spellcheck = false;
+    label.title = String(editor.label);
+    row.append(label, area);
+    areas[editor.key] = area;
+    view.append(row);
+  }
+  const buttons = el(doc, 'div', ['agio-pause-buttons']);
+  for (const [name, style] of state.buttons ?? []) {
+    const button = el(doc, 'button', ['jupyter-button', 'widget-button', `agio-pause-${String(name).toLowerCase()}`]);
+    if (style) {
+      button.classList.add(`mod-${style}`);
+    }
+    const icon = ICONS[name];
+    if (icon) {
+      button.append(el(doc, 'i', ['fa', `fa-${icon}`]));
+    }
+    button.append(doc.createTextNode(String(name)));
+    (button as HTMLButtonElement).type = 'button';
+    button.addEventListener('click', () => {
+      const texts: Record<string, string> = {};
+      for (const [key, area] of Object.entries(areas)) {
+        texts[key] = area.value;
+      }
+      send({ event: 'click', name, texts });
+    });
+    buttons.append(button);
+  }
+  view.append(buttons);
+  return view;
+}

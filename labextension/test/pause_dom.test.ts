@@ -1,0 +1,49 @@
+// @vitest-environment jsdom
+import { describe, expect, it } from 'vitest';
+
+import { pauseKey } from '../src/debugger';
+import { PauseClick, renderPause } from '../src/pause_dom';
+
+const STATE = {
+  kind: 'tool',
+  html: '<div class="agio-pause-title" data-agio-paused-at="1">Paused &lt;img&gt;</div>',
+  editors: [{ key: 'arguments', label: 'arguments JSON', value: '{"a": 2}', rows: 2 },
+            { key: 'skip', label: 'skip result', value: '', rows: 2 }],
+  buttons: [['Continue', 'success'], ['Step', 'info'], ['Edit', ''], ['Skip', 'warning'], ['Abort', 'danger']] as [string, string][]
+};
+
+describe('the one-model pause view', () => {
+  it('draws the kernel markup, one editor per part and the buttons, with the classes keys and tests use', () => {
+    const view = renderPause(document, STATE, () => undefined);
+    expect(view.classList.contains('agio-pause') && view.classList.contains('agio-pause-tool')).toBe(true);
+    expect(view.querySelector('.agio-pause-title')?.textContent).toBe('Paused <img>');
+    expect(view.querySelectorAll('img').length).toBe(0);
+    expect(view.querySelector('.agio-pause-edit-arguments textarea')?.getAttribute('rows')).toBe('2');
+    expect([...view.querySelectorAll('button')].map(b => b.textContent)).toEqual(['Continue', 'Step', 'Edit', 'Skip', 'Abort']);
+    expect(view.querySelector('.agio-pause-continue')?.classList.contains('mod-success')).toBe(true);
+  });
+
+  it('sends a click with every editor text as it is at that moment, by mouse or by key', () => {
+    const sent: PauseClick[] = [];
+    const view = renderPause(document, STATE, click => sent.push(click));
+    document.body.replaceChildren(view);
+    (view.querySelector('.agio-pause-edit-arguments textarea') as HTMLTextAreaElement).value = '{"a": 20}';
+    (view.querySelector('.agio-pause-edit') as HTMLButtonElement).click();
+    (view.querySelector('.agio-pause-edit-arguments textarea') as HTMLTextAreaElement).value = '{"a": 30}';
+    const step = view.querySelector('.agio-pause-step') as HTMLButtonElement;
+    expect(pauseKey(new KeyboardEvent('keydown', { key: 'k' }))).toBe(false); // not from inside the view
+    expect(sent).toEqual([
+      { event: 'click', name: 'Edit', texts: { arguments: '{"a": 20}', skip: '' } }
+    ]);
+    const key = new KeyboardEvent('keydown', { key: 'c', bubbles: true });
+    Object.defineProperty(key, 'target', { value: step });
+    expect(pauseKey(key)).toBe(true);
+    expect(sent[1]).toEqual({ event: 'click', name: 'Continue', texts: { arguments: '{"a": 30}', skip: '' } });
+  });
+
+  it('survives state of the wrong shape', () => {
+    const view = renderPause(document, { kind: '"><x' } as any, () => undefined);
+    expect(view.className).toBe('agio-pause agio-pause-x agio-pause-frame');
+    expect(view.querySelectorAll('button, textarea').length).toBe(0);
+  });
+});
