@@ -169,6 +169,12 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
             check_transcript(page.locator(".jp-AgioRun .agio-run").first)
             assert page.get_by_text("Error displaying widget").count() == 0
             page.screenshot(path=str(OUT / "debugger-reopened.png"), full_page=True)
+            # run again, in this server's fresh kernel: the extension answers its hello there too
+            run_all(page, agio_cells=1)
+            page.wait_for_selector(".agio-pause-model.agio-pause-frame", timeout=LONG)
+            page.locator(".agio-pause-model .agio-pause-abort").click()
+            page.wait_for_function("""() => { const r = document.querySelector('.jp-AgioRun .agio-run');
+                return r && r.querySelector('.agio-status').textContent === 'cancelled'; }""", timeout=LONG)
             browser.close()
 
     (OUT / "debugger_timings.json").write_text(json.dumps(
