@@ -203,15 +203,17 @@ def click_one_model(kernel, comm_id, name, **texts):
 def test_where_the_extension_answers_a_pause_is_one_widget_and_a_click_carries_the_texts(kernel):
     """The extension's answer to the kernel's hello (as JupyterLab's would be): pauses become one model
     each, a click brings the editors' texts, and junk messages change nothing."""
-    hello = kernel.execute("from agio_notebook.notebook import frontend as _f; _f.say_hello()")["messages"]
+    hello = kernel.execute("from agio_notebook.notebook import frontend as _f; _f.say_hello()\n"
+                           "fresh = Agent(model=ScriptedModel([Reply.call('add', a=2, b=3), 'the sum is there']), "
+                           "tools=[add], name='fresh')")["messages"]
     opened = [m for m in of_type(hello, "comm_open") if m["content"]["target_name"] == "agio.frontend"]
     assert len(opened) == 1
-    send(kernel, opened[0]["content"]["comm_id"], {"extension": "0.1.0", "widgets": ["AgioPauseModel"]})
     seen: list = []
     msg_id = None
     try:
-        assert kernel.value("_f.has_widget('AgioPauseModel')") is True
-        msg_id = kernel.kc.execute("%%agio adder --new-session --step\nWhat is 2 + 3?")
+        # as in Run All: the step cell is sent before the answer, whose first pause waits for it
+        msg_id = kernel.kc.execute("%%agio fresh --new-session --step\nWhat is 2 + 3?")
+        send(kernel, opened[0]["content"]["comm_id"], {"extension": "0.1.0", "widgets": ["AgioPauseModel"]})
         assert collect_until(kernel, seen, lambda s: one_model_pauses(s, "model")), "no one-model pause"
         (first, state), = one_model_pauses(seen, "model").items()
         made = [st.get("_model_name") for st in states(seen).values()]

@@ -140,3 +140,26 @@ def test_the_view_is_one_model_only_after_the_extension_answered(monkeypatch):
     assert isinstance(PauseView(model_pause(), widgets.HTML(), lambda v: None).widget, widgets.VBox)
     frontend.heard({"extension": "0.1.0", "widgets": ["AgioPauseModel"]})
     assert type(PauseView(model_pause(), widgets.HTML(), lambda v: None).widget).__name__ == "PauseWidget"
+
+
+@sync
+async def test_a_view_waits_for_the_answer_only_while_it_can_still_come(monkeypatch):
+    import time
+
+    from agio_notebook.notebook import frontend
+
+    monkeypatch.setattr(frontend, "_widgets", set())
+    monkeypatch.setattr(frontend, "_asked_at", [time.monotonic() - 5])  # asked long ago, nobody answered
+    t0 = time.monotonic()
+    await frontend.answer()
+    assert time.monotonic() - t0 < 0.05 and not frontend.answer_may_come()
+    frontend._asked_at[:] = [time.monotonic()]  # just asked: wait, until the answer comes
+    asyncio.get_running_loop().call_later(0.2, frontend.heard, {"widgets": ["AgioPauseModel"]})
+    t0 = time.monotonic()
+    await frontend.answer()
+    assert 0.15 < time.monotonic() - t0 < 1.5 and frontend.has_widget("AgioPauseModel")
+    frontend._widgets.clear()
+    frontend._asked_at[:] = [time.monotonic()]  # just asked, and nobody answers: up to the limit
+    t0 = time.monotonic()
+    await frontend.answer(limit=0.3)
+    assert 0.25 < time.monotonic() - t0 < 1.5 and not frontend.has_widget("AgioPauseModel")

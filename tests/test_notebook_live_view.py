@@ -84,3 +84,25 @@ def test_model_and_tool_text_is_escaped_in_widgets(tmp_path):
     assert "<img" not in html and "<script" not in html
     assert "&lt;img src=x onerror=" in html and "agio-tool-card" in html
     live.close()
+
+
+def test_after_the_warm_up_a_run_sends_only_its_own_widgets(tmp_path):
+    """Layouts and styles are made when agio loads (the browser builds widgets one after another,
+    so the first run's view, and a first pause behind it, wait for each one sent before)."""
+    import ipywidgets as widgets
+
+    from agio_notebook.notebook.live_view import warm_up
+
+    events = stream(tmp_path, [calls(("echo", {"s": "x"})), text("done")])
+    widgets.Widget.close_all()  # as after a restart of the views: nothing shared exists
+    warm_up()
+    made: list[str] = []
+    widgets.Widget.on_widget_constructed(lambda w: made.append(type(w).__name__))
+    try:
+        view = LiveView(on_stop=lambda: None)
+        for e in events:
+            view.feed(e)
+        view.flush()
+    finally:
+        widgets.Widget.on_widget_constructed(None)
+    assert made and not [m for m in made if m in ("Layout", "ButtonStyle", "HTMLStyle")], made

@@ -8,10 +8,14 @@ answers, and the views keep to standard ipywidgets.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 TARGET = "agio.frontend"
+ANSWER_WITHIN = 2.0  # seconds after the hello; an answer later than that is still kept for later views
 _widgets: set[str] = set()
+_asked_at: list[float] = []  # when the hello went out (monotonic); empty if it went nowhere
 
 
 def say_hello() -> None:
@@ -28,6 +32,7 @@ def say_hello() -> None:
         channel.close()
 
     channel.on_msg(answered)
+    _asked_at[:] = [time.monotonic()]
 
 
 def heard(answer: Any) -> None:
@@ -39,3 +44,18 @@ def heard(answer: Any) -> None:
 
 def has_widget(name: str) -> bool:
     return name in _widgets
+
+
+async def answer(limit: float = ANSWER_WITHIN) -> None:
+    """Wait for the extension's answer while it can still be on its way.
+
+    A notebook run whole (Run All) sends every cell before the browser has answered the hello of
+    the first; a view made in that moment would not know yet. This waits only until ``limit``
+    seconds after the hello, so where nobody answers (VS Code) a view made later does not wait.
+    """
+    while answer_may_come(limit):
+        await asyncio.sleep(0.005)
+
+
+def answer_may_come(limit: float = ANSWER_WITHIN) -> bool:
+    return bool(_asked_at) and not _widgets and time.monotonic() - _asked_at[0] < limit

@@ -15,12 +15,42 @@ from typing import Any, Callable
 import ipywidgets as widgets
 
 from ..core import StepEvent, StepEventType
-from .shared_widgets import button_style, html, layout
+from .shared_widgets import button_style, html, html_style, layout
 from .render import card_html, footer_html, header_html, memory_card_html, metrics_line, role_color, step_label
 from .view_model import RunView, StepView
 
 SEGMENT_CHARS = 2000
 _E = StepEventType
+
+
+def _step_layout(role: str) -> widgets.Layout:
+    return layout(border_left=f"3px solid {role_color(role)}", padding="2px 8px", margin="3px 0")
+
+
+def _run_layout() -> widgets.Layout:
+    return layout(border="1px solid #d0d7de", padding="4px 10px")
+
+
+def _flat_layout() -> widgets.Layout:
+    return layout(margin="0")
+
+
+def _cards_layout() -> widgets.Layout:
+    return layout(margin="0 0 0 12px")
+
+
+def _auto_layout() -> widgets.Layout:
+    return layout(width="auto")
+
+
+def warm_up() -> None:
+    """Make the layouts and styles runs share when agio loads, so a notebook's first run sends the
+    browser only its own widgets: the browser builds widgets one after another, and a first step-mode
+    pause waits behind every one sent before it."""
+    for make in (layout, html_style, button_style, _run_layout, _auto_layout, _flat_layout, _cards_layout):
+        make()
+    for role in ("user", "assistant", "memory"):  # the step colours (render.role_color)
+        _step_layout(role)
 
 
 class _StepBlock:
@@ -35,11 +65,10 @@ class _StepBlock:
         self.flushed_chars = 0
         self.cards: dict[str, widgets.HTML] = {}
         self.card_state: dict[str, tuple] = {}
-        self.text_box = widgets.VBox(layout=layout(margin="0"))
-        self.card_box = widgets.VBox(layout=layout(margin="0 0 0 12px"))
+        self.text_box = widgets.VBox(layout=_flat_layout())
+        self.card_box = widgets.VBox(layout=_cards_layout())
         self.box = widgets.VBox([self.label, self.text_box, self.card_box],
-                                layout=layout(border_left=f"3px solid {role_color(step.role)}", padding="2px 8px",
-                                              margin="3px 0"))
+                                layout=_step_layout(step.role))
         self.box.add_class("agio-step")
         self.box.add_class(f"agio-step-{step.role}")
 
@@ -57,7 +86,7 @@ class _StepBlock:
         pos = self.flushed_chars
         while pos < len(text):
             if not self.raw or len(self.raw[-1]) >= SEGMENT_CHARS:
-                seg = html(layout=layout(margin="0"))
+                seg = html(layout=_flat_layout())
                 seg.add_class("agio-text")
                 self.segments.append(seg)
                 self.raw.append("")
@@ -106,7 +135,7 @@ class LiveView:
         children: list[widgets.Widget] = [self.header, self.steps_box, self.footer, self.approvals]
         if on_stop is not None:
             stop = widgets.Button(description="Stop", icon="stop", button_style="warning",
-                                  layout=layout(width="auto"), style=button_style())
+                                  layout=_auto_layout(), style=button_style())
             stop.on_click(lambda _: self._stop(stop, on_stop))
             children.append(stop)
             if stop_hint:  # ipykernel 6: the click waits behind the cell; the interrupt does not
@@ -114,7 +143,7 @@ class LiveView:
                 hint = html(f'<span class="agio-stop-hint" style="font-size:11px;color:#57606a">'
                                     f'{escape(stop_hint)}</span>')
                 children.append(hint)
-        self.widget = widgets.VBox(children, layout=layout(border="1px solid #d0d7de", padding="4px 10px"))
+        self.widget = widgets.VBox(children, layout=_run_layout())
         self.widget.add_class("agio-run")
 
     @staticmethod

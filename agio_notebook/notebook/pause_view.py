@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from html import escape
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import ipywidgets as widgets
 from ipywidgets.widgets import widget_string
@@ -141,7 +141,7 @@ class PauseView:
     """
 
     def __init__(self, pause: Pause, note: widgets.HTML, on_closed: Callable[[PauseView], None],
-                 *, one_model: bool | None = None):
+                 *, one_model: bool | None = None, paused_at: float | None = None):
         self.pause = pause
         self.note = note
         self._on_closed = on_closed
@@ -149,7 +149,8 @@ class PauseView:
         self.texts = dict(self._initial)  # what the editors hold now
         self._buttons = [b for b in _BUTTONS if b[0] != "Skip" or pause.kind is PauseKind.TOOL]
         # one HTML for everything read-only
-        self.html = (f'<div class="agio-pause-title" data-agio-paused-at="{time.time() * 1000:.1f}">'
+        paused_at = time.time() if paused_at is None else paused_at
+        self.html = (f'<div class="agio-pause-title" data-agio-paused-at="{paused_at * 1000:.1f}">'
                      f'<b>⏸ Paused</b> {escape(pause.describe())} <span style="{_SMALL}">· {KEYS}</span></div>'
                      f'{details_html(pause)}')
         self.editors: dict[str, widgets.Textarea] = {}
@@ -249,8 +250,24 @@ class PauseView:
         close_tree(self.widget)
 
 
-def show_pause(handle: Any, live: Any, pause: Pause) -> None:
-    """The debugger's handler in a cell: show ``pause`` under the live view (where approval cards go)."""
+def show_pause(handle: Any, live: Any, pause: Pause) -> Awaitable[None] | None:
+    """The debugger's handler in a cell: show ``pause`` under the live view (where approval cards go).
+
+    Right after agio loaded, the extension's answer may still be on its way (``frontend.answer``):
+    then the view is made once it came, or once it can no longer come.
+    """
+    paused_at = time.time()
+    if frontend.answer_may_come():
+        async def when_answered() -> None:
+            await frontend.answer()
+            _show(handle, live, pause, paused_at)
+
+        return when_answered()
+    _show(handle, live, pause, paused_at)
+    return None
+
+
+def _show(handle: Any, live: Any, pause: Pause, paused_at: float) -> None:
     box = live.approvals
     note = handle.pause_note
     if note is None:
@@ -264,7 +281,7 @@ def show_pause(handle: Any, live: Any, pause: Pause) -> None:
         if handle.pause_view is view:
             handle.pause_view = None
 
-    view = PauseView(pause, note, closed)
+    view = PauseView(pause, note, closed, paused_at=paused_at)
     handle.pause_view = view
     if not pause.decided:
         box.children = (*box.children, view.widget)
