@@ -23,7 +23,7 @@ def model_pause() -> Pause:
 
 def test_a_bad_edit_and_a_second_click_are_one_line_and_change_nothing():
     pause, note, closed = model_pause(), widgets.HTML(), []
-    view = PauseView(pause, note, closed.append)
+    view = PauseView(pause, note, closed.append, one_model=False)
     assert EVIL not in view.widget.children[0].value and "&lt;img" in view.widget.children[0].value
     view.editors["messages"].value = '[{"role": "user", "content": "x"'
     view.click("Continue")
@@ -44,7 +44,7 @@ def test_a_bad_edit_and_a_second_click_are_one_line_and_change_nothing():
 def test_pause_views_share_their_layouts_and_styles_and_survive_close_all():
     """Each widget a view makes is a message the browser handles before the view shows: the views
     make only their own parts, and share layouts and styles (remade if something closed them)."""
-    first, second = (PauseView(model_pause(), widgets.HTML(), lambda v: None) for _ in range(2))
+    first, second = (PauseView(model_pause(), widgets.HTML(), lambda v: None, one_model=False) for _ in range(2))
     for a, b in ((first.buttons["Continue"], second.buttons["Step"]), (first.editors["system"], second.editors["messages"]),
                  (first.widget, second.widget)):
         assert a.layout is b.layout
@@ -52,20 +52,20 @@ def test_pause_views_share_their_layouts_and_styles_and_survive_close_all():
     made, note = [], widgets.HTML()
     widgets.Widget.on_widget_constructed(lambda w: made.append(type(w).__name__))
     try:
-        PauseView(model_pause(), note, lambda v: None)
+        PauseView(model_pause(), note, lambda v: None, one_model=False)
     finally:
         widgets.Widget.on_widget_constructed(None)
     assert sorted(made) == sorted(["HTML", "Button", "Button", "Button", "Button", "Textarea", "Textarea",
                                    "Textarea", "HBox", "VBox"])
     widgets.Widget.close_all()
-    third = PauseView(model_pause(), widgets.HTML(), lambda v: None)
+    third = PauseView(model_pause(), widgets.HTML(), lambda v: None, one_model=False)
     assert third.widget.layout.comm is not None and third.widget.layout is not first.widget.layout
 
 
 def test_skip_takes_the_typed_result_and_only_a_tool_pause_offers_it():
-    assert "Skip" not in PauseView(model_pause(), widgets.HTML(), lambda v: None).buttons
+    assert "Skip" not in PauseView(model_pause(), widgets.HTML(), lambda v: None, one_model=False).buttons
     pause = Pause(PauseKind.TOOL, "r", "s", 3, 3, tool_call={"id": "c1", "name": "add", "arguments": "{}"})
-    view = PauseView(pause, widgets.HTML(), lambda v: None)
+    view = PauseView(pause, widgets.HTML(), lambda v: None, one_model=False)
     view.editors["skip"].value = "42"
     view.click("Skip")
     assert pause.action == "skip" and pause.skipped_result == "42"

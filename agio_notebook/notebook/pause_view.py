@@ -165,7 +165,7 @@ class PauseView:
         widget = PauseWidget(kind=self.pause.kind.value, html=self.html, layout=_shared("row"),
                              editors=[{"key": k, "label": label, "value": self.texts[k], "rows": rows}
                                       for k, label, rows in _EDITORS[self.pause.kind]],
-                             buttons=[[name, style] for name, style, _ in self._buttons])
+                             buttons=[list(b) for b in self._buttons])
         widget.on_msg(lambda _, content, __: self._message(content))
         return widget
 

@@ -25,4 +25,4 @@ class PauseWidget(widgets.DOMWidget):
     kind = Unicode().tag(sync=True)
     html = Unicode().tag(sync=True)
     editors = List(Dict()).tag(sync=True)  # [{"key", "label", "value", "rows"}]
-    buttons = List(List()).tag(sync=True)  # [[name, style]]
+    buttons = List(List()).tag(sync=True)  # [[name, style, icon]]

@@ -6,7 +6,7 @@
  * runs, the widget manager holds back all but the first state update of a model; messages are not held).
  */
 
-import { el } from './dom';
+import { classToken, el } from './dom';
 
 export interface PauseEditor {
   key: string;
@@ -19,8 +19,9 @@ export interface PauseState {
   kind: string;
   html: string;
   editors: PauseEditor[];
-  /** [name, style]: style is an ipywidgets button style ("success", "info", "warning", "danger" or ""). */
-  buttons: [string, string][];
+  /** [name, style, icon]: an ipywidgets button style ("success", "info", "warning", "danger" or "") and a
+   * Font Awesome icon name. */
+  buttons: [string, string, string][];
 }
 
 export interface PauseClick {
@@ -28,8 +29,6 @@ export interface PauseClick {
   name: string;
   texts: Record<string, string>;
 }
-
-const ICONS: Record<string, string> = { Continue: 'play', Step: 'step-forward', Edit: 'pencil', Skip: 'share', Abort: 'stop' };
 
 /** The view's element; `send` is called with each click (a button, or its key via debugger.ts). */
 export function renderPause(doc: Document, state: PauseState, send: (click: PauseClick) => void): HTMLElement {
@@ -53,14 +52,13 @@ export function renderPause(doc: Document, state: PauseState, send: (click: Paus
     view.append(row);
   }
   const buttons = el(doc, 'div', ['agio-pause-buttons']);
-  for (const [name, style] of state.buttons ?? []) {
+  for (const [name, style, icon] of state.buttons ?? []) {
     const button = el(doc, 'button', ['jupyter-button', 'widget-button', `agio-pause-${String(name).toLowerCase()}`]);
     if (style) {
-      button.classList.add(`mod-${style}`);
+      button.classList.add(`mod-${classToken(style)}`);
     }
-    const icon = ICONS[name];
     if (icon) {
-      button.append(el(doc, 'i', ['fa', `fa-${icon}`]));
+      button.append(el(doc, 'i', ['fa', `fa-${String(icon).replace(/[^a-z-]/g, '')}`]));
     }
     button.append(doc.createTextNode(String(name)));
     (button as HTMLButtonElement).type = 'button';

@@ -9,7 +9,8 @@ const STATE = {
   html: '<div class="agio-pause-title" data-agio-paused-at="1">Paused &lt;img&gt;</div>',
   editors: [{ key: 'arguments', label: 'arguments JSON', value: '{"a": 2}', rows: 2 },
             { key: 'skip', label: 'skip result', value: '', rows: 2 }],
-  buttons: [['Continue', 'success'], ['Step', 'info'], ['Edit', ''], ['Skip', 'warning'], ['Abort', 'danger']] as [string, string][]
+  buttons: [['Continue', 'success', 'play'], ['Step', 'info', 'step-forward'], ['Edit', '', 'pencil'],
+            ['Skip', 'warning', 'share'], ['Abort', 'danger', 'stop']] as [string, string, string][]
 };
 
 describe('the one-model pause view', () => {
@@ -21,6 +22,7 @@ describe('the one-model pause view', () => {
     expect(view.querySelector('.agio-pause-edit-arguments textarea')?.getAttribute('rows')).toBe('2');
     expect([...view.querySelectorAll('button')].map(b => b.textContent)).toEqual(['Continue', 'Step', 'Edit', 'Skip', 'Abort']);
     expect(view.querySelector('.agio-pause-continue')?.classList.contains('mod-success')).toBe(true);
+    expect(view.querySelector('.agio-pause-step i')?.className).toBe('fa fa-step-forward');
   });
 
   it('sends a click with every editor text as it is at that moment, by mouse or by key', () => {
