@@ -129,7 +129,7 @@ def test_step_through_a_run_editing_a_message_and_a_tool_call(kernel):
     click(kernel, seen, "agio-pause-continue")
     assert collect_until(kernel, seen, idle_of(msg_id), 60), "the cell never finished"
     kernel.reply_to(msg_id)
-    assert not of_type(seen, "error")
+    assert not of_type(seen, "error"), "\n".join(t for m in of_type(seen, "error") for t in m["content"]["traceback"])
     assert kernel.value("_agio_last().status") == "completed"
     steps = kernel.value("[(s.role.value, s.content, s.extra.get('edited')) for s in "
                          "get_ipython().magics_manager.registry['AgioMagics'].controller.repository"
@@ -156,7 +156,7 @@ def test_interrupt_while_paused_ends_the_run_cancelled_keeping_its_steps(kernel)
     kernel.km.interrupt_kernel()
     assert collect_until(kernel, seen, idle_of(msg_id), 30)
     kernel.reply_to(msg_id)
-    assert not of_type(seen, "error")
+    assert not of_type(seen, "error"), "\n".join(t for m in of_type(seen, "error") for t in m["content"]["traceback"])
     stdout = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == "stdout")
     assert "interrupted while paused before tool call add" in stdout and "cancelled by the interrupt" in stdout
     assert kernel.value("_agio_last().status") == "cancelled"
@@ -214,6 +214,7 @@ def test_where_the_extension_answers_a_pause_is_one_widget_and_a_click_carries_t
         # as in Run All: the step cell is sent before the answer, whose first pause waits for it
         msg_id = kernel.kc.execute("%%agio fresh --new-session --step\nWhat is 2 + 3?")
         send(kernel, opened[0]["content"]["comm_id"], {"extension": "0.1.0", "widgets": ["AgioPauseModel"]})
+        assert opened[0]["content"]["data"] == {"kernel": "0.1.0"}
         assert collect_until(kernel, seen, lambda s: one_model_pauses(s, "model")), "no one-model pause"
         (first, state), = one_model_pauses(seen, "model").items()
         made = [st.get("_model_name") for st in states(seen).values()]

@@ -120,46 +120,72 @@ def test_the_one_model_view_is_one_widget_and_its_clicks_carry_the_editors_texts
     msg = view.widget._handle_custom_msg
     msg({"event": "click", "name": "Continue", "texts": {"messages": '[{"role": "user"'}}, [])
     assert "messages: not valid JSON" in note.value and not pause.decided
-    for junk in ("junk", {"event": "click", "name": "Explode"}, {"event": "hover", "name": "Continue"},
-                 {"event": "click", "name": "Edit", "texts": {"messages": 5, "nonsense": "x"}}):
+    edited = json.dumps([{"role": "user", "content": "edited"}])
+    msg({"event": "click", "name": "Edit", "texts": {"messages": edited}}, [])
+    assert "edited: messages" in note.value and pause.edits["messages"][0]["content"] == "edited"
+    # a view drawn from now on (a reload, a second tab) starts from the edited text, not the proposal
+    assert view.widget.editors[0]["value"] == edited
+    before = (dict(view.texts), note.value, json.dumps(pause.edits))
+    for junk in ("junk", None, {"event": "click", "name": "Explode", "texts": {"messages": "[]"}},
+                 {"event": "hover", "name": "Continue"}, {"event": "click", "name": ["Continue"]},
+                 {"event": "click", "name": "Edit", "texts": {"messages": 5, "nonsense": "x"}},
+                 {"event": "click", "name": "Edit", "texts": ["x"]}):
         msg(junk, [])
-    assert not pause.decided and pause.edits == {}
+        assert not pause.decided and "nonsense" not in view.texts
+        assert view.texts == before[0] and json.dumps(pause.edits) == before[2], junk
     fixed = json.dumps([{"role": "user", "content": "fixed"}])
     msg({"event": "click", "name": "Continue", "texts": {"messages": fixed}}, [])
     assert pause.action == "continue" and pause.edits["messages"][0]["content"] == "fixed" and closed == [view]
     assert view.widget.comm is None
 
 
-def test_the_view_is_one_model_only_after_the_extension_answered(monkeypatch):
+def test_the_view_is_one_model_only_after_an_extension_of_this_release_answered(monkeypatch):
+    from agio_notebook import __version__
     from agio_notebook.notebook import frontend
 
     monkeypatch.setattr(frontend, "_widgets", set())
     assert isinstance(PauseView(model_pause(), widgets.HTML(), lambda v: None).widget, widgets.VBox)
-    for odd in (None, "x", {"widgets": "AgioPauseModel"}, {"widgets": [1, None]}):
+    major, minor = __version__.split(".")[:2]
+    for odd in (None, "x", {"widgets": ["AgioPauseModel"]}, {"extension": f"{major}.{int(minor) + 1}.0",
+                                                               "widgets": ["AgioPauseModel"]},
+                {"extension": __version__, "widgets": "AgioPauseModel"}, {"extension": 1, "widgets": [1, None]}):
         frontend.heard(odd)
     assert isinstance(PauseView(model_pause(), widgets.HTML(), lambda v: None).widget, widgets.VBox)
-    frontend.heard({"extension": "0.1.0", "widgets": ["AgioPauseModel"]})
+    frontend.heard({"extension": __version__, "widgets": ["AgioPauseModel"]})
     assert type(PauseView(model_pause(), widgets.HTML(), lambda v: None).widget).__name__ == "PauseWidget"
+
+
+def test_outside_a_kernel_nobody_is_asked_and_nothing_waits(monkeypatch):
+    from agio_notebook.notebook import frontend
+
+    monkeypatch.setattr(frontend, "_asked_at", None)
+    frontend.say_hello()  # no kernel here: there is no frontend to ask
+    assert frontend._asked_at is None and not frontend.answer_may_come()
 
 
 @sync
 async def test_a_view_waits_for_the_answer_only_while_it_can_still_come(monkeypatch):
     import time
 
-    from agio_notebook.notebook import frontend
+    from agio_notebook import __version__
+    from agio_notebook.notebook import frontend, worker
 
     monkeypatch.setattr(frontend, "_widgets", set())
-    monkeypatch.setattr(frontend, "_asked_at", [time.monotonic() - 5])  # asked long ago, nobody answered
+    monkeypatch.setattr(frontend, "clicks_reach_a_busy_cell", lambda: True)
+    monkeypatch.setattr(frontend, "_asked_at", time.monotonic() - 5)  # asked long ago, nobody answered
     t0 = time.monotonic()
     await frontend.answer()
-    assert time.monotonic() - t0 < 0.05 and not frontend.answer_may_come()
-    frontend._asked_at[:] = [time.monotonic()]  # just asked: wait, until the answer comes
-    asyncio.get_running_loop().call_later(0.2, frontend.heard, {"widgets": ["AgioPauseModel"]})
+    assert time.monotonic() - t0 < 0.5 and not frontend.answer_may_come()
+    frontend._asked_at = time.monotonic()  # just asked: wait, until the answer comes
+    asyncio.get_running_loop().call_later(0.2, frontend.heard, {"extension": __version__, "widgets": ["AgioPauseModel"]})
     t0 = time.monotonic()
     await frontend.answer()
     assert 0.15 < time.monotonic() - t0 < 1.5 and frontend.has_widget("AgioPauseModel")
     frontend._widgets.clear()
-    frontend._asked_at[:] = [time.monotonic()]  # just asked, and nobody answers: up to the limit
+    frontend._asked_at = time.monotonic()  # just asked, and nobody answers: up to the limit
     t0 = time.monotonic()
     await frontend.answer(limit=0.3)
     assert 0.25 < time.monotonic() - t0 < 1.5 and not frontend.has_widget("AgioPauseModel")
+    frontend._asked_at = time.monotonic()  # ipykernel 6: a busy cell never hears the answer, so no wait
+    monkeypatch.setattr(frontend, "clicks_reach_a_busy_cell", lambda: False)
+    assert not frontend.answer_may_come() and worker.clicks_reach_a_busy_cell() in (True, False)

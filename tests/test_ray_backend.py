@@ -103,10 +103,16 @@ class FakeRay:
 
     def __init__(self, fail: int, error: str = "The current node timed out during startup. This could happen"):
         self.fail, self.error, self.inits, self.shutdowns = fail, error, 0, 0
+        self.left: list = []
 
     def init(self, **kwargs):
+        import subprocess
+        import sys
+
         self.inits += 1
         if self.inits <= self.fail:
+            # what a timed-out start leaves behind: a process ray.shutdown() does not know of
+            self.left.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "raylet"]))
             raise Exception(self.error)
 
     def shutdown(self):
@@ -119,6 +125,10 @@ def test_a_local_start_that_times_out_is_tried_again():
     fake = FakeRay(fail=2)
     _start(fake, None)
     assert (fake.inits, fake.shutdowns) == (3, 2)
+    stopped = [p.poll() is not None for p in fake.left]
+    for p in fake.left:
+        p.kill()
+    assert stopped == [True, True]  # each failed attempt's processes were stopped
 
 
 def test_a_start_that_keeps_timing_out_is_one_clear_line_and_other_errors_are_not_retried():

@@ -1,9 +1,9 @@
 """Whether this kernel's views are shown by JupyterLab with the agio extension.
 
-When agio loads in a kernel it says hello on an ``agio.frontend`` comm; the extension answers with the
-widgets it has. A view that needs one of them (the one-model pause view) is used only after that
-answer. Anywhere else (VS Code, the classic Notebook, a JupyterLab without the extension) nobody
-answers, and the views keep to standard ipywidgets.
+When agio loads in a kernel it says hello on an ``agio.frontend`` comm; the extension answers with its
+version and the widgets it has. A view that needs one of them (the one-model pause view) is used only
+after an answer from an extension of this version. Anywhere else (VS Code, the classic Notebook, a
+JupyterLab without the extension) nobody answers, and the views keep to standard ipywidgets.
 """
 
 from __future__ import annotations
@@ -12,19 +12,26 @@ import asyncio
 import time
 from typing import Any
 
+from .. import __version__
+from .worker import clicks_reach_a_busy_cell
+
 TARGET = "agio.frontend"
 ANSWER_WITHIN = 2.0  # seconds after the hello; an answer later than that is still kept for later views
 _widgets: set[str] = set()
-_asked_at: list[float] = []  # when the hello went out (monotonic); empty if it went nowhere
+_asked_at: float | None = None  # when the hello went out (monotonic); None: not asked, or answered
 
 
 def say_hello() -> None:
-    """Open the hello comm (outside a kernel it goes nowhere, and nothing is heard)."""
+    """Open the hello comm, in a kernel (elsewhere there is no frontend to ask)."""
+    global _asked_at
     try:
+        from IPython import get_ipython
         from comm import create_comm
 
-        channel = create_comm(target_name=TARGET, data={})
-    except Exception:  # noqa: BLE001 - no kernel, no frontend to ask: the standard views it is
+        if getattr(get_ipython(), "kernel", None) is None:
+            return
+        channel = create_comm(target_name=TARGET, data={"kernel": __version__})
+    except Exception:  # noqa: BLE001 - no comm, no answer: the standard views it is
         return
 
     def answered(msg: dict[str, Any]) -> None:
@@ -32,18 +39,33 @@ def say_hello() -> None:
         channel.close()
 
     channel.on_msg(answered)
-    _asked_at[:] = [time.monotonic()]
+    _widgets.clear()  # the answer to this hello decides anew (another frontend may have attached)
+    _asked_at = time.monotonic()
+
+
+def _same_release(version: Any) -> bool:
+    """The extension's widgets match this kernel's (same major and minor: the ``^0.1.0`` range)."""
+    return isinstance(version, str) and version.split(".")[:2] == __version__.split(".")[:2]
 
 
 def heard(answer: Any) -> None:
-    """Keep what the extension said it has (an answer of any other shape is ignored)."""
-    names = answer.get("widgets") if isinstance(answer, dict) else None
+    """Keep the widgets an extension of this release says it has; any other answer is ignored."""
+    global _asked_at
+    if not isinstance(answer, dict) or not _same_release(answer.get("extension")):
+        return
+    names = answer.get("widgets")
     if isinstance(names, list):
         _widgets.update(n for n in names if isinstance(n, str))
+        _asked_at = None
 
 
 def has_widget(name: str) -> bool:
     return name in _widgets
+
+
+def answer_may_come(limit: float = ANSWER_WITHIN) -> bool:
+    """An answer is still expected: asked less than ``limit`` s ago, and a busy cell hears it (ipykernel 7)."""
+    return _asked_at is not None and time.monotonic() - _asked_at < limit and clicks_reach_a_busy_cell()
 
 
 async def answer(limit: float = ANSWER_WITHIN) -> None:
@@ -55,7 +77,3 @@ async def answer(limit: float = ANSWER_WITHIN) -> None:
     """
     while answer_may_come(limit):
         await asyncio.sleep(0.005)
-
-
-def answer_may_come(limit: float = ANSWER_WITHIN) -> bool:
-    return bool(_asked_at) and not _widgets and time.monotonic() - _asked_at[0] < limit

@@ -16,7 +16,8 @@ import ipywidgets as widgets
 
 from ..core import StepEvent, StepEventType
 from .shared_widgets import button_style, html, html_style, layout
-from .render import card_html, footer_html, header_html, memory_card_html, metrics_line, role_color, step_label
+from .render import (ROLE_COLORS, card_html, footer_html, header_html, memory_card_html, metrics_line, role_color,
+                     step_label)
 from .view_model import RunView, StepView
 
 SEGMENT_CHARS = 2000
@@ -49,7 +50,7 @@ def warm_up() -> None:
     pause waits behind every one sent before it."""
     for make in (layout, html_style, button_style, _run_layout, _auto_layout, _flat_layout, _cards_layout):
         make()
-    for role in ("user", "assistant", "memory"):  # the step colours (render.role_color)
+    for role in ROLE_COLORS:
         _step_layout(role)
 
 

@@ -94,7 +94,8 @@ def _shared(kind: str) -> Any:
 
 def warm_up() -> None:
     """Make the shared layouts and styles as a step-mode run starts, so the browser has them before
-    the first pause (which then costs what every later one does)."""
+    the first pause (which then costs what every later one does). Those of the standard view too
+    unless the extension has answered already: its answer may still be on the way."""
     one_model = frontend.has_widget("AgioPauseModel")
     for kind in ("row", "html") if one_model else _SHARED_KINDS:
         _shared(kind)
@@ -155,30 +156,32 @@ class PauseView:
                      f'{details_html(pause)}')
         self.editors: dict[str, widgets.Textarea] = {}
         self.buttons: dict[str, widgets.Button] = {}
-        if frontend.has_widget("AgioPauseModel") if one_model is None else one_model:
-            self.widget: widgets.DOMWidget = self._one_model()
-        else:
-            self.widget = self._standard()
+        # clicks and edits arrive on the kernel's comm thread, maybe before the view is assigned here
+        self.widget: widgets.DOMWidget | None = None
+        if one_model is None:
+            one_model = frontend.has_widget("AgioPauseModel")
+        self.widget = self._one_model() if one_model else self._standard()
         pause._decided.add_done_callback(lambda _: self.close())
 
     def _one_model(self) -> PauseWidget:
-        widget = PauseWidget(kind=self.pause.kind.value, html=self.html, layout=_shared("row"),
-                             editors=[{"key": k, "label": label, "value": self.texts[k], "rows": rows}
-                                      for k, label, rows in _EDITORS[self.pause.kind]],
-                             buttons=[list(b) for b in self._buttons])
-        widget.on_msg(lambda _, content, __: self._message(content))
-        return widget
+        return PauseWidget(self._message, kind=self.pause.kind.value, html=self.html, layout=_shared("row"),
+                           editors=self._editor_state(), buttons=[list(b) for b in self._buttons])
+
+    def _editor_state(self) -> list[dict[str, Any]]:
+        return [{"key": k, "label": label, "value": self.texts[k], "rows": rows}
+                for k, label, rows in _EDITORS[self.pause.kind]]
 
     def _message(self, content: Any) -> None:
         """A click from the one-model view: its button, and the editors' texts at that moment."""
         if not isinstance(content, dict) or content.get("event") != "click":
             return
+        name = content.get("name")
+        if not any(name == b[0] for b in self._buttons):
+            return
         texts = content.get("texts")
         if isinstance(texts, dict):
             self.texts.update({k: v for k, v in texts.items() if k in self.texts and isinstance(v, str)})
-        name = content.get("name")
-        if any(name == b[0] for b in self._buttons):
-            self.click(name)
+        self.click(name)
 
     def _standard(self) -> widgets.VBox:
         for key, label, rows in _EDITORS[self.pause.kind]:
@@ -209,7 +212,7 @@ class PauseView:
         """
         self.texts[key] = text
         old = self.editors[key]
-        if self.pause.decided or self.pause.ended:
+        if self.widget is None or self.pause.decided or self.pause.ended:
             return
         self.editors[key] = self._observed(_editor(old.description, text, old.rows or 4), key)
         self.widget.children = self._children()
@@ -227,6 +230,9 @@ class PauseView:
             if changes:
                 pause.edit(**changes)
                 self._initial.update(changes)
+                if isinstance(self.widget, PauseWidget):
+                    # a view drawn from now on (a reload, a second tab) starts from the edited text
+                    self.widget.editors = self._editor_state()
             if name == "Edit":
                 self._say(f"edited: {', '.join(sorted(pause.edits)) or 'nothing changed'} — Continue or Step to "
                           "go on with the edits", ok=True)
@@ -268,6 +274,8 @@ def show_pause(handle: Any, live: Any, pause: Pause) -> Awaitable[None] | None:
 
 
 def _show(handle: Any, live: Any, pause: Pause, paused_at: float) -> None:
+    if pause.decided or pause.ended:  # decided while the answer was awaited
+        return
     box = live.approvals
     note = handle.pause_note
     if note is None:

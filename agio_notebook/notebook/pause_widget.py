@@ -7,11 +7,15 @@ with the button's name and every editor's text.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import ipywidgets as widgets
 from traitlets import Dict, List, Unicode
 
-MODULE = "agio-notebook"
-VERSION = "^0.1.0"
+from .. import __version__
+
+MODULE = "agio-notebook"  # the extension's npm package, which registers the widget under its version
+VERSION = "^" + __version__  # the same release (see frontend.heard)
 
 
 class PauseWidget(widgets.DOMWidget):
@@ -26,3 +30,13 @@ class PauseWidget(widgets.DOMWidget):
     html = Unicode().tag(sync=True)
     editors = List(Dict()).tag(sync=True)  # [{"key", "label", "value", "rows"}]
     buttons = List(List()).tag(sync=True)  # [[name, style, icon]]
+
+    def __init__(self, on_message: Callable[[Any], None], **state: Any):
+        self._on_message = on_message
+        super().__init__(**state)
+
+    def open(self) -> None:
+        """Listen before the comm opens: a click may come (on the kernel's comm thread) at once."""
+        if self.comm is None:
+            self.on_msg(lambda _, content, __: self._on_message(content))
+        super().open()

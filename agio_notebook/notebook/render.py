@@ -152,9 +152,13 @@ def handoff_html(view: RunView) -> str:
     return (f'<div class="agio-handoff" style="font-size:12px;color:#8250df">handed off: {escape(chain)}</div>')
 
 
+ROLE_COLORS = {"user": "#0969da", "memory": "#9a6700", "assistant": "#8250df"}
+
+
 def role_color(role: str) -> str:
-    """The colour of a step's left border: users blue, the assistant purple, memory amber."""
-    return "#0969da" if role == "user" else "#9a6700" if role == "memory" else "#8250df"
+    """The colour of a step's left border: users blue, the assistant (and any other role) purple,
+    memory amber."""
+    return ROLE_COLORS.get(role, ROLE_COLORS["assistant"])
 
 
 def memory_card_html(memory: dict) -> str:

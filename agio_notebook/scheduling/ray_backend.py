@@ -55,9 +55,12 @@ def _start(ray: Any, address: str | None) -> None:
     """``ray.init``, again if a local start timed out.
 
     Ray gives a starting raylet a fixed 30 s to register; on a busy machine it can take longer, and a
-    second start (files now in the page cache) usually does not. Other failures are not retried.
+    second start (files now in the page cache) usually does not. A start that timed out leaves its
+    processes running (Ray raises before it records them, so ``ray.shutdown`` cannot stop them):
+    they are stopped before the next attempt. Other failures are not retried.
     """
     for attempt in range(1, _START_ATTEMPTS + 1):
+        before = _children()
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
                      configure_logging=False, **({} if address else {"num_cpus": max(os.cpu_count() or 1, 2)}))
@@ -65,10 +68,41 @@ def _start(ray: Any, address: str | None) -> None:
         except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this timeout
             if "timed out during startup" not in str(exc):
                 raise
-            ray.shutdown()  # stops what the attempt started
+            ray.shutdown()
+            _stop(_children() - before)
             if attempt == _START_ATTEMPTS:
                 raise SchedulingError(f"Ray did not start in {_START_ATTEMPTS} attempts (its raylet did not "
                                       "register within Ray's 30 s); the machine may be overloaded") from None
+
+
+def _children() -> set[Any]:
+    """This process's descendants that belong to Ray (its GCS, raylet, workers), as they are now."""
+    import psutil
+
+    found = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "ray" in " ".join(p.cmdline()).lower():
+                found.add(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _stop(processes: set[Any]) -> None:
+    import psutil
+
+    for p in processes:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(processes, timeout=5)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
 
 
 def check_picklable(agent: Agent) -> None:

@@ -30,44 +30,48 @@ export interface PauseClick {
   texts: Record<string, string>;
 }
 
+function list<T>(value: unknown): T[] {
+  return Array.isArray(value) ? value.filter(v => v && typeof v === 'object') : [];
+}
+
+/** A class-name suffix from state: letters and dashes only. */
+function token(value: unknown): string {
+  return String(value ?? '').toLowerCase().replace(/[^a-z-]/g, '');
+}
+
 /** The view's element; `send` is called with each click (a button, or its key via debugger.ts). */
 export function renderPause(doc: Document, state: PauseState, send: (click: PauseClick) => void): HTMLElement {
-  const kind = String(state.kind ?? '').replace(/[^a-z]/g, '');
-  const view = el(doc, 'div', ['agio-pause', `agio-pause-${kind}`, 'agio-pause-frame']);
+  const view = el(doc, 'div', ['agio-pause', `agio-pause-${classToken(state.kind)}`, 'agio-pause-frame']);
   const shown = el(doc, 'div', ['agio-pause-shown']);
   shown.innerHTML = String(state.html ?? ''); // the kernel's markup: model-given text is escaped there
   view.append(shown);
-  const areas: Record<string, HTMLTextAreaElement> = {};
-  for (const editor of state.editors ?? []) {
+  const areas = new Map<string, HTMLTextAreaElement>();
+  for (const editor of list<PauseEditor>(state.editors)) {
     const row = el(doc, 'div', ['widget-textarea', 'widget-inline-hbox', 'agio-pause-editor',
-      `agio-pause-edit-${String(editor.key).replace(/[^a-z]/g, '')}`]);
-    const label = el(doc, 'label', ['widget-label'], String(editor.label));
+      `agio-pause-edit-${token(editor.key)}`]);
+    const label = el(doc, 'label', ['widget-label'], String(editor.label ?? ''));
+    label.title = String(editor.label ?? '');
     const area = doc.createElement('textarea');
     area.rows = Number(editor.rows) || 4;
     area.value = String(editor.value ?? '');
     area.spellcheck = false;
-    label.title = String(editor.label);
     row.append(label, area);
-    areas[editor.key] = area;
+    areas.set(String(editor.key), area);
     view.append(row);
   }
   const buttons = el(doc, 'div', ['agio-pause-buttons']);
-  for (const [name, style, icon] of state.buttons ?? []) {
-    const button = el(doc, 'button', ['jupyter-button', 'widget-button', `agio-pause-${String(name).toLowerCase()}`]);
+  for (const [name, style, icon] of list<[string, string, string]>(state.buttons)) {
+    const button = el(doc, 'button', ['jupyter-button', 'widget-button', `agio-pause-${token(name)}`]) as HTMLButtonElement;
+    button.type = 'button';
     if (style) {
-      button.classList.add(`mod-${classToken(style)}`);
+      button.classList.add(`mod-${token(style)}`);
     }
     if (icon) {
-      button.append(el(doc, 'i', ['fa', `fa-${String(icon).replace(/[^a-z-]/g, '')}`]));
+      button.append(el(doc, 'i', ['fa', `fa-${token(icon)}`]));
     }
     button.append(doc.createTextNode(String(name)));
-    (button as HTMLButtonElement).type = 'button';
     button.addEventListener('click', () => {
-      const texts: Record<string, string> = {};
-      for (const [key, area] of Object.entries(areas)) {
-        texts[key] = area.value;
-      }
-      send({ event: 'click', name, texts });
+      send({ event: 'click', name: String(name), texts: Object.fromEntries(Array.from(areas, ([k, a]) => [k, a.value])) });
     });
     buttons.append(button);
   }

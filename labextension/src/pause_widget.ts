@@ -8,8 +8,12 @@ import { DOMWidgetModel, DOMWidgetView, IJupyterWidgetRegistry } from '@jupyter-
 
 import { PauseState, renderPause } from './pause_dom';
 
-export const MODULE_NAME = 'agio-notebook';
-export const MODULE_VERSION = '0.1.0';
+declare function require(path: string): { name: string; version: string };
+
+// the package's own name and version, which the kernel's widgets name (^major.minor)
+const PACKAGE = require('../package.json');
+export const MODULE_NAME = PACKAGE.name;
+export const MODULE_VERSION = PACKAGE.version;
 
 export class AgioPauseModel extends DOMWidgetModel {
   defaults(): any {

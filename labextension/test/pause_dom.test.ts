@@ -47,5 +47,13 @@ describe('the one-model pause view', () => {
     const view = renderPause(document, { kind: '"><x' } as any, () => undefined);
     expect(view.className).toBe('agio-pause agio-pause-x agio-pause-frame');
     expect(view.querySelectorAll('button, textarea').length).toBe(0);
+    const odd = renderPause(document, {
+      kind: 'tool', html: '', editors: [null, 'x', { key: '__proto__', label: 'l', value: 'v', rows: 'many' }],
+      buttons: [null, ['Go on now', 'success extra', 'play"><b'], 'Abort']
+    } as any, () => undefined);
+    expect([...odd.querySelectorAll('button')].map(b => b.className))
+      .toEqual(['jupyter-button widget-button agio-pause-goonnow mod-successextra']);
+    expect(odd.querySelector('button i')?.className).toBe('fa fa-playb');
+    expect(odd.querySelector('textarea')?.rows).toBe(4);
   });
 });
