@@ -101,7 +101,14 @@ def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:
     started = ("[...document.querySelectorAll('.jp-InputArea-prompt')]"
                ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))")
     for _ in range(3):
-        page.locator(".jp-Cell").first.click(timeout=timeout)
+        try:
+            page.locator(".jp-Cell").first.click(timeout=timeout)
+        except Exception:
+            dialog = page.locator(".jp-Dialog")
+            if dialog.count():  # say what JupyterLab asked, not only that a click timed out
+                raise AssertionError("a JupyterLab dialog blocks the notebook: "
+                                     + " | ".join(dialog.first.inner_text().split("\n"))[:500]) from None
+            raise
         page.get_by_text("Run", exact=True).click(timeout=timeout)
         page.get_by_text("Run All Cells", exact=True).click(timeout=timeout)
         try:

@@ -92,7 +92,8 @@ def type_into(kernel, seen, cls, value):
 
 
 def note_text(messages):
-    notes = [m["content"]["data"]["state"].get("value", "") for m in of_type(messages, "comm_msg")
+    """The pause note's latest line (its widget is opened with its first line, then updated)."""
+    notes = [m["content"]["data"]["state"].get("value", "") for m in of_type(messages, "comm_open", "comm_msg")
              if "agio-pause-note" in str(m["content"]["data"].get("state", {}).get("value", ""))]
     return notes[-1] if notes else ""
 

@@ -189,3 +189,17 @@ async def test_a_view_waits_for_the_answer_only_while_it_can_still_come(monkeypa
     frontend._asked_at = time.monotonic()  # ipykernel 6: a busy cell never hears the answer, so no wait
     monkeypatch.setattr(frontend, "clicks_reach_a_busy_cell", lambda: False)
     assert not frontend.answer_may_come() and worker.clicks_reach_a_busy_cell() in (True, False)
+
+
+def test_the_note_is_made_when_there_is_first_something_to_say():
+    from agio_notebook.notebook.pause_view import PauseNote
+
+    box = widgets.VBox([widgets.HTML("a pause view")])
+    note = PauseNote(box)
+    note.value = ""  # a new pause resets the line: nothing to make yet
+    assert note.widget is None and note.value == "" and len(box.children) == 1
+    view = PauseView(model_pause(), note, lambda v: None, one_model=True)
+    view.click("Edit")
+    assert "nothing changed" in note.value and box.children[-1] is note.widget  # under the view
+    note.value = ""
+    assert note.widget.value == "" and len(box.children) == 2

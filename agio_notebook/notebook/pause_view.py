@@ -141,7 +141,7 @@ class PauseView:
     of standard ipywidgets, and each editor sends its text when it loses focus.
     """
 
-    def __init__(self, pause: Pause, note: widgets.HTML, on_closed: Callable[[PauseView], None],
+    def __init__(self, pause: Pause, note: Any, on_closed: Callable[[PauseView], None],
                  *, one_model: bool | None = None, paused_at: float | None = None):
         self.pause = pause
         self.note = note
@@ -256,6 +256,28 @@ class PauseView:
         close_tree(self.widget)
 
 
+class PauseNote:
+    """The run's one line under its pause views (a bad edit, a late click), shared by its pauses so
+    the line stays when a view closes. Its widget is made when there is first something to say: a
+    first pause then costs the browser one widget, not two."""
+
+    def __init__(self, box: widgets.Box):
+        self._box = box
+        self.widget: widgets.HTML | None = None
+
+    @property
+    def value(self) -> str:
+        return self.widget.value if self.widget is not None else ""
+
+    @value.setter
+    def value(self, text: str) -> None:
+        if self.widget is not None:
+            self.widget.value = text
+        elif text:
+            self.widget = widgets.HTML(text, layout=_shared("row"), style=_shared("html"))
+            self._box.children = (*self._box.children, self.widget)
+
+
 def show_pause(handle: Any, live: Any, pause: Pause) -> Awaitable[None] | None:
     """The debugger's handler in a cell: show ``pause`` under the live view (where approval cards go).
 
@@ -279,8 +301,7 @@ def _show(handle: Any, live: Any, pause: Pause, paused_at: float) -> None:
     box = live.approvals
     note = handle.pause_note
     if note is None:
-        note = handle.pause_note = widgets.HTML(layout=_shared("row"), style=_shared("html"))
-        box.children = (*box.children, note)
+        note = handle.pause_note = PauseNote(box)
     note.value = ""
     handle.pause_view = None
 
