@@ -30,8 +30,12 @@ def say_hello() -> None:
 
         if getattr(get_ipython(), "kernel", None) is None:
             return
+        _widgets.clear()  # the answer to this hello decides anew (another frontend may have attached)
+        _asked_at = time.monotonic()
+        # the answer takes the browser's round trip: the handler below is in place long before
         channel = create_comm(target_name=TARGET, data={"kernel": __version__})
     except Exception:  # noqa: BLE001 - no comm, no answer: the standard views it is
+        _asked_at = None
         return
 
     def answered(msg: dict[str, Any]) -> None:
@@ -39,8 +43,6 @@ def say_hello() -> None:
         channel.close()
 
     channel.on_msg(answered)
-    _widgets.clear()  # the answer to this hello decides anew (another frontend may have attached)
-    _asked_at = time.monotonic()
 
 
 def _same_release(version: Any) -> bool:
