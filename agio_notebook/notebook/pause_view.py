@@ -126,11 +126,11 @@ def _proposed(pause: Pause) -> dict[str, str]:
     return {"result": pause.result or ""}
 
 
-def _editor(label: str, value: str, rows: int) -> widgets.Textarea:
+def _editor(key: str, label: str, value: str, rows: int) -> widgets.Textarea:
     # sent when the editor loses focus (not per key): see PauseView._renew for why
     return widgets.Textarea(value=value, description=label, rows=rows, continuous_update=False,
                             layout=_shared("full"), style=_shared("editor"),
-                            _dom_classes=("agio-pause-editor", f"agio-pause-edit-{label.split()[0]}"))
+                            _dom_classes=("agio-pause-editor", f"agio-pause-edit-{key}"))
 
 
 class PauseView:
@@ -185,7 +185,7 @@ class PauseView:
 
     def _standard(self) -> widgets.VBox:
         for key, label, rows in _EDITORS[self.pause.kind]:
-            self.editors[key] = self._observed(_editor(label, self.texts[key], rows), key)
+            self.editors[key] = self._observed(_editor(key, label, self.texts[key], rows), key)
         for name, style, icon in self._buttons:
             button = widgets.Button(description=name, button_style=style, icon=icon, layout=_shared("auto"),
                                     style=_shared("button"), _dom_classes=(f"agio-pause-{name.lower()}",))
@@ -214,7 +214,7 @@ class PauseView:
         old = self.editors[key]
         if self.widget is None or self.pause.decided or self.pause.ended:
             return
-        self.editors[key] = self._observed(_editor(old.description, text, old.rows or 4), key)
+        self.editors[key] = self._observed(_editor(key, old.description, text, old.rows or 4), key)
         self.widget.children = self._children()
         old.close()
 
