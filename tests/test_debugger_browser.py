@@ -34,16 +34,18 @@ adder = Agent(model=ScriptedModel([Reply.call("add", a=2, b=3), "the sum is read
     "%%agio adder --new-session --step\nWhat is 2 + 3?",
 ]
 
-# in the page: when a pause view appears, how long after the kernel paused (its title carries the time)
+# in the page: when each pause view's title was first painted (Element Timing), after the kernel paused
+# (the title carries that time)
 WATCH_PAUSES = """() => {
   window.__pauseToView = [];
-  new MutationObserver(() => {
-    for (const t of document.querySelectorAll('.agio-pause-title:not([data-seen])')) {
-      t.dataset.seen = '1';
-      const shown = performance.timeOrigin + performance.now();
-      window.__pauseToView.push(shown - Number(t.dataset.agioPausedAt));
+  new PerformanceObserver(list => {
+    for (const entry of list.getEntries()) {
+      if (entry.identifier === 'agio-pause' && entry.element) {
+        const painted = performance.timeOrigin + (entry.renderTime || entry.loadTime);
+        window.__pauseToView.push(painted - Number(entry.element.dataset.agioPausedAt));
+      }
     }
-  }).observe(document.body, { childList: true, subtree: true });
+  }).observe({ type: 'element', buffered: true });
 }"""
 
 # clicks a pause view's Continue and measures the time until that view is gone
@@ -106,6 +108,9 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
 
             # 1. before the model call: the request laid out; edit the user's message
             page.wait_for_selector(".agio-pause.agio-pause-model", timeout=LONG)
+            # once painted, the view takes the focus, so its keys work without a click
+            page.wait_for_function("document.activeElement?.matches('.agio-pause-model .agio-pause-continue')",
+                                   timeout=LONG)
             request = page.locator(".agio-pause-model .agio-pause-request")
             assert "What is 2 + 3?" in request.inner_text() and "tokens" in request.inner_text()
             assert "add" in page.locator(".agio-pause-model").inner_text()

@@ -62,6 +62,27 @@ def test_pause_views_share_their_layouts_and_styles_and_survive_close_all():
     assert third.widget.layout.comm is not None and third.widget.layout is not first.widget.layout
 
 
+def test_after_agio_loads_a_pause_of_either_view_makes_only_its_own_widgets():
+    """The first pause of a Run All comes before the extension's answer is heard, so both views'
+    layouts and styles are made when agio loads: the browser builds them long before that pause."""
+    from IPython.testing.globalipapp import get_ipython
+
+    from agio_notebook.notebook.magics import load_ipython_extension
+
+    widgets.Widget.close_all()  # nothing shared exists, as in a fresh kernel
+    load_ipython_extension(get_ipython())
+    made: list[str] = []
+    note = widgets.HTML()
+    widgets.Widget.on_widget_constructed(lambda w: made.append(type(w).__name__))
+    try:
+        for one_model in (True, False):
+            PauseView(model_pause(), note, lambda v: None, one_model=one_model)
+    finally:
+        widgets.Widget.on_widget_constructed(None)
+    assert "PauseWidget" in made and "Textarea" in made
+    assert not [m for m in made if m.endswith(("Layout", "Style"))], made
+
+
 def test_skip_takes_the_typed_result_and_only_a_tool_pause_offers_it():
     assert "Skip" not in PauseView(model_pause(), widgets.HTML(), lambda v: None, one_model=False).buttons
     pause = Pause(PauseKind.TOOL, "r", "s", 3, 3, tool_call={"id": "c1", "name": "add", "arguments": "{}"})

@@ -194,11 +194,13 @@ def _awaits_on_asyncio(shell: Any) -> bool:
 def load_ipython_extension(ipython: Any) -> None:
     from .batch_cell import install
     from .frontend import say_hello
-    from .live_view import warm_up
+    from .live_view import warm_up as warm_live_views
+    from .pause_view import warm_up as warm_pause_views
 
     ipython.register_magics(AgioMagics)
     if await_agio_cells not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(await_agio_cells)
     install(ipython)
     say_hello()
-    warm_up()
+    warm_live_views()
+    warm_pause_views()

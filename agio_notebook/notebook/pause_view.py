@@ -93,11 +93,12 @@ def _shared(kind: str) -> Any:
 
 
 def warm_up() -> None:
-    """Make the shared layouts and styles as a step-mode run starts, so the browser has them before
-    the first pause (which then costs what every later one does). Those of the standard view too
-    unless the extension has answered already: its answer may still be on the way."""
-    one_model = frontend.has_widget("AgioPauseModel")
-    for kind in ("row", "html") if one_model else _SHARED_KINDS:
+    """Make the shared layouts and styles of both pause views (when agio loads, and again as a step-mode
+    run starts, remaking any closed since), so the browser has them long before the first pause.
+
+    Made as the run starts, they were three models the browser built just before the first pause,
+    some 15 ms; which view a pause uses is not known yet then (the extension's answer may be on its way)."""
+    for kind in _SHARED_KINDS:
         _shared(kind)
 
 
@@ -149,10 +150,13 @@ class PauseView:
         self._initial = _proposed(pause)
         self.texts = dict(self._initial)  # what the editors hold now
         self._buttons = [b for b in _BUTTONS if b[0] != "Skip" or pause.kind is PauseKind.TOOL]
-        # one HTML for everything read-only
+        # one HTML for everything read-only; a browser can tell when its title was first painted. The
+        # pause sign is the buttons' icon font: a character from a fallback font (⏸) costs the browser
+        # a font search the first time, some 20 ms before the view can be painted
         paused_at = time.time() if paused_at is None else paused_at
-        self.html = (f'<div class="agio-pause-title" data-agio-paused-at="{paused_at * 1000:.1f}">'
-                     f'<b>⏸ Paused</b> {escape(pause.describe())} <span style="{_SMALL}">· {KEYS}</span></div>'
+        self.html = (f'<div class="agio-pause-title" elementtiming="agio-pause" '
+                     f'data-agio-paused-at="{paused_at * 1000:.1f}">'
+                     f'<b><i class="fa fa-pause"></i> Paused</b> {escape(pause.describe())} <span style="{_SMALL}">· {KEYS}</span></div>'
                      f'{details_html(pause)}')
         self.editors: dict[str, widgets.Textarea] = {}
         self.buttons: dict[str, widgets.Button] = {}

@@ -190,8 +190,19 @@ export function pauseKey(event: KeyboardEvent): boolean {
   return true;
 }
 
-/** The pause views' keys, and a request for focus (Continue) when a view appears: JupyterLab may keep
- * focus on the cell, and then Tab (or a click on a button) brings the keys to the view. */
+/** Run after the next frame is painted. A focus makes the browser lay the whole page out at once:
+ * done as the view is inserted, it held the view's first paint back by tens of milliseconds. */
+function afterPaint(doc: Document, run: () => void): void {
+  const win = doc.defaultView;
+  if (win) {
+    win.requestAnimationFrame(() => win.setTimeout(run, 0));
+  } else {
+    run();
+  }
+}
+
+/** The pause views' keys, and a request for focus (Continue) once a view is painted: JupyterLab may
+ * keep focus on the cell, and then Tab (or a click on a button) brings the keys to the view. */
 export function watchPauses(doc: Document): void {
   doc.addEventListener('keydown', event => void pauseKey(event), true);
   new MutationObserver(records => {
@@ -201,8 +212,8 @@ export function watchPauses(doc: Document): void {
         const button = node instanceof HTMLElement
           ? (node.matches('.agio-pause-continue') ? node : node.querySelector('.agio-pause-continue'))
           : null;
-        if (button instanceof HTMLElement && button.closest('.agio-pause') && button.isConnected) {
-          button.focus({ preventScroll: true });
+        if (button instanceof HTMLElement && button.closest('.agio-pause')) {
+          afterPaint(doc, () => button.isConnected && button.focus({ preventScroll: true }));
         }
       }
     }

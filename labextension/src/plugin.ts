@@ -15,6 +15,7 @@ import { watchPauses } from './debugger';
 import { answerHellos } from './frontend';
 import { agioCellMime } from './highlight';
 import { MAGIC_EVENT, MagicRequest, controlCell, insertionIndex } from './magic';
+import { prepaintViews } from './pause_dom';
 import { registerPauseWidget } from './pause_widget';
 
 function insertedFor(cell: Cell): string | undefined {
@@ -98,22 +99,23 @@ function watchHighlighting(panel: NotebookPanel, languages: IEditorLanguageRegis
   void panel.context.ready.then(scan);
 }
 
-let typesetterWarmed = false;
+let firstRunWarmed = false;
 
 /**
- * Load the LaTeX typesetter once a notebook that uses agio opens. Every HTML widget asks it to
- * typeset, and it loads on the first ask: some twenty scripts and a font, fetched and parsed in the
- * middle of the first run, which then shows its first pause view and hears its first click late.
+ * Load the LaTeX typesetter once a notebook that uses agio opens, and lay out a sample of the run's
+ * views. Every HTML widget asks the typesetter to typeset, and it loads on the first ask: some twenty
+ * scripts and a font, fetched and parsed in the middle of the first run, which then shows its first
+ * pause view and hears its first click late.
  */
-function warmTypesetter(panel: NotebookPanel, typesetter: IRenderMime.ILatexTypesetter | null): void {
-  if (!typesetter) {
-    return;
-  }
+function warmFirstRun(panel: NotebookPanel, typesetter: IRenderMime.ILatexTypesetter | null): void {
   void panel.context.ready.then(() => {
     const usesAgio = panel.content.widgets.some(cell => /%%agio|agio_notebook/.test(cell.model.sharedModel.getSource()));
-    if (usesAgio && !typesetterWarmed) {
-      typesetterWarmed = true;
-      void Promise.resolve(typesetter.typeset(document.createElement('div'))).catch(() => undefined);
+    if (usesAgio && !firstRunWarmed) {
+      firstRunWarmed = true;
+      prepaintViews(document, panel.content.node);
+      if (typesetter) {
+        void Promise.resolve(typesetter.typeset(document.createElement('div'))).catch(() => undefined);
+      }
       // the widget library, shared with (and loaded by) the widget manager on the page's first widget
       void import('@jupyter-widgets/controls').catch(() => undefined);
     }
@@ -136,7 +138,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
       panel.node.addEventListener(MAGIC_EVENT, event => handleMagic(panel, event));
       watchHighlighting(panel, languages);
-      warmTypesetter(panel, typesetter);
+      warmFirstRun(panel, typesetter);
     });
   }
 };

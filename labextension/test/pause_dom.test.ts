@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { pauseKey } from '../src/debugger';
-import { PauseClick, renderPause } from '../src/pause_dom';
+import { PauseClick, prepaintViews, renderPause } from '../src/pause_dom';
 
 const STATE = {
   kind: 'tool',
@@ -55,5 +55,21 @@ describe('the one-model pause view', () => {
       .toEqual(['jupyter-button widget-button agio-pause-goonnow mod-successextra']);
     expect(odd.querySelector('button i')?.className).toBe('fa fa-playb');
     expect(odd.querySelector('textarea')?.rows).toBe(4);
+  });
+});
+
+describe('the views laid out once when a notebook opens', () => {
+  it('are hidden from sight, keys and readers, and gone once the fonts have loaded', async () => {
+    const host = document.createElement('div');
+    document.body.append(host);
+    prepaintViews(document, host);
+    const sample = host.querySelector('.agio-prepaint') as HTMLElement;
+    expect(sample.getAttribute('aria-hidden')).toBe('true');
+    expect(sample.style.visibility).toBe('hidden');
+    expect(sample.querySelector('.agio-pause-frame .fa-play')).not.toBeNull();
+    expect(sample.querySelector('.agio-pause-continue, .agio-pause-model')).toBeNull();
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(host.querySelector('.agio-prepaint')).toBeNull();
   });
 });
