@@ -62,13 +62,15 @@ def running_lab(root: Path, env: dict[str, str], *extra_args: str) -> Iterator[t
     settings.mkdir(parents=True, exist_ok=True)
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     port, token = free_port(), secrets.token_hex(16)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         f"--LabApp.user_settings_dir={root / '.settings'}", f"--LabApp.workspaces_dir={root / '.ws'}",
-         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", *extra_args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**env, "JUPYTER_CONFIG_DIR": str(root / ".config")},
-        text=True)
+    # the server's log goes to a file: a pipe nobody reads would stop the server once full
+    log = server_log(root)
+    with log.open("a") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}", "--ip=127.0.0.1",
+             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+             f"--LabApp.user_settings_dir={root / '.settings'}", f"--LabApp.workspaces_dir={root / '.ws'}",
+             "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", *extra_args],
+            stdout=out, stderr=subprocess.STDOUT, env={**env, "JUPYTER_CONFIG_DIR": str(root / ".config")})
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 60
@@ -80,7 +82,7 @@ def running_lab(root: Path, env: dict[str, str], *extra_args: str) -> Iterator[t
                 time.sleep(0.3)
         else:
             proc.kill()
-            raise RuntimeError("jupyter lab did not start: " + (proc.stdout.read() if proc.stdout else ""))
+            raise RuntimeError("jupyter lab did not start: " + log.read_text()[-4000:])
         yield base, token
     finally:
         proc.terminate()
@@ -88,6 +90,11 @@ def running_lab(root: Path, env: dict[str, str], *extra_args: str) -> Iterator[t
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def server_log(root: Path) -> Path:
+    """Where ``running_lab(root, ...)`` writes the server's output."""
+    return root / "jupyter-lab.log"
 
 
 def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:

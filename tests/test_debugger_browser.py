@@ -195,7 +195,8 @@ def record_timings(pause_to_view: list[float], resume_ms: list[float], keep: int
         runs = json.loads(path.read_text()).get("runs", [])
     except (OSError, ValueError, AttributeError):
         runs = []
-    runs.append({"pause_to_view_ms": pause_to_view, "click_to_resume_ms": resume_ms, "measured_at": time.time()})
+    runs.append({"pause_to_view_ms": pause_to_view, "click_to_resume_ms": resume_ms, "measured_at": time.time(),
+                 "view": "painted"})  # pause to view: until the title was painted (earlier runs: inserted)
     path.write_text(json.dumps({"runs": runs[-keep:]}))
 
 
