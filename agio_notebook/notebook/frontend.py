@@ -19,6 +19,7 @@ TARGET = "agio.frontend"
 ANSWER_WITHIN = 2.0  # seconds after the hello; an answer later than that is still kept for later views
 _widgets: set[str] = set()
 _asked_at: float | None = None  # when the hello went out (monotonic); None: not asked, or answered
+_waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()  # views awaiting the answer
 
 
 def say_hello() -> None:
@@ -59,6 +60,8 @@ def heard(answer: Any) -> None:
     if isinstance(names, list):
         _widgets.update(n for n in names if isinstance(n, str))
         _asked_at = None
+        for loop, answered in list(_waiting):  # heard on the kernel's comm thread, awaited on the cell's loop
+            loop.call_soon_threadsafe(lambda done=answered: done.done() or done.set_result(None))
 
 
 def has_widget(name: str) -> bool:
@@ -74,8 +77,20 @@ async def answer(limit: float = ANSWER_WITHIN) -> None:
     """Wait for the extension's answer while it can still be on its way.
 
     A notebook run whole (Run All) sends every cell before the browser has answered the hello of
-    the first; a view made in that moment would not know yet. This waits only until ``limit``
-    seconds after the hello, so where nobody answers (VS Code) a view made later does not wait.
+    the first; a view made in that moment would not know yet. This wakes as the answer is heard
+    (the cell's first pause waits for nothing else), and waits only until ``limit`` seconds after
+    the hello, so where nobody answers (VS Code) a view made later does not wait.
     """
-    while answer_may_come(limit):
-        await asyncio.sleep(0.005)
+    asked = _asked_at
+    if asked is None or not answer_may_come(limit):
+        return
+    loop = asyncio.get_running_loop()
+    waiter = (loop, loop.create_future())
+    _waiting.add(waiter)
+    try:
+        if _asked_at is not None:  # (not answered while the waiter was being added)
+            await asyncio.wait_for(waiter[1], max(0.0, limit - (time.monotonic() - asked)))
+    except asyncio.TimeoutError:
+        pass  # nobody answered in time: the standard views
+    finally:
+        _waiting.discard(waiter)
