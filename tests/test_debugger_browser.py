@@ -128,10 +128,16 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
             page.wait_for_function("[...document.querySelectorAll('.agio-pause-note')]"
                                    ".some(n => n.textContent.startsWith('add rejects these arguments'))", timeout=LONG)
             type_json(page, ".agio-pause-edit-arguments", {"a": 20, "b": 30})
+            # someone types in a cell meanwhile: the next pause must not take their keys
+            page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".cm-content").click()
             resume_ms.append(page.evaluate(RESUME, ["tool"]))
 
             # 3. before the second model call: go on with the key
             page.wait_for_selector(".agio-pause.agio-pause-model", timeout=LONG)
+            page.wait_for_function("window.__pauseToView.length >= 3", timeout=LONG)  # painted
+            # the view asks for the focus a frame after its insertion (debugger.ts, afterPaint): wait past that
+            page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 0))))")
+            assert page.evaluate("!!document.activeElement.closest('.cm-editor')"), "the pause took the editor's focus"
             # with focus in the view (here on its Step button), a real key press reaches it: `c` continues
             page.locator(".agio-pause-model .agio-pause-step").focus()
             page.evaluate(TIME_KEY, "model")

@@ -201,8 +201,19 @@ function afterPaint(doc: Document, run: () => void): void {
   }
 }
 
-/** The pause views' keys, and a request for focus (Continue) once a view is painted: JupyterLab may
- * keep focus on the cell, and then Tab (or a click on a button) brings the keys to the view. */
+/** Whether a pause view may take the focus now: not from someone typing (a cell's editor, any text
+ * field or editable element), whose next keys would otherwise go to the view's buttons. */
+export function mayTakeFocus(doc: Document): boolean {
+  const active = doc.activeElement as HTMLElement | null;
+  if (!active || active === doc.body) {
+    return true;
+  }
+  return !(active.isContentEditable || active.closest('input, textarea, select, [contenteditable="true"], .cm-editor'));
+}
+
+/** The pause views' keys, and a request for focus (Continue) once a view is painted, unless someone is
+ * typing: JupyterLab may keep focus on the cell, and then Tab (or a click on a button) brings the keys
+ * to the view. */
 export function watchPauses(doc: Document): void {
   doc.addEventListener('keydown', event => void pauseKey(event), true);
   new MutationObserver(records => {
@@ -213,7 +224,7 @@ export function watchPauses(doc: Document): void {
           ? (node.matches('.agio-pause-continue') ? node : node.querySelector('.agio-pause-continue'))
           : null;
         if (button instanceof HTMLElement && button.closest('.agio-pause')) {
-          afterPaint(doc, () => button.isConnected && button.focus({ preventScroll: true }));
+          afterPaint(doc, () => button.isConnected && mayTakeFocus(doc) && button.focus({ preventScroll: true }));
         }
       }
     }

@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 import { describe, expect, it } from 'vitest';
 
-import { pauseKey } from '../src/debugger';
+import { mayTakeFocus, pauseKey } from '../src/debugger';
 import { PauseClick, prepaintViews, renderPause } from '../src/pause_dom';
 
 const STATE = {
@@ -71,5 +71,28 @@ describe('the views laid out once when a notebook opens', () => {
     await Promise.resolve();
     await Promise.resolve();
     expect(host.querySelector('.agio-prepaint')).toBeNull();
+  });
+});
+
+describe('a pause view asks for the focus', () => {
+  it('from the page or a cell in command mode, never from someone typing', () => {
+    document.body.replaceChildren();
+    (document.activeElement as HTMLElement | null)?.blur();
+    expect(mayTakeFocus(document)).toBe(true);
+    const cell = document.createElement('div');
+    cell.tabIndex = 0;
+    const editor = document.createElement('div');
+    editor.className = 'cm-editor';
+    const content = document.createElement('div');
+    content.tabIndex = 0;
+    editor.append(content);
+    const field = document.createElement('textarea');
+    document.body.append(cell, editor, field);
+    cell.focus();
+    expect(mayTakeFocus(document)).toBe(true);
+    content.focus();
+    expect(mayTakeFocus(document)).toBe(false);
+    field.focus();
+    expect(mayTakeFocus(document)).toBe(false);
   });
 });
