@@ -13,25 +13,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
 import tempfile
-import time
-import urllib.request
-import uuid
 from datetime import datetime
 from pathlib import Path
-
-from tornado.httpclient import HTTPRequest
-from tornado.websocket import websocket_connect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from kernel_support import install_kernelspec  # noqa: E402
-from lab_support import running_lab  # noqa: E402
+from lab_support import kernel_iopub, running_lab  # noqa: E402
 
 CELL = """
 import time
@@ -49,32 +42,14 @@ OFF = "--ServerApp.jpserver_extensions=agio_notebook_server=False"
 
 async def delays(base: str, token: str, bursts: int) -> tuple[list[float], list[float]]:
     """(every message's delay, the delay of each burst's last message), in ms."""
-    request = urllib.request.Request(f"{base}/api/kernels?token={token}", data=b"{}", method="POST",
-                                     headers={"Content-Type": "application/json"})
-    kernel_id = json.loads(urllib.request.urlopen(request, timeout=60).read())["id"]
-    url = base.replace("http", "ws", 1) + f"/api/kernels/{kernel_id}/channels?token={token}"
-    ws = await websocket_connect(HTTPRequest(url, request_timeout=60))
-    msg_id = uuid.uuid4().hex
-    ws.write_message(json.dumps({
-        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "bench", "session": uuid.uuid4().hex,
-                   "version": "5.3", "date": ""},
-        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-        "content": {"code": CELL.format(bursts=bursts), "silent": False, "store_history": False,
-                    "user_expressions": {}, "allow_stdin": False}}))
     every, last = [], []
-    while True:
-        message = json.loads(await ws.read_message())
-        arrived = time.time()
-        if message.get("parent_header", {}).get("msg_id") != msg_id or message["channel"] != "iopub":
-            continue
-        if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
-            ws.close()
-            return every, last
+    async for arrived, message in kernel_iopub(base, token, CELL.format(bursts=bursts)):
         if message["msg_type"] in ("display_data", "update_display_data"):
             made = datetime.fromisoformat(message["header"]["date"].replace("Z", "+00:00")).timestamp()
             every.append((arrived - made) * 1000)
             if message["content"]["data"].get("text/html") == "pause":
                 last.append(every[-1])
+    return every, last
 
 
 def measure(nagle_off: bool, bursts: int) -> tuple[list[float], list[float]]:

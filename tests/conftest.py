@@ -25,6 +25,16 @@ def kernelspec_dir(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture
+def lab_env(kernelspec_dir, tmp_path):
+    """(root, env) for a JupyterLab of a browser test: this interpreter's kernelspec, a store under
+    ``root``, and no model endpoint (offline)."""
+    env = {**os.environ, "AGIO_STORE": str(tmp_path / "store")}
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
+        env.pop(name, None)
+    return tmp_path, env
+
+
 @pytest.fixture(scope="session")
 def saved_notebook(kernelspec_dir, tmp_path_factory) -> Path:
     """tests/fixtures/transcripts.ipynb executed in a real kernel and saved (with a key in the env)."""

@@ -12,7 +12,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+import uuid
+from typing import Any, AsyncIterator, Iterator
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -90,6 +91,37 @@ def running_lab(root: Path, env: dict[str, str], *extra_args: str) -> Iterator[t
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+async def kernel_iopub(base: str, token: str, code: str) -> AsyncIterator[tuple[float, dict[str, Any]]]:
+    """Run ``code`` in a new kernel of the server at ``base``, through its kernel websocket (as a page
+    does); yields (arrival time, message) for each of the cell's iopub messages, up to its idle status."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    request = urllib.request.Request(f"{base}/api/kernels?token={token}", data=b"{}", method="POST",
+                                     headers={"Content-Type": "application/json"})
+    kernel_id = json.loads(urllib.request.urlopen(request, timeout=60).read())["id"]
+    url = base.replace("http", "ws", 1) + f"/api/kernels/{kernel_id}/channels?token={token}"
+    ws = await websocket_connect(HTTPRequest(url, request_timeout=60))
+    msg_id = uuid.uuid4().hex
+    ws.write_message(json.dumps({
+        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": uuid.uuid4().hex,
+                   "version": "5.3", "date": ""},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                    "allow_stdin": False}}))
+    try:
+        while True:
+            message = json.loads(await ws.read_message())
+            arrived = time.time()
+            if message.get("parent_header", {}).get("msg_id") != msg_id or message["channel"] != "iopub":
+                continue
+            yield arrived, message
+            if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+                return
+    finally:
+        ws.close()
 
 
 def server_log(root: Path) -> Path:

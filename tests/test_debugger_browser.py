@@ -6,12 +6,10 @@ Also measures pause-to-view and click-to-resume (reported by bench/debugger_benc
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import nbformat
-import pytest
 from playwright.sync_api import sync_playwright
 
 from agio_notebook.storage import open_repository
@@ -79,14 +77,6 @@ def type_json(page, selector: str, value) -> None:
     box = page.locator(f".agio-pause {selector} textarea")
     box.fill(json.dumps(value))
     box.press("Tab")  # leave the editor: the value is synced, and keys go to the view again
-
-
-@pytest.fixture
-def lab_env(kernelspec_dir, tmp_path):
-    env = {**os.environ, "AGIO_STORE": str(tmp_path / "store")}
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
-        env.pop(name, None)
-    return tmp_path, env
 
 
 def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):

@@ -3,11 +3,9 @@ below the magic's cell, and running it shows the check's table with the failing 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import nbformat
-import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 from playwright.sync_api import Page, sync_playwright
 
@@ -17,14 +15,6 @@ from lab_support import CHROMIUM, CHROMIUM_ARGS, run_all, running_lab
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "test-output"
 LONG = 90_000  # ms: generous, the machine is shared
-
-
-@pytest.fixture
-def lab_env(kernelspec_dir, tmp_path):
-    env = {**os.environ, "AGIO_STORE": str(tmp_path / "store")}
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
-        env.pop(name, None)
-    return tmp_path, env
 
 
 def sources(page: Page) -> list[str]:

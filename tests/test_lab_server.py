@@ -5,17 +5,9 @@ bench/kernel_relay.py.)"""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import urllib.request
-import uuid
-
-import pytest
-from tornado.httpclient import HTTPRequest
-from tornado.websocket import websocket_connect
 
 from agio_notebook_server import NoDelay, _load_jupyter_server_extension, without_nagle
-from lab_support import running_lab, server_log
+from lab_support import kernel_iopub, running_lab, server_log
 
 
 class Connection:
@@ -63,37 +55,8 @@ def test_loading_keeps_the_servers_own_connection_class():
     assert App.web_app.settings["kernel_websocket_connection_class"] is chosen
 
 
-@pytest.fixture
-def lab_env(kernelspec_dir, tmp_path):
-    env = {**os.environ, "AGIO_STORE": str(tmp_path / "store")}
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
-        env.pop(name, None)
-    return tmp_path, env
-
-
 async def execute(base: str, token: str, code: str) -> list[dict]:
-    """Run ``code`` in a new kernel through the kernel websocket; the iopub messages up to idle."""
-    request = urllib.request.Request(f"{base}/api/kernels?token={token}", data=b"{}", method="POST",
-                                     headers={"Content-Type": "application/json"})
-    kernel_id = json.loads(urllib.request.urlopen(request, timeout=60).read())["id"]
-    url = base.replace("http", "ws", 1) + f"/api/kernels/{kernel_id}/channels?token={token}"
-    ws = await websocket_connect(HTTPRequest(url, request_timeout=60))
-    msg_id = uuid.uuid4().hex
-    ws.write_message(json.dumps({
-        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": uuid.uuid4().hex,
-                   "version": "5.3", "date": ""},
-        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-        "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
-                    "allow_stdin": False}}))
-    seen = []
-    while True:
-        message = json.loads(await ws.read_message())
-        if message.get("parent_header", {}).get("msg_id") != msg_id or message["channel"] != "iopub":
-            continue
-        seen.append(message)
-        if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
-            ws.close()
-            return seen
+    return [message async for _, message in kernel_iopub(base, token, code)]
 
 
 def test_a_real_lab_loads_it_from_the_installed_config_and_its_kernels_run_through_it(lab_env):

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-import os
 import time
 from pathlib import Path
 
 import nbformat
-import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import Page, sync_playwright
 
@@ -51,14 +49,6 @@ LOAD = "%load_ext agio_notebook\n"
 def kernel_notebook(cells: list[str]):
     spec = {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}
     return new_notebook(cells=[new_code_cell(c) for c in cells], metadata={"kernelspec": spec})
-
-
-@pytest.fixture
-def lab_env(kernelspec_dir, tmp_path):
-    env = {**os.environ, "AGIO_STORE": str(tmp_path / "store")}
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
-        env.pop(name, None)
-    return tmp_path, env
 
 
 def sources(page: Page) -> list[str]:
