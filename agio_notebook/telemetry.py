@@ -10,6 +10,10 @@ Span tree of one run::
     invoke_agent {agent}            gen_ai.operation.name=invoke_agent, gen_ai.agent.name, gen_ai.conversation.id
     ├── chat {model}                gen_ai.request.model, gen_ai.usage.input_tokens / output_tokens, one per model call
     └── execute_tool {tool}         gen_ai.tool.name, gen_ai.tool.call.id
+        └── invoke_agent {agent}    an agent called as this tool (a nested run), with its own chats and tools
+
+A nested run's span is a child of the tool call that asked for it (or of the outer run, when the
+tool call's span is not known here), so one trace holds the whole tree of agents.
 
 Errors are recorded as ``exception`` span events with the span's status set to ERROR.
 """
@@ -68,11 +72,20 @@ class OpenTelemetryHook(AgentHook):
         span = self._runs.get(run.id)
         return trace.set_span_in_context(span) if span is not None else None
 
+    def _parent_context(self, run: AgentRun) -> Any:
+        """For a nested run: the span of the tool call that asked for it, else that of the outer run."""
+        if not run.parent_run_id:
+            return None
+        span = self._tools.get((run.parent_run_id, run.parent_tool_call_id or "")) or self._runs.get(run.parent_run_id)
+        return trace.set_span_in_context(span) if span is not None else None
+
     async def on_run_start(self, run: AgentRun) -> None:
         attrs = {**self._attrs(run, "invoke_agent"), "agio.run.kind": run.kind}
+        if run.parent_run_id:
+            attrs.update({"agio.run.parent_id": run.parent_run_id, "agio.run.depth": run.depth})
         self._runs[run.id] = self.tracer.start_span(f"invoke_agent {run.agent_name or 'agent'}",
-                                                    kind=SpanKind.INTERNAL, attributes=attrs,
-                                                    start_time=_ns(run.started_at))
+                                                    context=self._parent_context(run), kind=SpanKind.INTERNAL,
+                                                    attributes=attrs, start_time=_ns(run.started_at))
 
     async def on_step_end(self, run: AgentRun, step: Step) -> None:
         if step.role is not StepRole.ASSISTANT:

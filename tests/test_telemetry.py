@@ -103,6 +103,27 @@ def test_a_failed_run_records_its_error_on_the_run_span(receiver):
     assert any("the provider said no" in e["attributes"]["exception.message"] for e in span["events"])
 
 
+def test_an_agent_called_as_a_tool_is_a_child_span_of_that_tool_call_in_one_trace(receiver):
+    t = telemetry.enable(receiver.http, resource={"openinference.project.name": "agio-nested"})
+    helper = Agent(model=ScriptedModel([Reply.call("add", a=2, b=3), "five"]), tools=[add], name="helper")
+    boss = Agent(model=ScriptedModel([Reply.call("helper", query="2 + 3?"), "helper says five"]),
+                 tools=[helper], name="boss")
+    result = _run(boss)
+    assert result.status.value == "completed" and result.final_text == "helper says five"
+    assert t.flush()
+    # boss: run, 2 chats, 1 tool; helper: run, 2 chats, 1 tool
+    spans = receiver.spans("agio-nested", expect=8)
+    by_id, roots = _tree(spans)
+    assert [r["name"] for r in roots] == ["invoke_agent boss"]
+    inner = next(s for s in spans if s["name"] == "invoke_agent helper")
+    asked = by_id[inner["parent_id"]]
+    assert asked["name"] == "execute_tool helper" and by_id[asked["parent_id"]] is roots[0]
+    assert inner["attributes"]["agio.run.parent_id"] == result.run_id and inner["attributes"]["agio.run.depth"] == 1
+    inner_children = sorted(s["name"] for s in spans if s["parent_id"] == inner["context"]["span_id"])
+    assert inner_children == ["chat scripted", "chat scripted", "execute_tool add"]
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+
+
 def test_usual_otel_variables_configure_the_export(receiver, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.http + "/v1/traces")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
