@@ -16,7 +16,9 @@
    repository. Per row: runs/s, fraction of the ideal (target >= 0.6 with group commit), syncs per
    run (fsync and syncfs calls), the scheduler loop's longest stalls (p99 and max of how late a
    2 ms sleep wakes up), the ratio against the in-memory repository, and CPU per run (of it, in the
-   kernel: on a shared virtual disk that part varies from run to run).
+   kernel: on a shared virtual disk that part varies from run to run). Before each row the bench
+   writes back what is dirty and waits until the disk has been idle for 2 s (printed: how long
+   that took), so a row does not pay for the files the row before it wrote.
 
 Stores live in --dir (default: a temporary directory on disk; pass /dev/shm for tmpfs).
 
@@ -208,6 +210,33 @@ class SyncCounter:
         os.fsync, durability.syncfs = self._fsync, self._syncfs
 
 
+def _busy_ms(stat: Path) -> int:
+    """Milliseconds the block device has spent doing I/O since boot (``io_ticks`` in its stat file)."""
+    return int(stat.read_text().split()[9])
+
+
+def settle_disk(path: Path, quiet: float = 2.0, limit: float = 120.0) -> float:
+    """Write back what is dirty, then wait until the disk holding ``path`` has been idle for ``quiet``
+    seconds (at most ``limit``). A row then measures its own writes, not the write-back and the
+    discards of the files an earlier row (or an earlier run of this bench) made and deleted: on a
+    virtual disk mounted with ``discard`` those took the group-commit row from 0.70 of the ideal to
+    0.40 when it ran right after them. Returns the seconds waited."""
+    t0 = time.monotonic()
+    os.sync()
+    dev = os.stat(path).st_dev
+    stat = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/stat")
+    if not stat.exists():
+        return time.monotonic() - t0
+    busy, quiet_since = _busy_ms(stat), time.monotonic()
+    while time.monotonic() - t0 < limit and time.monotonic() - quiet_since < quiet:
+        time.sleep(0.25)
+        now = _busy_ms(stat)
+        if now - busy > 5:  # busy more than 2% of the last quarter second
+            quiet_since = time.monotonic()
+        busy = now
+    return time.monotonic() - t0
+
+
 def loop_stalls(stop: threading.Event, lags: list[float], tick: float = 0.002) -> Any:
     """On the scheduler loop: how late each ``tick`` sleep wakes up (a stall of the loop)."""
     async def watch() -> None:
@@ -259,17 +288,19 @@ def group_commit_table(base: Path, runs: int) -> None:
             ("in-memory repository", InMemoryRepository, True)]
     results = []
     for label, make, grouped in rows:
+        settled = settle_disk(base)
         repo = make()
-        results.append((label, grouped_batch(repo, runs, 64, 0.1, grouped=grouped)))
+        results.append((label, {**grouped_batch(repo, runs, 64, 0.1, grouped=grouped), "settled_s": settled}))
         repo.close()  # each row alone: the last row's store is not left in memory for this one
         del repo
         gc.collect()
     memory = results[-1][1]["rate"]
     print(f"   {'store':<42}{'runs/s':>8}{'of ideal':>9}{'syncs/run':>10}{'stall p99':>10}{'stall max':>10}"
-          f"{'vs memory':>10}{'cpu/run':>9}{'of it sys':>10}")
+          f"{'vs memory':>10}{'cpu/run':>9}{'of it sys':>10}{'disk idle after':>16}")
     for label, r in results:
         print(f"   {label:<42}{r['rate']:>8.1f}{r['ratio']:>9.2f}{r['syncs']:>10.2f}{r['p99_ms']:>8.1f}ms"
-              f"{r['max_ms']:>8.1f}ms{r['rate'] / memory:>10.2f}{r['cpu_ms']:>7.1f}ms{r['sys_ms']:>8.1f}ms")
+              f"{r['max_ms']:>8.1f}ms{r['rate'] / memory:>10.2f}{r['cpu_ms']:>7.1f}ms{r['sys_ms']:>8.1f}ms"
+              f"{r['settled_s']:>15.1f}s")
 
 
 def main() -> None:
