@@ -14,7 +14,7 @@
    tmpfs is refused), with commits made inline on the scheduler loop (the old path: group commit
    switched off) and through the store's writer thread (group commit), and on the in-memory
    repository. Per row: runs/s, fraction of the ideal (target >= 0.6 with group commit), syncs per
-   run (fsync and syncfs calls), the scheduler loop's longest stalls (p99 and max of how late a
+   run (fsync, fdatasync and syncfs calls), the scheduler loop's longest stalls (p99 and max of how late a
    2 ms sleep wakes up), the ratio against the in-memory repository, and CPU per run (of it, in the
    kernel: on a shared virtual disk that part varies from run to run). Before each row the bench
    writes back what is dirty and waits until the disk has been idle for 2 s (printed: how long
@@ -187,14 +187,14 @@ def filesystem(path: Path) -> str:
 
 
 class SyncCounter:
-    """Counts fsync and syncfs calls while installed (each is one wait for the disk)."""
+    """Counts fsync, fdatasync and syncfs calls while installed (each is one wait for the disk)."""
 
     def __init__(self) -> None:
         self.calls = 0
         self._lock = threading.Lock()
 
     def __enter__(self) -> SyncCounter:
-        self._fsync, self._syncfs = os.fsync, durability.syncfs
+        self._fsync, self._fdatasync, self._syncfs = os.fsync, os.fdatasync, durability.syncfs
 
         def counted(fn: Any) -> Any:
             def call(fd: int) -> None:
@@ -203,11 +203,12 @@ class SyncCounter:
                 fn(fd)
             return call
 
-        os.fsync, durability.syncfs = counted(self._fsync), counted(self._syncfs)
+        os.fsync, os.fdatasync = counted(self._fsync), counted(self._fdatasync)
+        durability.syncfs = counted(self._syncfs)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        os.fsync, durability.syncfs = self._fsync, self._syncfs
+        os.fsync, os.fdatasync, durability.syncfs = self._fsync, self._fdatasync, self._syncfs
 
 
 def _busy_ms(stat: Path) -> int:
@@ -215,7 +216,7 @@ def _busy_ms(stat: Path) -> int:
     return int(stat.read_text().split()[9])
 
 
-def settle_disk(path: Path, quiet: float = 2.0, limit: float = 120.0) -> float:
+def settle_disk(path: Path, quiet: float = 2.0, limit: float = 60.0) -> float:
     """Write back what is dirty, then wait until the disk holding ``path`` has been idle for ``quiet``
     seconds (at most ``limit``). A row then measures its own writes, not the write-back and the
     discards of the files an earlier row (or an earlier run of this bench) made and deleted: on a
@@ -284,7 +285,7 @@ def group_commit_table(base: Path, runs: int) -> None:
         print("   refused: the store is on tmpfs; pass --dir on a disk")
         return
     rows = [("TinyDB on disk, commits inline (before)", lambda: fresh_repo(base, "inline"), False),
-            ("TinyDB on disk, group commit (after)", lambda: fresh_repo(base, "grouped"), True),
+            ("TinyDB on disk, group commit + log (after)", lambda: fresh_repo(base, "grouped"), True),
             ("in-memory repository", InMemoryRepository, True)]
     results = []
     for label, make, grouped in rows:

@@ -196,6 +196,7 @@ def test_a_fast_item_with_a_short_timeout_beside_slow_store_writes_does_not_time
     repo = TinyDBRepository(tmp_path / "store")
     ex = Executor(repo)
     monkeypatch.setattr(os, "fsync", slowly(os.fsync))
+    monkeypatch.setattr(os, "fdatasync", slowly(os.fdatasync))
     if durability is not None:
         monkeypatch.setattr(durability, "syncfs", slowly(durability.syncfs))
     probe = Probe()
@@ -228,11 +229,12 @@ def test_concurrent_runs_share_syncs_and_each_step_is_synced_before_its_event(tm
     append = Journal.append
 
     def logged_append(self, records, deletes=(), **kw):
-        append(self, records, deletes, **kw)
+        appended = append(self, records, deletes, **kw)
         with lock:
             timeline.extend(("write", doc["id"]) for table, doc in records if table == "steps")
             if kw.get("sync", True):
                 timeline.append(("sync", None))
+        return appended
 
     def logged(sync):
         def call(fd):
@@ -243,6 +245,7 @@ def test_concurrent_runs_share_syncs_and_each_step_is_synced_before_its_event(tm
 
     monkeypatch.setattr(Journal, "append", logged_append)
     monkeypatch.setattr(os, "fsync", logged(os.fsync))
+    monkeypatch.setattr(os, "fdatasync", logged(os.fdatasync))  # the write-ahead log's sync
     if durability is not None:
         monkeypatch.setattr(durability, "syncfs", logged(durability.syncfs))
 

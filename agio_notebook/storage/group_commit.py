@@ -24,6 +24,7 @@ import weakref
 from typing import Any
 
 Commit = dict[str, Any]  # the keyword arguments of Repository.commit
+CHECKPOINT_WHEN_IDLE = 1.0  # seconds without commits before the writer checkpoints the store's log
 # who waits for a commit: a thread (a concurrent future), or a task (its loop and an asyncio future)
 Waiter = concurrent.futures.Future | tuple[asyncio.AbstractEventLoop, asyncio.Future]
 
@@ -90,14 +91,34 @@ class GroupCommitter:
             self._cond.notify()
 
     def _run(self) -> None:
+        written = False  # groups written since the last checkpoint
         while True:
             with self._cond:
                 while not self._pending:
-                    if not self._cond.wait(timeout=30.0) and not self._pending:
+                    notified = self._cond.wait(timeout=CHECKPOINT_WHEN_IDLE if written else 30.0)
+                    if self._pending:
+                        break
+                    if not notified and written:
+                        break  # idle for a moment after writing: checkpoint, outside the lock
+                    if not notified:
                         self._thread = None  # idle: the thread ends, the next submit starts another
                         return
                 group, self._pending = self._pending, []
-            self._write(group)
+            if group:
+                self._write(group)
+                written = True
+            else:
+                self._checkpoint()
+                written = False
+
+    def _checkpoint(self) -> None:
+        """While nobody waits: bring what the store's write-ahead log covers to its files on disk."""
+        checkpoint = getattr(self._repository(), "checkpoint", None)
+        if checkpoint is not None:
+            try:
+                checkpoint()
+            except Exception:  # noqa: BLE001 - the log still holds it all; the next checkpoint retries
+                pass
 
     def _write(self, group: list[tuple[Commit, Waiter]]) -> None:
         commits = [c for c, _ in group]

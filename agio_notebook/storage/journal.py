@@ -243,18 +243,19 @@ class Journal:
             self._fd = None
 
     def append(self, records: Iterable[tuple[str, Doc]], deletes: Iterable[tuple[str, str]] = (), *,
-               sync: bool = True) -> None:
+               sync: bool = True) -> tuple[Path, int, int, bytes] | None:
         """Durably append upserts ``(table, doc)`` and deletes ``(table, key)``: one write, one fsync.
 
         ``sync=False`` leaves the fsync to the caller (a group commit makes many appends durable with
-        one sync, see :mod:`agio_notebook.storage.group_commit`); the data is visible to readers at once.
+        one sync, see :mod:`agio_notebook.storage.wal`); the data is visible to readers at once.
+        Returns what was appended and where: (file, offset, inode, bytes); None when nothing was.
         """
         records = list(records)
         deletes = list(deletes)
         parts = [b'{"t":"%s","d":%s}\n' % (table.encode(), orjson.dumps(doc)) for table, doc in records]
         parts += [orjson.dumps({"t": table, "k": key, "x": 1}) + b"\n" for table, key in deletes]
         if not parts:
-            return
+            return None
         data = b"".join(parts)
         with self.lock:
             existed = self.refresh(repair=True)
@@ -262,11 +263,14 @@ class Journal:
             fd = self._open_fd()
             if not existed:
                 self.new_file = True
+            offset = self._offset
             os.write(fd, data)
             if sync:
                 self.sync()
             self._offset += len(data)
             self._apply_records(records, deletes)
+            assert self._inode is not None
+            return self.path, offset, self._inode, data
 
     def sync(self) -> None:
         """Make what was appended durable: the file's fsync, and its directory's when the file is new."""

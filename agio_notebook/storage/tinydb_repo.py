@@ -20,10 +20,11 @@ from ..core import AgentRun, AgentSession, RunStatus, SessionBusyError, Step, St
 from .claims import ClaimFiles, Holder
 from .damage import Damage, report, salvage_snapshot
 from .durability import FilesystemSync
-from .journal import Journal, atomic_write
+from .journal import Journal, atomic_write, fsync_dir
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
 from .locking import FileLock, LockTimeout
 from .tinydb_maintenance import TinyDBMaintenance
+from .wal import WriteAheadLog, forget_dead_logs, replay_dead_logs
 
 _MAX_OPEN_FILES = 128
 _COMPACT_AFTER_LINES = 64
@@ -40,6 +41,8 @@ class TinyDBRepository(TinyDBMaintenance):
         except OSError as exc:
             raise StoreError(f"cannot create the store at {self.root}: {exc}") from None
         self._check_meta()
+        with FileLock(self.root / "wal", lock_timeout):  # one opener replays; the others wait for it
+            replay_dead_logs(self.root)  # a machine that stopped: what was reported durable is put back
         self._index = Journal(self.root / "index.jsonl", INDEX_KEYS, lock_timeout)  # read by recovery below
         self._journals: dict[str, Journal] = {}
         self._written: dict[int, Journal] = {}  # session files written (so left open) since the last limit
@@ -51,6 +54,7 @@ class TinyDBRepository(TinyDBMaintenance):
         self._claim_lock = threading.Lock()
         self._seq_index: dict[str, dict[int, str]] = {}  # session -> sequence -> current step id
         self._syncfs = FilesystemSync(self.root)
+        self._wal = WriteAheadLog(self.root, self._make_durable)
         _live.add(self)
         self.recover_interrupted()  # runs left `running` by a process that died are found on open
 
@@ -284,13 +288,15 @@ class TinyDBRepository(TinyDBMaintenance):
         """Make many commits durable together (each as :meth:`commit` would), with one sync for all.
 
         Each commit is appended to its session file in order; the index gets one append for the
-        group; then one sync makes everything durable (``syncfs`` of the store's filesystem where
-        the system has it, else each file's fsync). The repository's lock is not held during the
-        sync, so readers on other threads wait for the writes, never for the disk. Returns each
-        commit's failure (None: durable).
+        group; then the group's appends are copied into this process's write-ahead log, and one
+        ``fdatasync`` of the log makes them durable (:mod:`.wal`; the files reach the disk at the
+        log's next checkpoint). The repository's lock is not held during the sync, so readers on
+        other threads wait for the writes, never for the disk. Returns each commit's failure (None:
+        durable).
         """
         outcomes: list[BaseException | None] = []
-        journals: dict[str, Journal] = {}
+        appends: list[tuple[Path, int, int, bytes]] = []
+        touched: dict[str, Journal] = {}
         changes: list[tuple[AgentSession | None, AgentRun | None]] = []
         for c in commits:
             try:
@@ -302,33 +308,55 @@ class TinyDBRepository(TinyDBMaintenance):
                 continue
             outcomes.append(None)
             if written is not None:
-                journals[written[0].path.name] = written[0]
-                changes.append((written[1], c.get("run")))
+                journal, session, appended = written
+                touched[journal.path.name] = journal
+                appends.append(appended)
+                changes.append((session, c.get("run")))
         with self._lock:
             try:
-                self._update_index_many(changes, sync=False)
-                if not self._syncfs.available:
-                    for journal in [*journals.values(), self._index]:
-                        journal.sync()
+                indexed = self._update_index_many(changes, sync=False)
+                if indexed is not None:
+                    appends.append(indexed)
             except Exception as exc:  # noqa: BLE001 - nothing of the group is known durable
                 return [o or exc for o in outcomes]
         try:
-            if self._syncfs.available:
-                self._syncfs()
-                for journal in [*journals.values(), self._index]:
-                    journal.new_file = False  # syncfs covered their directory entries too
+            self._wal.log(appends)
         except Exception as exc:  # noqa: BLE001
             return [o or exc for o in outcomes]
         with self._lock:
-            if journals:
-                self._limit_open_files(next(iter(journals.values())))
+            if touched:
+                self._limit_open_files(next(iter(touched.values())))
         return outcomes
 
+    def _make_durable(self, paths: list[Path]) -> None:
+        """A checkpoint of the write-ahead log: the files it covers, on disk (``syncfs`` where the system
+        has it, else each file's fsync and its directory's)."""
+        if self._syncfs.available:
+            self._syncfs()
+            forget_dead_logs(self.root)  # what they held was in the page cache, now on disk too
+            return
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # deleted since: nothing to keep
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for directory in {p.parent for p in paths}:
+            fsync_dir(directory)
+
+    def checkpoint(self) -> None:
+        """Bring what the write-ahead log holds to its files on disk (the writer calls it when idle)."""
+        self._wal.checkpoint()
+
     def _append_commit(self, session: AgentSession | None, run: AgentRun | None, steps: Iterable[Step],
-                       events: Iterable[StepEvent], *, sync: bool,
-                       limit_files: bool = True) -> tuple[Journal, AgentSession | None] | None:
-        """Append one commit to its session file (under the session's lock); the journal and the
-        session to index, or None when there was nothing to write. Called holding ``self._lock``."""
+                       events: Iterable[StepEvent], *, sync: bool, limit_files: bool = True,
+                       ) -> tuple[Journal, AgentSession | None, tuple[Path, int, int, bytes]] | None:
+        """Append one commit to its session file (under the session's lock); the journal, the session
+        to index and what was appended where, or None when there was nothing to write. Called holding
+        ``self._lock``."""
         records: list[tuple[str, dict[str, Any]]] = []
         session_id = None
         if session is not None:
@@ -357,17 +385,19 @@ class TinyDBRepository(TinyDBMaintenance):
                 implicit = AgentSession(session_id=session_id)
                 records.insert(0, ("session", implicit.to_dict()))
                 session = implicit
-            journal.append(records, sync=sync)
-        return journal, session
+            appended = journal.append(records, sync=sync)
+        assert appended is not None  # records is never empty here
+        return journal, session, appended
 
     def _update_index(self, session: AgentSession | None, run: AgentRun | None) -> None:
         self._update_index_many([(session, run)])
 
     def _update_index_many(self, changes: list[tuple[AgentSession | None, AgentRun | None]], *,
-                           sync: bool = True) -> None:
-        """One append to the index for what these commits changed (sessions, run status changes)."""
+                           sync: bool = True) -> tuple[Path, int, int, bytes] | None:
+        """One append to the index for what these commits changed (sessions, run status changes);
+        what was appended where, or None."""
         if not any(session is not None or run is not None for session, run in changes):
-            return
+            return None
         index = self._index
         index.refresh()
         updates: list[tuple[str, dict[str, Any]]] = []
@@ -381,8 +411,7 @@ class TinyDBRepository(TinyDBMaintenance):
                 if stored is None or stored.get("status") != run.status.value or \
                         stored.get("superseded_by") != run.superseded_by or stored.get("scores") != (run.scores or None):
                     updates.append(("runs", run.to_dict()))
-        if updates:
-            index.append(updates, sync=sync)
+        return index.append(updates, sync=sync) if updates else None
 
     def delete_steps(self, session_id: str, start_seq: int) -> int:
         with self._lock:
@@ -526,6 +555,7 @@ class TinyDBRepository(TinyDBMaintenance):
         with self._lock:
             with self._claim_lock:
                 self._claims.release_all()
+            self._wal.close()  # its files on disk, and no log left behind
             try:
                 self._compact_open(_COMPACT_AFTER_LINES)
             except StoreError:

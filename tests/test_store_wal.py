@@ -1,0 +1,247 @@
+"""The TinyDB store's write-ahead log: a group commit is durable once its log record is synced.
+
+A machine that stops keeps only what was synced. These tests make that state for real files: a writer
+process (the engine, eight sessions at once, through group commit) is killed with SIGKILL, then every
+store file it appended to is cut back (or zero-filled) as a lost page cache would leave it. Opening
+the store must bring back every step whose event was delivered. The same state opened without the
+log's replay loses them, so the tests can fail.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+
+from agio_notebook.core import Step, StepRole
+from agio_notebook.storage import TinyDBRepository, group_commit, wal
+
+WRITER = r'''
+import asyncio, sys
+from agio_notebook import Agent, ExecutionConfig, FunctionModel, Reply, StepRunner, tool
+from agio_notebook.core import StepEventType
+from agio_notebook.storage import TinyDBRepository, group_commit
+
+group_commit.CHECKPOINT_WHEN_IDLE = 1e9  # no checkpoint: only the log makes a commit durable
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+def reply(messages, tools):
+    return Reply.call("add", a=len(messages), b=1) if messages[-1]["role"] == "user" else "done"
+
+async def session(runner, name):
+    for i in range(10_000):
+        async for event in runner.run_stream(name, f"q{i}"):
+            if event.type is StepEventType.STEP_COMPLETED:
+                print(name, event.payload["step"]["id"], flush=True)
+
+async def main():
+    runner = StepRunner(Agent(model=FunctionModel(reply), tools=[add], config=ExecutionConfig(enable_retry=False)),
+                        repository=TinyDBRepository(sys.argv[1]))
+    await asyncio.gather(*(session(runner, f"s{i}") for i in range(8)))
+
+asyncio.run(main())
+'''
+
+
+def written_then_killed(root: Path, steps: int) -> dict[str, set[str]]:
+    """Run the writer until ``steps`` step events were delivered, SIGKILL it; session -> delivered ids."""
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(root)], stdout=subprocess.PIPE, text=True)
+    delivered: dict[str, set[str]] = {}
+    try:
+        for _ in range(steps):
+            line = proc.stdout.readline()
+            assert line, "the writer ended early"
+            name, step_id = line.split()
+            delivered.setdefault(name, set()).add(step_id)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+    return delivered
+
+
+def lose_page_cache(root: Path, before: dict[Path, int], rng: random.Random) -> int:
+    """Cut every file appended to since ``before`` back to a random length no shorter than it was then
+    (a new file may vanish), zero-filling the lost part of some: what a machine that stopped may leave
+    of writes that were never synced. Returns how many files lost something."""
+    cut = 0
+    for path in [root / "index.jsonl", *sorted((root / "sessions").glob("*.jsonl"))]:
+        size, was = path.stat().st_size, before.get(path, 0)
+        if size == was:
+            continue
+        cut += 1
+        if was == 0 and rng.random() < 0.5:
+            path.unlink()  # its directory entry never reached the disk
+            continue
+        keep = rng.randint(was, size - 1)
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+            if rng.random() < 0.3:
+                f.seek(keep)
+                f.write(b"\0" * (size - keep))  # the size reached the disk, the data did not
+    return cut
+
+
+def stored_ids(root: Path, sessions) -> dict[str, set[str]]:
+    repo = TinyDBRepository(root)
+    try:
+        return {name: {s.id for s in repo.get_steps(name, include_superseded=True)} for name in sessions}
+    finally:
+        repo.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_after_a_stop_of_the_machine_every_delivered_step_comes_back_from_the_log(tmp_path, seed):
+    root = tmp_path / "store"
+    TinyDBRepository(root).close()
+    before = {p: p.stat().st_size for p in root.rglob("*.jsonl")}
+    delivered = written_then_killed(root, 60 + 20 * seed)
+    logs = list((root / "wal").glob("*.log"))
+    assert len(logs) == 1  # the killed writer's, never checkpointed
+    assert lose_page_cache(root, before, random.Random(seed)) >= 3
+    without_log = tmp_path / "without-log"
+    shutil.copytree(root, without_log)
+    shutil.rmtree(without_log / "wal")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing reads as damaged once the log is replayed
+        stored = stored_ids(root, delivered)
+    for name, ids in delivered.items():
+        assert ids <= stored[name], f"{name}: {len(ids - stored[name])} delivered steps lost"
+    assert not list((root / "wal").glob("*.log"))  # replayed, synced, removed
+    repo = TinyDBRepository(root)
+    assert repo.verify() == []
+    repo.close()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the cut files are damaged, as expected without the log
+        lost = stored_ids(without_log, delivered)
+    assert any(not ids <= lost[name] for name, ids in delivered.items()), "the simulated stop lost nothing"
+
+
+def _group(repo: TinyDBRepository, sessions: list[str], content: str) -> None:
+    steps = [Step(session_id=s, run_id="r", sequence=len(repo.get_steps(s)) + 1, role=StepRole.USER,
+                  content=content) for s in sessions]
+    assert repo.commit_group([{"steps": [step]} for step in steps]) == [None] * len(steps)
+
+
+def test_one_log_sync_per_group_and_the_store_files_synced_only_at_checkpoints(tmp_path, monkeypatch):
+    calls: list[str] = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda fd, real=real, name=name: (calls.append(name), real(fd))[1])
+    from agio_notebook.storage import durability
+    real_syncfs = durability.syncfs
+    monkeypatch.setattr(durability, "syncfs", lambda fd: (calls.append("syncfs"), real_syncfs(fd))[1])
+    repo = TinyDBRepository(tmp_path / "store")
+    _group(repo, ["a", "b", "c"], "first")  # creates the log (its zeros are fsynced once)
+    calls.clear()
+    for i in range(5):
+        _group(repo, ["a", "b", "c", f"new{i}"], f"group {i}")
+    assert calls == ["fdatasync"] * 5  # one per group, whatever the number of files
+    calls.clear()
+    repo.checkpoint()
+    assert calls[0] in ("syncfs", "fsync") and calls[-1] == "fdatasync"  # the files, then the log starts over
+    calls.clear()
+    repo.checkpoint()  # nothing new: nothing to do
+    assert calls == []
+    repo.close()
+    assert not list((tmp_path / "store" / "wal").glob("*.log"))
+
+
+def test_a_full_log_checkpoints_and_starts_over_and_nothing_is_lost(tmp_path, monkeypatch):
+    monkeypatch.setattr(wal, "LOG_SIZE", 4096)
+    root = tmp_path / "store"
+    repo = TinyDBRepository(root)
+    for i in range(40):
+        _group(repo, ["a", "b"], f"step {i} " + "x" * 200)
+    assert repo._wal.checkpoints >= 3
+    assert [s.content[:7] for s in repo.get_steps("a")][-1] == "step 39"
+    repo.close()
+
+
+def test_the_writer_checkpoints_once_idle(tmp_path, monkeypatch):
+    monkeypatch.setattr(group_commit, "CHECKPOINT_WHEN_IDLE", 0.05)
+    repo = TinyDBRepository(tmp_path / "store")
+    committer = group_commit.committer_for(repo)
+    step = Step(session_id="s", run_id="r", sequence=1, role=StepRole.USER, content="hi")
+    committer.submit({"steps": [step]}).result(30)
+    done = threading.Event()
+    checkpoint = repo.checkpoint
+
+    def watched() -> None:
+        checkpoint()
+        done.set()
+
+    monkeypatch.setattr(repo, "checkpoint", watched)
+    committer.submit({"steps": [Step(session_id="s", run_id="r", sequence=2, role=StepRole.USER,
+                                     content="again")]}).result(30)
+    assert done.wait(30)
+    assert repo._wal.checkpoints >= 1 and repo._wal._cursor <= wal._HEADER.size
+    repo.close()
+
+
+def test_a_live_writers_log_is_left_alone_and_a_dead_ones_is_removed_after_a_checkpoint(tmp_path):
+    root = tmp_path / "store"
+    live = TinyDBRepository(root)
+    _group(live, ["a"], "live")
+    (live_log,) = (root / "wal").glob("*.log")
+    delivered = written_then_killed(root, 10)
+    assert len(list((root / "wal").glob("*.log"))) == 2
+    other = TinyDBRepository(root)  # replays the dead writer's log only (nothing is missing: a no-op)
+    assert list((root / "wal").glob("*.log")) == [live_log]
+    assert all(ids <= {s.id for s in other.get_steps(name, include_superseded=True)} for name, ids in delivered.items())
+    other.close()
+    live.close()
+    assert not list((root / "wal").glob("*.log"))
+
+
+def test_replay_never_writes_over_a_file_rewritten_since_or_brings_back_a_deleted_one(tmp_path):
+    root = tmp_path / "store"
+    repo = TinyDBRepository(root)
+    for i in range(8):  # the sessions exist, on disk, before the writer appends to them
+        repo.commit(steps=[Step(session_id=f"s{i}", run_id="r", sequence=1, role=StepRole.USER, content="hi")])
+    repo.close()
+    written_then_killed(root, 60)
+    (log,) = (root / "wal").glob("*.log")
+    records = list(wal._records(log.read_bytes()))
+    sessions = sorted({name for name, *_ in records if name.startswith("sessions/")})
+    assert len(sessions) >= 2 and not [o for n, o, *_ in records if n in sessions[:2] and o == 0]
+    rewritten, deleted = root / sessions[0], root / sessions[1]
+    # after the kill: one session file rewritten (a new inode, shorter), another deleted
+    first_line = rewritten.read_bytes().split(b"\n")[0] + b"\n"
+    replacement = rewritten.with_name(rewritten.name + ".new")
+    replacement.write_bytes(first_line)
+    os.replace(replacement, rewritten)
+    deleted.unlink()
+    TinyDBRepository(root).close()
+    assert rewritten.read_bytes() == first_line
+    assert not deleted.exists()
+
+
+def test_a_record_cut_short_ends_the_log(tmp_path):
+    root = tmp_path / "store"
+    TinyDBRepository(root).close()
+    written_then_killed(root, 30)
+    (log,) = (root / "wal").glob("*.log")
+    raw = bytearray(log.read_bytes())
+    records = list(wal._records(bytes(raw)))
+    assert len(records) >= 4
+    # flip a byte inside the third record's data: it and everything after it are not replayed
+    pos = 0
+    for _ in range(2):
+        *_, name_len, data_len = wal._HEADER.unpack_from(raw, pos)
+        pos += wal._HEADER.size + name_len + data_len
+    raw[pos + wal._HEADER.size + 3] ^= 0xFF
+    assert len(list(wal._records(bytes(raw)))) == 2
