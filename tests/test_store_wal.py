@@ -160,13 +160,19 @@ def test_one_log_sync_per_group_and_the_store_files_synced_only_at_checkpoints(t
     assert not list((tmp_path / "store" / "wal").glob("*.log"))
 
 
-def test_a_full_log_checkpoints_and_starts_over_and_nothing_is_lost(tmp_path, monkeypatch):
-    monkeypatch.setattr(wal, "LOG_SIZE", 4096)
+def test_the_log_grows_as_it_fills_then_checkpoints_and_starts_over_and_nothing_is_lost(tmp_path, monkeypatch):
+    monkeypatch.setattr(wal, "FIRST_SIZE", 2048)
+    monkeypatch.setattr(wal, "LOG_SIZE", 8192)
     root = tmp_path / "store"
     repo = TinyDBRepository(root)
+    sizes = []
     for i in range(40):
         _group(repo, ["a", "b"], f"step {i} " + "x" * 200)
-    assert repo._wal.checkpoints >= 3
+        sizes.append(repo._wal._size)
+    assert sizes[0] == 2048 and 4096 in sizes and sizes[-1] == 8192
+    assert repo._wal.checkpoints >= 2
+    (log,) = (root / "wal").glob("*.log")
+    assert log.stat().st_size == 8192
     assert [s.content[:7] for s in repo.get_steps("a")][-1] == "step 39"
     repo.close()
 

@@ -37,7 +37,11 @@ from .journal import fsync_dir
 
 _MAGIC = b"AGWL"
 _HEADER = struct.Struct("<4sIIQQHI")  # magic, generation, crc32, offset, inode, path length, payload length
-LOG_SIZE = 8 * 1024 * 1024  # written once with zeros, then overwritten in place (no size change to sync)
+# A log is written with zeros before use and then overwritten in place, so a sync of it never changes
+# its size. It starts small (a process's first commit pays little) and doubles as it fills, up to
+# LOG_SIZE; a full log is checkpointed and starts over.
+FIRST_SIZE = 256 * 1024
+LOG_SIZE = 8 * 1024 * 1024
 
 Append = tuple[Path, int, int, bytes]  # file, offset, inode, bytes
 
@@ -81,6 +85,7 @@ class WriteAheadLog:
         self._path: Path | None = None
         self._generation = 1
         self._cursor = 0
+        self._size = 0  # bytes of the log written with zeros (and synced)
         self._touched: dict[Path, None] = {}  # files appended since the last checkpoint (ordered set)
         self._lock = threading.Lock()
         self.syncs = 0  # the log's fdatasyncs (figures for the benchmark)
@@ -99,11 +104,17 @@ class WriteAheadLog:
                 except FileNotFoundError:
                     pass
                 os.close(fd)  # a replayer took it for a dead process's (empty) log before the lock: again
-            os.write(fd, b"\0" * LOG_SIZE)
-            os.fsync(fd)
+            self._fd, self._path, self._size = fd, path, 0
+            self._grow(min(FIRST_SIZE, LOG_SIZE))
             fsync_dir(self._dir)
-            self._fd, self._path = fd, path
         return self._fd
+
+    def _grow(self, size: int) -> None:
+        """Zeros up to ``size``, synced: later syncs of the log then write data only."""
+        assert self._fd is not None
+        os.pwrite(self._fd, b"\0" * (size - self._size), self._size)
+        os.fsync(self._fd)
+        self._size = size
 
     def log(self, appends: list[Append]) -> None:
         """Make ``appends`` (already written to their files) durable: one write and one fdatasync."""
@@ -114,7 +125,9 @@ class WriteAheadLog:
             for path, *_ in appends:
                 self._touched[path] = None
             data = b"".join(_record(self._generation, self.root, a) for a in appends)
-            if self._cursor + len(data) > LOG_SIZE:
+            if self._cursor + len(data) > self._size and self._size < LOG_SIZE:
+                self._grow(min(LOG_SIZE, max(2 * self._size, self._cursor + len(data))))
+            if self._cursor + len(data) > self._size:
                 self._checkpoint_locked()  # the log is full: the files themselves are synced, this group's too
                 return
             os.pwrite(fd, data, self._cursor)
