@@ -251,3 +251,27 @@ def test_a_record_cut_short_ends_the_log(tmp_path):
         pos += wal._HEADER.size + name_len + data_len
     raw[pos + wal._HEADER.size + 3] ^= 0xFF
     assert len(list(wal._records(bytes(raw)))) == 2
+
+
+def test_a_forked_child_writes_its_own_log_not_its_parents(tmp_path):
+    root = tmp_path / "store"
+    repo = TinyDBRepository(root)
+    _group(repo, ["parent"], "before the fork")
+    (parent_log,) = (root / "wal").glob("*.log")
+    pid = os.fork()
+    if pid == 0:  # the child: commit through the inherited repository, then leave without cleanup
+        try:
+            _group(repo, ["child"], "from the child")
+            os._exit(0 if len(list((root / "wal").glob("*.log"))) == 2 else 3)
+        except BaseException:  # noqa: BLE001
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    _group(repo, ["parent"], "after the fork")
+    records = [name for name, *_ in wal._records(parent_log.read_bytes())]
+    assert not any("child" in name for name in records)  # the parent's log holds only the parent's appends
+    repo.close()
+    reopened = TinyDBRepository(root)  # the child's log (its process is gone) is replayed: a no-op
+    assert [s.content for s in reopened.get_steps("child")] == ["from the child"]
+    assert not list((root / "wal").glob("*.log"))
+    reopened.close()

@@ -86,12 +86,17 @@ class WriteAheadLog:
         self._generation = 1
         self._cursor = 0
         self._size = 0  # bytes of the log written with zeros (and synced)
+        self._pid = 0  # the process that opened the log (a forked child opens its own)
         self._touched: dict[Path, None] = {}  # files appended since the last checkpoint (ordered set)
         self._lock = threading.Lock()
         self.syncs = 0  # the log's fdatasyncs (figures for the benchmark)
         self.checkpoints = 0
 
     def _open(self) -> int:
+        if self._fd is not None and self._pid != os.getpid():
+            os.close(self._fd)  # the parent's log (its lock stays with the parent): this process needs its own
+            self._fd = self._path = None
+            self._cursor, self._generation = 0, 1
         if self._fd is None:
             self._dir.mkdir(exist_ok=True)
             while True:
@@ -104,7 +109,7 @@ class WriteAheadLog:
                 except FileNotFoundError:
                     pass
                 os.close(fd)  # a replayer took it for a dead process's (empty) log before the lock: again
-            self._fd, self._path, self._size = fd, path, 0
+            self._fd, self._path, self._size, self._pid = fd, path, 0, os.getpid()
             self._grow(min(FIRST_SIZE, LOG_SIZE))
             fsync_dir(self._dir)
         return self._fd
