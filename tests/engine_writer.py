@@ -3,7 +3,8 @@
 Prints ``<kind> <step id>`` as soon as each ``step_completed`` is delivered (kinds: user, call, tool,
 final), and ``run <id>`` when a run starts. ``die:<kind>`` kills the process with SIGKILL right after
 the first step of that kind is delivered; ``loop`` runs queries until killed; ``slow`` makes each tool
-take a while (so a second process meets a run in progress).
+take a while (so a second process meets a run in progress); ``hold:<path>`` makes each tool wait
+until ``<path>`` exists (a run in progress for as long as the test needs, however busy the machine).
 """
 
 import asyncio
@@ -16,6 +17,7 @@ from agio_notebook.core import SessionBusyError, StepEventType
 from agio_notebook.storage import new_repository
 
 SLOW = 0.0
+HOLD: str | None = None
 
 
 @tool
@@ -23,6 +25,8 @@ async def add(a: int, b: int) -> int:
     """Add two integers."""
     if SLOW:
         await asyncio.sleep(SLOW)
+    while HOLD is not None and not os.path.exists(HOLD):
+        await asyncio.sleep(0.02)
     return a + b
 
 
@@ -40,11 +44,13 @@ def kind_of(step: dict) -> str:
 
 
 async def main() -> None:
-    global SLOW
+    global SLOW, HOLD
     root, session, mode, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])  # root: a path or URL
     wait = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
     if mode == "slow":
         SLOW = 0.3
+    if mode.startswith("hold:"):
+        HOLD = mode.split(":", 1)[1]
     die = mode.split(":", 1)[1] if mode.startswith("die:") else None
     config = ExecutionConfig(session_wait=wait)
     runner = StepRunner(Agent(model=FunctionModel(reply), tools=[add], config=config),

@@ -42,7 +42,8 @@ def check_consistent(repo: TinyDBRepository, session: str) -> None:
 
 def test_second_process_gets_one_clear_line_naming_the_holder(tmp_path):
     root = tmp_path / "store"
-    holder = subprocess.Popen([*ENGINE, str(root), "s", "slow", "6"], stdout=subprocess.PIPE, text=True)
+    release = tmp_path / "release"  # the holder's tool waits for it: a run in progress however slow the start
+    holder = subprocess.Popen([*ENGINE, str(root), "s", f"hold:{release}", "6"], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().startswith("run ")
         second = subprocess.run([*ENGINE, str(root), "s", "loop", "1"], capture_output=True, text=True, timeout=60)
@@ -54,6 +55,7 @@ def test_second_process_gets_one_clear_line_naming_the_holder(tmp_path):
         lease = json.loads((root / "sessions" / "s.claim").read_text())
         assert lease["pid"] == holder.pid and lease["host"] == socket.gethostname()
     finally:
+        release.touch()
         holder.wait(timeout=120)
     assert holder.returncode == 0
     repo = TinyDBRepository(root)

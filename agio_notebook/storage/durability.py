@@ -61,3 +61,19 @@ def syncfs(fd: int) -> None:
     if _SYNCFS(fd) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"syncfs failed: {os.strerror(err)}")
+
+
+_FS_IOC_GETVERSION = 0x80087601  # _IOR('v', 1, long): the inode's generation (ext4, XFS, btrfs)
+
+
+def file_identity(fd: int) -> tuple[int, int]:
+    """(inode, generation) of an open file. An inode number is handed out again once its file is
+    deleted; its generation changes when it is, where the filesystem reports one (else 0)."""
+    inode = os.fstat(fd).st_ino
+    try:
+        import fcntl
+
+        generation = int.from_bytes(fcntl.ioctl(fd, _FS_IOC_GETVERSION, b"\0" * 8)[:4], sys.byteorder)
+    except (OSError, ImportError):
+        generation = 0
+    return inode, generation

@@ -25,6 +25,7 @@ from typing import Any
 
 Commit = dict[str, Any]  # the keyword arguments of Repository.commit
 CHECKPOINT_WHEN_IDLE = 1.0  # seconds without commits before the writer checkpoints the store's log
+CHECKPOINT_EVERY = 5.0  # and at least this often while it is busy
 # who waits for a commit: a thread (a concurrent future), or a task (its loop and an asyncio future)
 Waiter = concurrent.futures.Future | tuple[asyncio.AbstractEventLoop, asyncio.Future]
 
@@ -92,6 +93,7 @@ class GroupCommitter:
 
     def _run(self) -> None:
         written = False  # groups written since the last checkpoint
+        checkpointed = time.monotonic()
         while True:
             with self._cond:
                 while not self._pending:
@@ -107,9 +109,9 @@ class GroupCommitter:
             if group:
                 self._write(group)
                 written = True
-            else:
+            if not group or time.monotonic() - checkpointed >= CHECKPOINT_EVERY:
                 self._checkpoint()
-                written = False
+                written, checkpointed = False, time.monotonic()
 
     def _checkpoint(self) -> None:
         """While nobody waits: bring what the store's write-ahead log covers to its files on disk."""

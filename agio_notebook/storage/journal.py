@@ -28,6 +28,7 @@ from tinydb.storages import Storage
 
 from ..core import StoreError
 from .damage import Damage, report, salvage_snapshot
+from .durability import file_identity
 from .locking import FileLock, LockTimeout
 
 Doc = dict[str, Any]
@@ -73,6 +74,7 @@ class Journal:
         self._offset = 0
         self._inode: int | None = None
         self._fd: int | None = None
+        self._identity = (0, 0)  # (inode, generation) of the file open for appends
         self._tail: int | None = None  # size of an incomplete last record already reported
         self.on_change: Callable[[str, str, Doc | None], None] | None = None
         self.new_file = False  # created by an append not yet synced: its directory entry needs an fsync too
@@ -232,9 +234,9 @@ class Journal:
     def _open_fd(self) -> int:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            st = os.fstat(self._fd)
+            self._identity = file_identity(self._fd)
             if self._inode is None:
-                self._inode = st.st_ino
+                self._inode = self._identity[0]
         return self._fd
 
     def _close_fd(self) -> None:
@@ -243,12 +245,13 @@ class Journal:
             self._fd = None
 
     def append(self, records: Iterable[tuple[str, Doc]], deletes: Iterable[tuple[str, str]] = (), *,
-               sync: bool = True) -> tuple[Path, int, int, bytes] | None:
+               sync: bool = True) -> tuple[Path, int, tuple[int, int], bytes] | None:
         """Durably append upserts ``(table, doc)`` and deletes ``(table, key)``: one write, one fsync.
 
         ``sync=False`` leaves the fsync to the caller (a group commit makes many appends durable with
         one sync, see :mod:`agio_notebook.storage.wal`); the data is visible to readers at once.
-        Returns what was appended and where: (file, offset, inode, bytes); None when nothing was.
+        Returns what was appended and where: (file, offset, (inode, generation), bytes); None when
+        nothing was.
         """
         records = list(records)
         deletes = list(deletes)
@@ -269,8 +272,7 @@ class Journal:
                 self.sync()
             self._offset += len(data)
             self._apply_records(records, deletes)
-            assert self._inode is not None
-            return self.path, offset, self._inode, data
+            return self.path, offset, self._identity, data
 
     def sync(self) -> None:
         """Make what was appended durable: the file's fsync, and its directory's when the file is new."""

@@ -157,6 +157,7 @@ class TinyDBMaintenance:
         if not path.exists() and self.get_session(session_id) is None:
             raise NotFoundError(f"no session {session_id!r} in the store at {self.root}")
         with self._claimed(session_id, "a delete"), self._lock:
+            self._settle_logs()
             journal = self._journal(session_id)
             tables = journal.tables
             gone = Pruned(1, len(tables.get("runs", {})), len(tables.get("steps", {})), len(tables.get("events", {})))

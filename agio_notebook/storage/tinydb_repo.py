@@ -24,7 +24,7 @@ from .journal import Journal, atomic_write, fsync_dir
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
 from .locking import FileLock, LockTimeout
 from .tinydb_maintenance import TinyDBMaintenance
-from .wal import WriteAheadLog, forget_dead_logs, replay_dead_logs
+from .wal import Append, DeadLogs, WriteAheadLog, replay
 
 _MAX_OPEN_FILES = 128
 _COMPACT_AFTER_LINES = 64
@@ -41,8 +41,8 @@ class TinyDBRepository(TinyDBMaintenance):
         except OSError as exc:
             raise StoreError(f"cannot create the store at {self.root}: {exc}") from None
         self._check_meta()
-        with FileLock(self.root / "wal", lock_timeout):  # one opener replays; the others wait for it
-            replay_dead_logs(self.root)  # a machine that stopped: what was reported durable is put back
+        self._syncfs = FilesystemSync(self.root)
+        self._replay_dead_logs()  # what a stopped machine lost of reported commits is put back
         self._index = Journal(self.root / "index.jsonl", INDEX_KEYS, lock_timeout)  # read by recovery below
         self._journals: dict[str, Journal] = {}
         self._written: dict[int, Journal] = {}  # session files written (so left open) since the last limit
@@ -53,7 +53,6 @@ class TinyDBRepository(TinyDBMaintenance):
         # commit holding ``_lock``; taken after ``_lock`` when both are needed, never before it
         self._claim_lock = threading.Lock()
         self._seq_index: dict[str, dict[int, str]] = {}  # session -> sequence -> current step id
-        self._syncfs = FilesystemSync(self.root)
         self._wal = WriteAheadLog(self.root, self._make_durable)
         _live.add(self)
         self.recover_interrupted()  # runs left `running` by a process that died are found on open
@@ -295,7 +294,7 @@ class TinyDBRepository(TinyDBMaintenance):
         durable).
         """
         outcomes: list[BaseException | None] = []
-        appends: list[tuple[Path, int, int, bytes]] = []
+        appends: list[Append] = []
         touched: dict[str, Journal] = {}
         changes: list[tuple[AgentSession | None, AgentRun | None]] = []
         for c in commits:
@@ -332,8 +331,13 @@ class TinyDBRepository(TinyDBMaintenance):
         """A checkpoint of the write-ahead log: the files it covers, on disk (``syncfs`` where the system
         has it, else each file's fsync and its directory's)."""
         if self._syncfs.available:
-            self._syncfs()
-            forget_dead_logs(self.root)  # what they held was in the page cache, now on disk too
+            dead = DeadLogs(self.root)  # looked up before the sync: what they cover is synced with it
+            try:
+                self._syncfs()
+            except BaseException:
+                dead.release()
+                raise
+            dead.remove()  # a killed process's appends were in the page cache, and are on disk now
             return
         for path in paths:
             try:
@@ -351,9 +355,24 @@ class TinyDBRepository(TinyDBMaintenance):
         """Bring what the write-ahead log holds to its files on disk (the writer calls it when idle)."""
         self._wal.checkpoint()
 
+    def _replay_dead_logs(self) -> None:
+        """Replay (and remove) the write-ahead logs of processes that are gone; one process at a time."""
+        replaying = FileLock(self.root / "wal", self.lock_timeout)
+        try:
+            with replaying:
+                replay(self.root, self._make_durable)
+        finally:
+            replaying.close()
+
+    def _settle_logs(self) -> None:
+        """Before a session file is removed: no log of this process, nor of one that is gone, may
+        bring it back after a stop."""
+        self._wal.checkpoint()
+        self._replay_dead_logs()
+
     def _append_commit(self, session: AgentSession | None, run: AgentRun | None, steps: Iterable[Step],
                        events: Iterable[StepEvent], *, sync: bool, limit_files: bool = True,
-                       ) -> tuple[Journal, AgentSession | None, tuple[Path, int, int, bytes]] | None:
+                       ) -> tuple[Journal, AgentSession | None, Append] | None:
         """Append one commit to its session file (under the session's lock); the journal, the session
         to index and what was appended where, or None when there was nothing to write. Called holding
         ``self._lock``."""
@@ -393,7 +412,7 @@ class TinyDBRepository(TinyDBMaintenance):
         self._update_index_many([(session, run)])
 
     def _update_index_many(self, changes: list[tuple[AgentSession | None, AgentRun | None]], *,
-                           sync: bool = True) -> tuple[Path, int, int, bytes] | None:
+                           sync: bool = True) -> Append | None:
         """One append to the index for what these commits changed (sessions, run status changes);
         what was appended where, or None."""
         if not any(session is not None or run is not None for session, run in changes):

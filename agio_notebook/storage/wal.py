@@ -7,19 +7,21 @@ with other files). Here each group's appends are also copied into this process's
 in place, and only the log is synced (``fdatasync``): its cost depends on the group alone.
 
 The store files are brought to disk later, all at once, by a checkpoint (``syncfs``, or each file's
-fsync where that is missing): when the log is full, when the writer has been idle for a moment, and
-when the store is closed. After a checkpoint the log starts over.
+fsync where that is missing): when the log is full, when the writer has been idle for a moment or
+busy for a few seconds, before a session file is deleted, and when the store is closed. After a
+checkpoint the log starts over.
 
 If the machine stops before a checkpoint, the next process to open the store replays the logs of
 processes that are gone (a log's ``flock`` is held while its process lives): each record's bytes go
-back where they were appended, where the file lacks them. A record whose file was replaced since
-(another inode: a compaction) or deleted (a gap before the record) is left alone: what it held was
-made durable by the rewrite, or deleted on purpose.
+back where its file lacks them. A file is known by its inode and the inode's generation, so a file
+rewritten since (a compaction) or deleted and made again is never written into with another file's
+records. Replay only fills what is missing: bytes past a file's end, or zeros (a size that reached
+the disk before its data). It never writes over other data, and never past a gap.
 
 Log layout: records one after another from the start; each is a header (``_HEADER``: magic,
-generation, checksum, offset, inode, path length, payload length), the file's path relative to the
-store, and the bytes appended. A checkpoint increments the generation: records of an older one, or
-a bad checksum, end the log.
+generation of the log, checksum, offset, inode, inode generation, path length, payload length), the
+file's path relative to the store, and the bytes appended. A checkpoint increments the log's
+generation: records of an older one, or a bad checksum, end the log.
 """
 
 from __future__ import annotations
@@ -31,72 +33,91 @@ import struct
 import threading
 import zlib
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
+from .durability import file_identity
 from .journal import fsync_dir
 
 _MAGIC = b"AGWL"
-_HEADER = struct.Struct("<4sIIQQHI")  # magic, generation, crc32, offset, inode, path length, payload length
+# magic, log generation, crc32, offset, inode, inode generation, path length, payload length
+_HEADER = struct.Struct("<4sIIQQIHI")
 # A log is written with zeros before use and then overwritten in place, so a sync of it never changes
 # its size. It starts small (a process's first commit pays little) and doubles as it fills, up to
 # LOG_SIZE; a full log is checkpointed and starts over.
 FIRST_SIZE = 256 * 1024
 LOG_SIZE = 8 * 1024 * 1024
 
-Append = tuple[Path, int, int, bytes]  # file, offset, inode, bytes
+Identity = tuple[int, int]  # (inode, generation) of a store file
+Append = tuple[Path, int, Identity, bytes]  # file, offset, identity, bytes
 
 
-def _pack(generation: int, name: bytes, offset: int, inode: int, data: bytes) -> bytes:
-    crc = zlib.crc32(data, zlib.crc32(name, zlib.crc32(struct.pack("<QQ", offset, inode))))
-    return _HEADER.pack(_MAGIC, generation, crc, offset, inode, len(name), len(data)) + name + data
+class Record(NamedTuple):
+    name: str  # the file's path relative to the store
+    offset: int
+    identity: Identity
+    data: bytes
+
+
+def _pack(generation: int, name: bytes, offset: int, identity: Identity, data: bytes) -> bytes:
+    inode, inode_generation = identity
+    crc = zlib.crc32(data, zlib.crc32(name, zlib.crc32(struct.pack("<QQI", offset, inode, inode_generation))))
+    return _HEADER.pack(_MAGIC, generation, crc, offset, inode, inode_generation, len(name), len(data)) + name + data
 
 
 def _record(generation: int, root: Path, append: Append) -> bytes:
-    path, offset, inode, data = append
-    return _pack(generation, str(path.relative_to(root)).encode(), offset, inode, data)
+    path, offset, identity, data = append
+    return _pack(generation, str(path.relative_to(root)).encode(), offset, identity, data)
 
 
-def _records(raw: bytes) -> Iterable[tuple[str, int, int, bytes]]:
-    """The valid records of one generation, in order: (relative path, offset, inode, bytes)."""
+def records(raw: bytes) -> Iterable[Record]:
+    """The valid records of a log, in order: those of its first generation, up to the first bad one."""
     pos, generation = 0, None
     while pos + _HEADER.size <= len(raw):
-        magic, gen, _crc, offset, inode, name_len, data_len = _HEADER.unpack_from(raw, pos)
+        magic, gen, _crc, offset, inode, inode_gen, name_len, data_len = _HEADER.unpack_from(raw, pos)
         end = pos + _HEADER.size + name_len + data_len
         if magic != _MAGIC or (generation is not None and gen != generation) or end > len(raw):
             return
         name = raw[pos + _HEADER.size:pos + _HEADER.size + name_len]
         data = raw[pos + _HEADER.size + name_len:end]
-        if _pack(gen, name, offset, inode, data) != raw[pos:end]:
-            return  # a record cut short by the crash: it was never reported durable
+        if _pack(gen, name, offset, (inode, inode_gen), data) != raw[pos:end]:
+            return  # a record cut short by the stop: it was never reported durable
         generation = gen
         if name_len:  # an empty name marks a checkpoint: nothing to replay
-            yield name.decode(), offset, inode, data
+            yield Record(name.decode(), offset, (inode, inode_gen), data)
         pos = end
 
 
 class WriteAheadLog:
-    """This process's log for one store (``<store>/wal/<pid>-<random>.log``), created on first use."""
+    """This process's log for one store (``<store>/wal/<pid>-<random>.log``), created on first use.
 
-    def __init__(self, root: Path, checkpoint: Callable[[list[Path]], None]):
+    ``make_durable(files)`` brings the given store files to disk (a checkpoint's work: ``syncfs``, or
+    each file's fsync)."""
+
+    def __init__(self, root: Path, make_durable: Callable[[list[Path]], None]):
         self.root = root
-        self._checkpoint_files = checkpoint  # makes the given store files durable (syncfs or fsyncs)
+        self._make_durable = make_durable
         self._dir = root / "wal"
         self._fd: int | None = None
         self._path: Path | None = None
+        self._pid = 0  # the process that opened the log (a forked child opens its own)
         self._generation = 1
         self._cursor = 0
         self._size = 0  # bytes of the log written with zeros (and synced)
-        self._pid = 0  # the process that opened the log (a forked child opens its own)
         self._touched: dict[Path, None] = {}  # files appended since the last checkpoint (ordered set)
         self._lock = threading.Lock()
         self.syncs = 0  # the log's fdatasyncs (figures for the benchmark)
         self.checkpoints = 0
 
-    def _open(self) -> int:
+    def _leave_inherited(self) -> None:
+        """In a forked child: let go of the parent's log without touching it (its lock stays the parent's)."""
         if self._fd is not None and self._pid != os.getpid():
-            os.close(self._fd)  # the parent's log (its lock stays with the parent): this process needs its own
+            os.close(self._fd)
             self._fd = self._path = None
-            self._cursor, self._generation = 0, 1
+            self._cursor, self._size, self._generation = 0, 0, 1
+            self._touched.clear()
+
+    def _open(self) -> int:
+        self._leave_inherited()
         if self._fd is None:
             self._dir.mkdir(exist_ok=True)
             while True:
@@ -143,16 +164,17 @@ class WriteAheadLog:
     def checkpoint(self) -> None:
         """Bring every file appended since the last checkpoint to disk; the log starts over."""
         with self._lock:
+            self._leave_inherited()
             if self._touched:
                 self._checkpoint_locked()
 
     def _checkpoint_locked(self) -> None:
-        self._checkpoint_files(list(self._touched))
+        self._make_durable(list(self._touched))
         self._touched.clear()
         self._generation += 1
         # a header of the new generation at the start: what follows it (the old records) is not replayed
         assert self._fd is not None
-        marker = _pack(self._generation, b"", 0, 0, b"")
+        marker = _pack(self._generation, b"", 0, (0, 0), b"")
         os.pwrite(self._fd, marker, 0)
         os.fdatasync(self._fd)
         self._cursor = len(marker)
@@ -161,6 +183,7 @@ class WriteAheadLog:
     def close(self) -> None:
         """Checkpoint and remove the log (a store closed cleanly leaves none)."""
         with self._lock:
+            self._leave_inherited()
             if self._fd is None:
                 return
             if self._touched:
@@ -171,93 +194,117 @@ class WriteAheadLog:
             self._fd = self._path = None
 
 
-def _dead_logs(root: Path) -> list[tuple[Path, int]]:
-    """The logs whose process is gone, each opened and locked (so no other replayer takes it)."""
-    try:
-        names = sorted((root / "wal").iterdir())
-    except FileNotFoundError:
-        return []
-    dead: list[tuple[Path, int]] = []
-    for path in names:
-        if path.suffix != ".log":
-            continue
+class DeadLogs:
+    """The logs of processes that are gone, each opened and locked (no other process takes them then).
+
+    Taken before a ``syncfs`` (then :meth:`remove` once it returned: what they cover was in the page
+    cache, and is on disk now) or to :func:`replay` them. A process that dies after the lookup keeps
+    its log for the next one."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.logs: list[tuple[Path, int]] = []
         try:
-            fd = os.open(path, os.O_RDWR)
+            names = sorted((root / "wal").iterdir())
         except FileNotFoundError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)  # its process is alive
-            continue
-        dead.append((path, fd))
-    return dead
+            return
+        for path in names:
+            if path.suffix != ".log":
+                continue
+            try:
+                fd = os.open(path, os.O_RDWR)
+            except FileNotFoundError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)  # its process is alive
+                continue
+            self.logs.append((path, fd))
 
+    def records(self) -> list[Record]:
+        """Every valid record of these logs, log by log, in the order written."""
+        out: list[Record] = []
+        for _, fd in self.logs:
+            out.extend(records(os.pread(fd, os.fstat(fd).st_size, 0)))
+        return out
 
-def _remove(root: Path, dead: list[tuple[Path, int]]) -> None:
-    for path, fd in dead:
-        path.unlink(missing_ok=True)
-        os.close(fd)
-    if dead:
-        fsync_dir(root / "wal")
-
-
-def forget_dead_logs(root: Path) -> None:
-    """Remove the logs of processes that are gone, once everything they covered is on disk (after a
-    ``syncfs``: a process that was killed left its appends in the page cache, and they are written now)."""
-    _remove(root, _dead_logs(root))
-
-
-def replay_dead_logs(root: Path) -> int:
-    """Replay the logs of processes that are gone, then remove them; returns the records replayed.
-
-    Run before anything else writes to the store (on open). A record's bytes are written only where
-    the file lacks them (see :func:`_restore`). Each file replayed is fsynced before its log is removed.
-    """
-    dead = _dead_logs(root)
-    records: list[tuple[str, int, int, bytes]] = []
-    for _, fd in dead:
-        with os.fdopen(os.dup(fd), "rb") as f:
-            records.extend(_records(f.read()))
-    replayed = 0
-    touched: set[Path] = set()
-    recreated: set[Path] = set()
-    for name, offset, inode, data in sorted(records, key=lambda r: (r[0], r[1])):
-        target = root / name
-        if _restore(target, offset, inode, data, recreated):
-            replayed += 1
-            touched.add(target)
-    for target in touched:
-        fd = os.open(target, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
+    def remove(self) -> None:
+        for path, fd in self.logs:
+            path.unlink(missing_ok=True)
             os.close(fd)
-    for directory in {t.parent for t in touched}:
-        fsync_dir(directory)
-    _remove(root, dead)
-    return replayed
+        if self.logs:
+            fsync_dir(self.root / "wal")
+        self.logs = []
+
+    def release(self) -> None:
+        """Leave them for later (their locks go with the closed descriptors)."""
+        for _, fd in self.logs:
+            os.close(fd)
+        self.logs = []
 
 
-def _restore(target: Path, offset: int, inode: int, data: bytes, recreated: set[Path]) -> bool:
-    """Write a record's bytes back where its file lacks them; whether anything was written."""
+def replay(root: Path, make_durable: Callable[[list[Path]], None]) -> int:
+    """Replay the logs of processes that are gone, make their files durable, remove the logs.
+
+    Run before anything else writes to the store (on open, under the store's ``wal.lock``). Returns
+    the records whose bytes had to be put back. After a process was killed (the machine still up)
+    nothing is missing, but its appends may still be only in the page cache: they are synced too
+    before its log goes.
+    """
+    dead = DeadLogs(root)
+    if not dead.logs:
+        return 0
+    by_name: dict[str, list[Record]] = {}
+    for record in dead.records():
+        by_name.setdefault(record.name, []).append(record)
+    restored = 0
+    files: list[Path] = []
+    for name, found in by_name.items():
+        target = root / name
+        current = _identity_of(target)
+        if current is None:  # lost with its directory entry (or deleted): made again only from its start
+            starts = [r for r in found if r.offset == 0]
+            if not starts:
+                continue
+            current = starts[-1].identity  # the latest file of that name that was made
+        mine = sorted((r for r in found if r.identity == current), key=lambda r: r.offset)
+        restored += sum(_restore(target, r) for r in mine)
+        if target.exists():
+            files.append(target)
     try:
-        st = os.stat(target)
+        make_durable(files)
+    except BaseException:
+        dead.release()
+        raise
+    dead.remove()
+    return restored
+
+
+def _identity_of(path: Path) -> Identity | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        if offset != 0:
-            return False  # deleted on purpose (a gap no log holds): not brought back
-        recreated.add(target)  # created after the last checkpoint, and its directory entry was lost
-        st = None
-    if st is not None and st.st_ino != inode and target not in recreated:
-        return False  # replaced since (a compaction): the rewrite made what it held durable
-    size = st.st_size if st is not None else 0
-    if offset > size:
-        return False  # a gap before it: the file was cut or rewritten since, not lost by the crash
-    fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
+        return None
     try:
-        if os.pread(fd, len(data), offset) == data:
-            return False  # already there
-        os.pwrite(fd, data, offset)
+        return file_identity(fd)
     finally:
         os.close(fd)
-    return True
+
+
+def _restore(target: Path, record: Record) -> bool:
+    """Put a record's bytes back where its file lacks them (past its end, or zeros); whether it did."""
+    fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if record.offset > size:
+            return False  # a gap before it: the file was cut since, not by the stop
+        there = os.pread(fd, len(record.data), record.offset)
+        if there == record.data:
+            return False
+        if any(have and have != want for have, want in zip(there, record.data)):
+            return False  # other data: never written over
+        os.pwrite(fd, record.data, record.offset)
+        return True
+    finally:
+        os.close(fd)
