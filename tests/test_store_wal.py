@@ -93,6 +93,12 @@ def lose_page_cache(root: Path, before: dict[Path, int], rng: random.Random) -> 
     return cut
 
 
+def as_if_restarted(root: Path) -> None:
+    """The machine stopped and started again: the logs left behind are of an earlier boot."""
+    for log in (root / "wal").glob("*.log"):
+        log.rename(log.with_name("0" * 32 + log.name[len(wal.BOOT):]))
+
+
 def stored_ids(root: Path, sessions) -> dict[str, set[str]]:
     repo = TinyDBRepository(root)
     try:
@@ -110,6 +116,7 @@ def test_after_a_stop_of_the_machine_every_delivered_step_comes_back_from_the_lo
     logs = list((root / "wal").glob("*.log"))
     assert len(logs) == 1  # the killed writer's, never checkpointed
     assert lose_page_cache(root, before, random.Random(seed)) >= 3
+    as_if_restarted(root)
     without_log = tmp_path / "without-log"
     shutil.copytree(root, without_log)
     shutil.rmtree(without_log / "wal")
@@ -231,6 +238,7 @@ def test_replay_never_writes_over_a_file_rewritten_since_or_brings_back_a_delete
     replacement.write_bytes(first_line)
     os.replace(replacement, rewritten)
     deleted.unlink()
+    as_if_restarted(root)  # (from this boot, a dead log is synced, never replayed)
     TinyDBRepository(root).close()
     assert rewritten.read_bytes() == first_line
     assert not deleted.exists()
@@ -318,6 +326,7 @@ for i in range(1, 60):
 ''')
     session = root / "sessions" / "s.jsonl"
     before = session.read_bytes()
+    as_if_restarted(root)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         repo = TinyDBRepository(root)
@@ -432,3 +441,106 @@ def test_opening_and_closing_a_store_leaves_no_descriptor_open(tmp_path):
     for _ in range(20):
         TinyDBRepository(root).close()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_session_deleted_while_its_writer_lives_stays_deleted_when_the_writer_is_killed(tmp_path):
+    """The writer's log still holds the session's first append when it is killed: from this boot the
+    page cache is whole, so the log is synced and removed, never replayed."""
+    root = tmp_path / "store"
+    TinyDBRepository(root).close()
+    go = tmp_path / "go"
+    writer = subprocess.Popen([sys.executable, "-c", KILLED.replace("{code}", f'''
+group(repo, "s", 1, "secret")
+print("written", flush=True)
+import time
+while not os.path.exists({str(go)!r}):
+    time.sleep(0.02)
+'''), str(root)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "written"
+    repo = TinyDBRepository(root)
+    repo.delete_session("s")
+    repo.close()
+    go.touch()
+    writer.wait(60)
+    assert writer.returncode == -signal.SIGKILL
+    again = TinyDBRepository(root)
+    assert again.get_session("s") is None and again.get_steps("s") == []
+    again.close()
+
+
+def test_after_a_stop_the_last_file_made_under_a_name_is_the_one_restored(tmp_path):
+    """P1 writes s and lives on; s is deleted; P3 makes s again; the machine stops (both logs left, and
+    s's directory entry lost): the replay restores P3's s, not P1's deleted one."""
+    root = tmp_path / "store"
+    TinyDBRepository(root).close()
+    go = tmp_path / "go"
+    first = subprocess.Popen([sys.executable, "-c", KILLED.replace("{code}", f'''
+group(repo, "s", 1, "OLD deleted")
+print("written", flush=True)
+import time
+while not os.path.exists({str(go)!r}):
+    time.sleep(0.02)
+'''), str(root)], stdout=subprocess.PIPE, text=True)
+    assert first.stdout.readline().strip() == "written"
+    repo = TinyDBRepository(root)
+    repo.delete_session("s")
+    repo.close()
+    killed_after(root, 'group(repo, "s", 1, "NEW 1")\ngroup(repo, "s", 2, "NEW 2")')
+    go.touch()
+    first.wait(60)
+    assert len(list((root / "wal").glob("*.log"))) == 2
+    (root / "sessions" / "s.jsonl").unlink()  # its directory entry never reached the disk
+    as_if_restarted(root)
+    again = TinyDBRepository(root)
+    assert [s.content for s in again.get_steps("s")] == ["NEW 1", "NEW 2"]
+    again.close()
+
+
+def test_without_inode_generations_a_group_is_synced_without_the_log(tmp_path, monkeypatch):
+    """Where the filesystem reports no generation (overlayfs, tmpfs), a replay could not tell a file
+    from the next one given its inode number: those groups are made durable the way they were before."""
+    from agio_notebook.storage import durability, journal
+
+    monkeypatch.setattr(journal, "file_identity", lambda fd: (os.fstat(fd).st_ino, 0))
+    calls: list[str] = []
+    real = durability.syncfs
+    monkeypatch.setattr(durability, "syncfs", lambda fd: (calls.append("syncfs"), real(fd))[1])
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    repo = TinyDBRepository(tmp_path / "store")
+    _group(repo, ["a", "b"], "no generation here")
+    assert calls and not (tmp_path / "store" / "wal").exists()
+    assert [s.content for s in repo.get_steps("a")] == ["no generation here"]
+    repo.close()
+
+
+def test_a_store_this_process_may_only_read_still_opens(tmp_path):
+    root = tmp_path / "store"
+    repo = TinyDBRepository(root)
+    repo.commit(steps=[Step(session_id="s", run_id="r", sequence=1, role=StepRole.USER, content="hi")])
+    repo.close()
+    killed_after(root, 'group(repo, "s", 2, "logged")')  # a dead log is waiting
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            if os.geteuid() == 0:  # root may write anyway: make the lock file fail as a read-only mount would
+                import agio_notebook.storage.tinydb_repo as tinydb_repo
+
+                class ReadOnly(tinydb_repo.FileLock):
+                    def __enter__(self):
+                        raise PermissionError(13, "Permission denied")
+                real_lock = tinydb_repo.FileLock
+                tinydb_repo.FileLock = ReadOnly
+                try:
+                    repo = TinyDBRepository(root)
+                finally:
+                    tinydb_repo.FileLock = real_lock
+            else:
+                repo = TinyDBRepository(root)
+            assert [s.content for s in repo.get_steps("s")] == ["hi", "logged"]
+        assert any("were not replayed" in str(w.message) for w in seen)
+    finally:
+        for path in [root, *root.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)

@@ -24,7 +24,7 @@ from .journal import Journal, atomic_write, fsync_dir
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
 from .locking import FileLock, LockTimeout
 from .tinydb_maintenance import TinyDBMaintenance
-from .wal import Append, DeadLogs, WriteAheadLog, replay
+from .wal import Append, DeadLogs, WriteAheadLog, has_logs, replay
 
 _MAX_OPEN_FILES = 128
 _COMPACT_AFTER_LINES = 64
@@ -319,7 +319,10 @@ class TinyDBRepository(TinyDBMaintenance):
             except Exception as exc:  # noqa: BLE001 - nothing of the group is known durable
                 return [o or exc for o in outcomes]
         try:
-            self._wal.log(appends)
+            if all(generation for _, _, (_, generation), _ in appends):
+                self._wal.log(appends)
+            else:  # a filesystem without inode generations (overlayfs, tmpfs): a replay could not tell a
+                self._make_durable(list(dict.fromkeys(a[0] for a in appends)))  # file from its successor
         except Exception as exc:  # noqa: BLE001
             return [o or exc for o in outcomes]
         with self._lock:
@@ -357,10 +360,16 @@ class TinyDBRepository(TinyDBMaintenance):
 
     def _replay_dead_logs(self) -> None:
         """Replay (and remove) the write-ahead logs of processes that are gone; one process at a time."""
+        if not has_logs(self.root):
+            return
         replaying = FileLock(self.root / "wal", self.lock_timeout)
         try:
             with replaying:
                 replay(self.root, self._make_durable)
+        except OSError as exc:  # a store this process may only read: its logs wait for a writer
+            report(Damage(self.root / "wal", f"write-ahead logs of processes that are gone were not replayed "
+                                             f"({exc.strerror or exc}); a process that may write the store "
+                                             "replays them when it opens it"))
         finally:
             replaying.close()
 

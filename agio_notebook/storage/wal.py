@@ -12,15 +12,17 @@ busy for a few seconds, before a session file is deleted, and when the store is 
 checkpoint the log starts over.
 
 If the machine stops before a checkpoint, the next process to open the store replays the logs of
-processes that are gone (a log's ``flock`` is held while its process lives): each record's bytes go
-back where its file lacks them. A file is known by its inode and the inode's generation, so a file
-rewritten since (a compaction) or deleted and made again is never written into with another file's
-records. Replay only fills what is missing: bytes past a file's end, or zeros (a size that reached
-the disk before its data). It never writes over other data, and never past a gap.
+processes that are gone (a log's ``flock`` is held while its process lives) that were written before
+the machine last started (a log of this boot was left by a killed process: its appends are all in
+the page cache, so the log is only synced and removed). Each record's bytes go back where its file
+lacks them. A file is known by its inode and the inode's generation, so a file rewritten since (a
+compaction) or deleted and made again is never written into with another file's records. Replay
+only fills what is missing: bytes past a file's end, or zeros (a size that reached the disk before
+its data). It never writes over other data, and never past a gap.
 
 Log layout: records one after another from the start; each is a header (``_HEADER``: magic,
-generation of the log, checksum, offset, inode, inode generation, path length, payload length), the
-file's path relative to the store, and the bytes appended. A checkpoint increments the log's
+generation of the log, checksum, offset, inode, inode generation, time written, path length,
+payload length), the file's path relative to the store, and the bytes appended. A checkpoint increments the log's
 generation: records of an older one, or a bad checksum, end the log.
 """
 
@@ -31,6 +33,7 @@ import os
 import secrets
 import struct
 import threading
+import time
 import zlib
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
@@ -39,8 +42,8 @@ from .durability import file_identity
 from .journal import fsync_dir
 
 _MAGIC = b"AGWL"
-# magic, log generation, crc32, offset, inode, inode generation, path length, payload length
-_HEADER = struct.Struct("<4sIIQQIHI")
+# magic, log generation, crc32, offset, inode, inode generation, time written (ns), path length, payload length
+_HEADER = struct.Struct("<4sIIQQIQHI")
 # A log is written with zeros before use and then overwritten in place, so a sync of it never changes
 # its size. It starts small (a process's first commit pays little) and doubles as it fills, up to
 # LOG_SIZE; a full log is checkpointed and starts over.
@@ -48,6 +51,18 @@ FIRST_SIZE = 256 * 1024
 LOG_SIZE = 8 * 1024 * 1024
 
 Identity = tuple[int, int]  # (inode, generation) of a store file
+
+
+def _boot_id() -> str:
+    """This boot of the machine (Linux); "" where unknown. A log from this boot was left by a process
+    that died while the machine kept running: its appends are all in the page cache."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
+    except OSError:
+        return ""
+
+
+BOOT = _boot_id()
 Append = tuple[Path, int, Identity, bytes]  # file, offset, identity, bytes
 
 
@@ -55,40 +70,43 @@ class Record(NamedTuple):
     name: str  # the file's path relative to the store
     offset: int
     identity: Identity
+    written_ns: int  # wall clock: which of two files of one name was made last
     data: bytes
 
 
-def _pack(generation: int, name: bytes, offset: int, identity: Identity, data: bytes) -> bytes:
+def _pack(generation: int, name: bytes, offset: int, identity: Identity, written_ns: int, data: bytes) -> bytes:
     inode, inode_generation = identity
-    crc = zlib.crc32(data, zlib.crc32(name, zlib.crc32(struct.pack("<QQI", offset, inode, inode_generation))))
-    return _HEADER.pack(_MAGIC, generation, crc, offset, inode, inode_generation, len(name), len(data)) + name + data
+    fields = struct.pack("<QQIQ", offset, inode, inode_generation, written_ns)
+    crc = zlib.crc32(data, zlib.crc32(name, zlib.crc32(fields)))
+    return _HEADER.pack(_MAGIC, generation, crc, offset, inode, inode_generation, written_ns, len(name),
+                        len(data)) + name + data
 
 
-def _record(generation: int, root: Path, append: Append) -> bytes:
+def _record(generation: int, root: Path, append: Append, written_ns: int) -> bytes:
     path, offset, identity, data = append
-    return _pack(generation, str(path.relative_to(root)).encode(), offset, identity, data)
+    return _pack(generation, str(path.relative_to(root)).encode(), offset, identity, written_ns, data)
 
 
 def records(raw: bytes) -> Iterable[Record]:
     """The valid records of a log, in order: those of its first generation, up to the first bad one."""
     pos, generation = 0, None
     while pos + _HEADER.size <= len(raw):
-        magic, gen, _crc, offset, inode, inode_gen, name_len, data_len = _HEADER.unpack_from(raw, pos)
+        magic, gen, _crc, offset, inode, inode_gen, written_ns, name_len, data_len = _HEADER.unpack_from(raw, pos)
         end = pos + _HEADER.size + name_len + data_len
         if magic != _MAGIC or (generation is not None and gen != generation) or end > len(raw):
             return
         name = raw[pos + _HEADER.size:pos + _HEADER.size + name_len]
         data = raw[pos + _HEADER.size + name_len:end]
-        if _pack(gen, name, offset, (inode, inode_gen), data) != raw[pos:end]:
+        if _pack(gen, name, offset, (inode, inode_gen), written_ns, data) != raw[pos:end]:
             return  # a record cut short by the stop: it was never reported durable
         generation = gen
         if name_len:  # an empty name marks a checkpoint: nothing to replay
-            yield Record(name.decode(), offset, (inode, inode_gen), data)
+            yield Record(name.decode(), offset, (inode, inode_gen), written_ns, data)
         pos = end
 
 
 class WriteAheadLog:
-    """This process's log for one store (``<store>/wal/<pid>-<random>.log``), created on first use.
+    """This process's log for one store (``<store>/wal/<boot id>-<pid>-<random>.log``), made on first use.
 
     ``make_durable(files)`` brings the given store files to disk (a checkpoint's work: ``syncfs``, or
     each file's fsync)."""
@@ -119,9 +137,11 @@ class WriteAheadLog:
     def _open(self) -> int:
         self._leave_inherited()
         if self._fd is None:
-            self._dir.mkdir(exist_ok=True)
+            if not self._dir.is_dir():
+                self._dir.mkdir(exist_ok=True)
+                fsync_dir(self.root)  # the folder itself survives a stop
             while True:
-                path = self._dir / f"{os.getpid()}-{secrets.token_hex(4)}.log"
+                path = self._dir / f"{BOOT or 'boot'}-{os.getpid()}-{secrets.token_hex(4)}.log"
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held while this process lives: replayers leave it alone
                 try:
@@ -150,7 +170,8 @@ class WriteAheadLog:
             fd = self._open()
             for path, *_ in appends:
                 self._touched[path] = None
-            data = b"".join(_record(self._generation, self.root, a) for a in appends)
+            now = time.time_ns()
+            data = b"".join(_record(self._generation, self.root, a, now) for a in appends)
             if self._cursor + len(data) > self._size and self._size < LOG_SIZE:
                 self._grow(min(LOG_SIZE, max(2 * self._size, self._cursor + len(data))))
             if self._cursor + len(data) > self._size:
@@ -174,7 +195,7 @@ class WriteAheadLog:
         self._generation += 1
         # a header of the new generation at the start: what follows it (the old records) is not replayed
         assert self._fd is not None
-        marker = _pack(self._generation, b"", 0, (0, 0), b"")
+        marker = _pack(self._generation, b"", 0, (0, 0), 0, b"")
         os.pwrite(self._fd, marker, 0)
         os.fdatasync(self._fd)
         self._cursor = len(marker)
@@ -222,10 +243,15 @@ class DeadLogs:
                 continue
             self.logs.append((path, fd))
 
-    def records(self) -> list[Record]:
-        """Every valid record of these logs, log by log, in the order written."""
+    def records(self, *, earlier_boots_only: bool = False) -> list[Record]:
+        """Every valid record of these logs, log by log, in the order written. With
+        ``earlier_boots_only``, those of logs written before the machine last started: a log of this
+        boot was left by a process that died while the machine ran on, so every append it covers is in
+        the page cache (and a session deleted since must stay deleted)."""
         out: list[Record] = []
-        for _, fd in self.logs:
+        for path, fd in self.logs:
+            if earlier_boots_only and BOOT and path.name.startswith(BOOT + "-"):
+                continue
             out.extend(records(os.pread(fd, os.fstat(fd).st_size, 0)))
         return out
 
@@ -244,19 +270,26 @@ class DeadLogs:
         self.logs = []
 
 
+def has_logs(root: Path) -> bool:
+    try:
+        return any(p.suffix == ".log" for p in (root / "wal").iterdir())
+    except OSError:
+        return False
+
+
 def replay(root: Path, make_durable: Callable[[list[Path]], None]) -> int:
     """Replay the logs of processes that are gone, make their files durable, remove the logs.
 
     Run before anything else writes to the store (on open, under the store's ``wal.lock``). Returns
-    the records whose bytes had to be put back. After a process was killed (the machine still up)
-    nothing is missing, but its appends may still be only in the page cache: they are synced too
-    before its log goes.
+    the records whose bytes had to be put back. Only logs of an earlier boot are replayed: a process
+    killed while the machine ran on left every append in the page cache, which is synced before its
+    log goes.
     """
     dead = DeadLogs(root)
     if not dead.logs:
         return 0
     by_name: dict[str, list[Record]] = {}
-    for record in dead.records():
+    for record in dead.records(earlier_boots_only=True):
         by_name.setdefault(record.name, []).append(record)
     restored = 0
     files: list[Path] = []
@@ -267,13 +300,14 @@ def replay(root: Path, make_durable: Callable[[list[Path]], None]) -> int:
             starts = [r for r in found if r.offset == 0]
             if not starts:
                 continue
-            current = starts[-1].identity  # the latest file of that name that was made
+            current = max(starts, key=lambda r: r.written_ns).identity  # the last file of that name made
         mine = sorted((r for r in found if r.identity == current), key=lambda r: r.offset)
         restored += sum(_restore(target, r) for r in mine)
         if target.exists():
             files.append(target)
+    files += [root / r.name for r in dead.records() if (root / r.name).exists()]  # this boot's: synced only
     try:
-        make_durable(files)
+        make_durable(list(dict.fromkeys(files)))
     except BaseException:
         dead.release()
         raise
