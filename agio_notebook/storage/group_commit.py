@@ -110,17 +110,19 @@ class GroupCommitter:
                 self._write(group)
                 written = True
             if not group or time.monotonic() - checkpointed >= CHECKPOINT_EVERY:
-                self._checkpoint()
-                written, checkpointed = False, time.monotonic()
+                if self._checkpoint():
+                    written, checkpointed = False, time.monotonic()
 
-    def _checkpoint(self) -> None:
-        """While nobody waits: bring what the store's write-ahead log covers to its files on disk."""
+    def _checkpoint(self) -> bool:
+        """While nobody waits: bring what the store's write-ahead log covers to its files on disk.
+        False when that failed (the log still holds it all; tried again after the next idle moment)."""
         checkpoint = getattr(self._repository(), "checkpoint", None)
         if checkpoint is not None:
             try:
                 checkpoint()
-            except Exception:  # noqa: BLE001 - the log still holds it all; the next checkpoint retries
-                pass
+            except Exception:  # noqa: BLE001
+                return False
+        return True
 
     def _write(self, group: list[tuple[Commit, Waiter]]) -> None:
         commits = [c for c, _ in group]

@@ -14,7 +14,7 @@ fsync, rename, directory fsync).
 
 A trailing line without its newline is a write that never completed (it was never reported
 committed): readers ignore it, the next writer truncates it under the lock. A bad line anywhere else
-is corruption and raises :class:`StoreError` naming the file and line.
+is damage: reported (:class:`StoreDamageWarning`, naming the file and where) and skipped.
 """
 
 from __future__ import annotations

@@ -331,28 +331,21 @@ class TinyDBRepository(TinyDBMaintenance):
         return outcomes
 
     def _make_durable(self, paths: list[Path]) -> None:
-        """A checkpoint of the write-ahead log: the files it covers, on disk (``syncfs`` where the system
-        has it, else each file's fsync and its directory's)."""
+        """A checkpoint of the write-ahead log: the files it covers, on disk (``syncfs`` of the store's
+        filesystem where the system has it, and each file's fsync for files on another one, or
+        everywhere without ``syncfs``)."""
         if self._syncfs.available:
-            dead = DeadLogs(self.root)  # looked up before the sync: what they cover is synced with it
+            dead = DeadLogs(self.root).this_boot_only()  # looked up before the sync: what they cover is synced
             try:
                 self._syncfs()
+                root_device = os.stat(self.root).st_dev
+                _fsync_files([p for p in paths if _device(p) not in (root_device, None)])
             except BaseException:
                 dead.release()
                 raise
             dead.remove()  # a killed process's appends were in the page cache, and are on disk now
             return
-        for path in paths:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                continue  # deleted since: nothing to keep
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        for directory in {p.parent for p in paths}:
-            fsync_dir(directory)
+        _fsync_files(paths)
 
     def checkpoint(self) -> None:
         """Bring what the write-ahead log holds to its files on disk (the writer calls it when idle)."""
@@ -594,6 +587,28 @@ class TinyDBRepository(TinyDBMaintenance):
             self._journals.clear()
             self._written.clear()
             self._syncfs.close()
+
+
+def _device(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_dev
+    except FileNotFoundError:
+        return None
+
+
+def _fsync_files(paths: list[Path]) -> None:
+    """Each file's fsync, and its directory's (deleted files are skipped: nothing to keep)."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for directory in {p.parent for p in paths}:
+        fsync_dir(directory)
 
 
 def read_table_fast(path: Path, table: str, lock_timeout: float = 10.0) -> list[dict[str, Any]]:

@@ -34,10 +34,12 @@ import secrets
 import struct
 import threading
 import time
+import weakref
 import zlib
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
+from .damage import Damage, report
 from .durability import file_identity
 from .journal import fsync_dir
 
@@ -63,6 +65,10 @@ def _boot_id() -> str:
 
 
 BOOT = _boot_id()
+
+
+def _this_boot(log: Path) -> bool:
+    return bool(BOOT) and log.name.startswith(BOOT + "-")
 Append = tuple[Path, int, Identity, bytes]  # file, offset, identity, bytes
 
 
@@ -122,6 +128,7 @@ class WriteAheadLog:
         self._cursor = 0
         self._size = 0  # bytes of the log written with zeros (and synced)
         self._touched: dict[Path, None] = {}  # files appended since the last checkpoint (ordered set)
+        self._finalizer: weakref.finalize | None = None
         self._lock = threading.Lock()
         self.syncs = 0  # the log's fdatasyncs (figures for the benchmark)
         self.checkpoints = 0
@@ -129,6 +136,8 @@ class WriteAheadLog:
     def _leave_inherited(self) -> None:
         """In a forked child: let go of the parent's log without touching it (its lock stays the parent's)."""
         if self._fd is not None and self._pid != os.getpid():
+            if self._finalizer is not None:
+                self._finalizer.detach()
             os.close(self._fd)
             self._fd = self._path = None
             self._cursor, self._size, self._generation = 0, 0, 1
@@ -151,6 +160,8 @@ class WriteAheadLog:
                     pass
                 os.close(fd)  # a replayer took it for a dead process's (empty) log before the lock: again
             self._fd, self._path, self._size, self._pid = fd, path, 0, os.getpid()
+            # dropped without close(): the descriptor goes, so the log is a dead one the next opener syncs
+            self._finalizer = weakref.finalize(self, _close_quietly, fd)
             self._grow(min(FIRST_SIZE, LOG_SIZE))
             fsync_dir(self._dir)
         return self._fd
@@ -158,7 +169,7 @@ class WriteAheadLog:
     def _grow(self, size: int) -> None:
         """Zeros up to ``size``, synced: later syncs of the log then write data only."""
         assert self._fd is not None
-        os.pwrite(self._fd, b"\0" * (size - self._size), self._size)
+        _write_all(self._fd, b"\0" * (size - self._size), self._size)
         os.fsync(self._fd)
         self._size = size
 
@@ -172,15 +183,18 @@ class WriteAheadLog:
                 self._touched[path] = None
             now = time.time_ns()
             data = b"".join(_record(self._generation, self.root, a, now) for a in appends)
-            if self._cursor + len(data) > self._size and self._size < LOG_SIZE:
-                self._grow(min(LOG_SIZE, max(2 * self._size, self._cursor + len(data))))
-            if self._cursor + len(data) > self._size:
-                self._checkpoint_locked()  # the log is full: the files themselves are synced, this group's too
-                return
-            os.pwrite(fd, data, self._cursor)
-            os.fdatasync(fd)
-            self.syncs += 1
-            self._cursor += len(data)
+            try:
+                if self._cursor + len(data) > self._size and self._size < LOG_SIZE:
+                    self._grow(min(LOG_SIZE, max(2 * self._size, self._cursor + len(data))))
+                if self._cursor + len(data) <= self._size:
+                    _write_all(fd, data, self._cursor)
+                    os.fdatasync(fd)
+                    self.syncs += 1
+                    self._cursor += len(data)
+                    return
+            except OSError:
+                pass  # the log cannot take it (a full disk, a size limit): the files are synced instead
+            self._checkpoint_locked()  # the files themselves are synced, this group's too; the log starts over
 
     def checkpoint(self) -> None:
         """Bring every file appended since the last checkpoint to disk; the log starts over."""
@@ -211,8 +225,17 @@ class WriteAheadLog:
                 self._checkpoint_locked()
             assert self._path is not None
             self._path.unlink(missing_ok=True)
+            if self._finalizer is not None:
+                self._finalizer.detach()
             os.close(self._fd)
             self._fd = self._path = None
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 class DeadLogs:
@@ -250,10 +273,17 @@ class DeadLogs:
         the page cache (and a session deleted since must stay deleted)."""
         out: list[Record] = []
         for path, fd in self.logs:
-            if earlier_boots_only and BOOT and path.name.startswith(BOOT + "-"):
+            if earlier_boots_only and _this_boot(path):
                 continue
             out.extend(records(os.pread(fd, os.fstat(fd).st_size, 0)))
         return out
+
+    def this_boot_only(self) -> DeadLogs:
+        """Keep only the logs of this boot (a checkpoint's sync covers them; older ones need a replay)."""
+        for _, fd in [log for log in self.logs if not _this_boot(log[0])]:
+            os.close(fd)
+        self.logs = [log for log in self.logs if _this_boot(log[0])]
+        return self
 
     def remove(self) -> None:
         for path, fd in self.logs:
@@ -288,31 +318,42 @@ def replay(root: Path, make_durable: Callable[[list[Path]], None]) -> int:
     dead = DeadLogs(root)
     if not dead.logs:
         return 0
-    by_name: dict[str, list[Record]] = {}
-    for record in dead.records(earlier_boots_only=True):
-        by_name.setdefault(record.name, []).append(record)
-    restored = 0
-    files: list[Path] = []
-    for name, found in by_name.items():
-        target = root / name
-        current = _identity_of(target)
-        if current is None:  # lost with its directory entry (or deleted): made again only from its start
-            starts = [r for r in found if r.offset == 0]
-            if not starts:
-                continue
-            current = max(starts, key=lambda r: r.written_ns).identity  # the last file of that name made
-        mine = sorted((r for r in found if r.identity == current), key=lambda r: r.offset)
-        restored += sum(_restore(target, r) for r in mine)
-        if target.exists():
-            files.append(target)
-    files += [root / r.name for r in dead.records() if (root / r.name).exists()]  # this boot's: synced only
     try:
+        by_name: dict[str, list[Record]] = {}
+        for record in dead.records(earlier_boots_only=True):
+            by_name.setdefault(record.name, []).append(record)
+        restored, failed = 0, []
+        files: list[Path] = []
+        for name, found in by_name.items():
+            target = root / name
+            try:
+                restored += _replay_file(target, found)
+            except OSError as exc:  # this file cannot be written here: the logs stay for a process that can
+                failed.append(f"{name} ({exc.strerror or exc})")
+            if target.exists():
+                files.append(target)
+        files += [root / r.name for r in dead.records() if (root / r.name).exists()]  # this boot's: synced only
         make_durable(list(dict.fromkeys(files)))
-    except BaseException:
-        dead.release()
-        raise
-    dead.remove()
-    return restored
+        if failed:
+            report(Damage(root / "wal", "write-ahead logs of processes that are gone could not be replayed into "
+                                        f"{', '.join(failed)}; they are kept for a process that may write there"))
+            return restored
+        dead.remove()
+        return restored
+    finally:
+        dead.release()  # (after remove(): nothing left to release)
+
+
+def _replay_file(target: Path, found: list[Record]) -> int:
+    """Put back what ``target`` lacks of its records; how many records had to be."""
+    current = _identity_of(target)
+    if current is None:  # lost with its directory entry (or deleted): made again only from its start
+        starts = [r for r in found if r.offset == 0]
+        if not starts:
+            return 0
+        current = max(starts, key=lambda r: r.written_ns).identity  # the last file of that name made
+    mine = sorted((r for r in found if r.identity == current), key=lambda r: r.offset)
+    return sum(_restore(target, r) for r in mine)
 
 
 def _identity_of(path: Path) -> Identity | None:
@@ -327,18 +368,34 @@ def _identity_of(path: Path) -> Identity | None:
 
 
 def _restore(target: Path, record: Record) -> bool:
-    """Put a record's bytes back where its file lacks them (past its end, or zeros); whether it did."""
-    fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
+    """Put a record's bytes back where its file lacks them (past its end, or zeros); whether it did.
+    The file is opened for writing only when something is missing."""
     try:
-        size = os.fstat(fd).st_size
-        if record.offset > size:
-            return False  # a gap before it: the file was cut since, not by the stop
-        there = os.pread(fd, len(record.data), record.offset)
-        if there == record.data:
-            return False
-        if any(have and have != want for have, want in zip(there, record.data)):
-            return False  # other data: never written over
-        os.pwrite(fd, record.data, record.offset)
-        return True
+        with open(target, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if record.offset > size:
+                return False  # a gap before it: the file was cut since, not by the stop
+            f.seek(record.offset)
+            there = f.read(len(record.data))
+    except FileNotFoundError:
+        there = b""
+    if there == record.data:
+        return False
+    if any(have and have != want for have, want in zip(there, record.data)):
+        return False  # other data: never written over
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        _write_all(fd, record.data, record.offset)
     finally:
         os.close(fd)
+    return True
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    """``pwrite`` until all of ``data`` is written (a short write is retried; a full disk raises)."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        if n == 0:
+            raise OSError(28, "No space left on device")
+        view, offset = view[n:], offset + n
