@@ -129,12 +129,20 @@ def server_log(root: Path) -> Path:
     return root / "jupyter-lab.log"
 
 
+KERNEL_IDLE = """() => {
+  const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
+  if (indicator) return indicator.dataset.status === 'idle';
+  const status = document.querySelector('.jp-KernelStatus');
+  return !!status && /Idle/.test(status.textContent);
+}"""
+
+
 def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:
     """Run All Cells from the menu once the notebook is settled: the kernel is idle and the extension
     has given each ``%%agio`` cell its highlighting (a click before that can be lost), and retry the
     click if no cell has started."""
-    page.wait_for_function("document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-KernelStatus') !== null",
-                           timeout=timeout)
+    # the kernel is up: Run All while it still starts makes JupyterLab ask which kernel to use
+    page.wait_for_function(KERNEL_IDLE, timeout=timeout)
     page.wait_for_function(f"document.querySelectorAll('.jp-Cell[data-agio-highlight]').length >= {agio_cells}",
                            timeout=timeout)
     started = ("[...document.querySelectorAll('.jp-InputArea-prompt')]"
