@@ -13,6 +13,8 @@ appended (seen when the journal is refreshed).
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 import threading
 import weakref
@@ -197,7 +199,14 @@ def _index_dir(repository: Repository) -> Path:
         return Path(root) / "memory-index"
     if isinstance(path, Path) and path.parent.is_dir():  # an SQLite file
         return path.with_name(path.name + ".memory-index")
-    return Path(tempfile.mkdtemp(prefix="agio-memory-index-"))
+    return _scratch_dir("agio-memory-index-")
+
+
+def _scratch_dir(prefix: str) -> Path:
+    """A directory for this process only (a derived index, rebuilt on demand), removed at exit."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return Path(path)
 
 
 def memory_for(repository: Repository | None = None) -> MemoryStore:
@@ -211,7 +220,7 @@ def memory_for(repository: Repository | None = None) -> MemoryStore:
         if hasattr(repository, "journal"):
             store = MemoryStore(journal=repository.journal("memory", _KEYS), index_dir=_index_dir(repository))
         else:  # a store without named journals (in-memory): a scratch directory for this process
-            store = MemoryStore(tempfile.mkdtemp(prefix="agio-memory-"))
+            store = MemoryStore(_scratch_dir("agio-memory-"))
         _stores[repository] = store
     return store
 
