@@ -37,12 +37,16 @@ KeyFn = Callable[[Doc], str]
 JOURNAL_VERSION = 1
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file, or a directory (its entries), by name."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+fsync_dir = fsync_path
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -277,11 +281,7 @@ class Journal:
     def sync(self) -> None:
         """Make what was appended durable: the file's fsync, and its directory's when the file is new."""
         if self._fd is None:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_path(self.path)
         else:
             os.fsync(self._fd)
         if self.new_file:

@@ -20,7 +20,7 @@ from ..core import AgentRun, AgentSession, RunStatus, SessionBusyError, Step, St
 from .claims import ClaimFiles, Holder
 from .damage import Damage, report, salvage_snapshot
 from .durability import FilesystemSync
-from .journal import Journal, atomic_write, fsync_dir
+from .journal import Journal, atomic_write, fsync_dir, fsync_path
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
 from .locking import FileLock, LockTimeout
 from .tinydb_maintenance import TinyDBMaintenance
@@ -319,10 +319,7 @@ class TinyDBRepository(TinyDBMaintenance):
             except Exception as exc:  # noqa: BLE001 - nothing of the group is known durable
                 return [o or exc for o in outcomes]
         try:
-            if all(generation for _, _, (_, generation), _ in appends):
-                self._wal.log(appends)
-            else:  # a filesystem without inode generations (overlayfs, tmpfs): a replay could not tell a
-                self._make_durable(list(dict.fromkeys(a[0] for a in appends)))  # file from its successor
+            self._wal.log(appends)
         except Exception as exc:  # noqa: BLE001
             return [o or exc for o in outcomes]
         with self._lock:
@@ -600,13 +597,9 @@ def _fsync_files(paths: list[Path]) -> None:
     """Each file's fsync, and its directory's (deleted files are skipped: nothing to keep)."""
     for path in paths:
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fsync_path(path)
         except FileNotFoundError:
             continue
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
     for directory in {p.parent for p in paths}:
         fsync_dir(directory)
 

@@ -174,8 +174,14 @@ class WriteAheadLog:
         self._size = size
 
     def log(self, appends: list[Append]) -> None:
-        """Make ``appends`` (already written to their files) durable: one write and one fdatasync."""
+        """Make ``appends`` (already written to their files) durable: one write and one fdatasync.
+
+        On a filesystem without inode generations (overlayfs, tmpfs) a replay could not tell a file
+        from the next one given its inode number: there the files themselves are synced instead."""
         if not appends:
+            return
+        if not all(generation for _, _, (_, generation), _ in appends):
+            self._make_durable(list(dict.fromkeys(path for path, *_ in appends)))
             return
         with self._lock:
             fd = self._open()
@@ -266,16 +272,14 @@ class DeadLogs:
                 continue
             self.logs.append((path, fd))
 
-    def records(self, *, earlier_boots_only: bool = False) -> list[Record]:
-        """Every valid record of these logs, log by log, in the order written. With
-        ``earlier_boots_only``, those of logs written before the machine last started: a log of this
-        boot was left by a process that died while the machine ran on, so every append it covers is in
-        the page cache (and a session deleted since must stay deleted)."""
-        out: list[Record] = []
+    def records(self) -> list[tuple[bool, Record]]:
+        """Every valid record of these logs, log by log, in the order written, each with whether its
+        log is of this boot: such a log was left by a process that died while the machine ran on, so
+        every append it covers is in the page cache (and a session deleted since must stay deleted)."""
+        out: list[tuple[bool, Record]] = []
         for path, fd in self.logs:
-            if earlier_boots_only and _this_boot(path):
-                continue
-            out.extend(records(os.pread(fd, os.fstat(fd).st_size, 0)))
+            this_boot = _this_boot(path)
+            out.extend((this_boot, r) for r in records(os.pread(fd, os.fstat(fd).st_size, 0)))
         return out
 
     def this_boot_only(self) -> DeadLogs:
@@ -319,21 +323,19 @@ def replay(root: Path, make_durable: Callable[[list[Path]], None]) -> int:
     if not dead.logs:
         return 0
     try:
-        by_name: dict[str, list[Record]] = {}
-        for record in dead.records(earlier_boots_only=True):
-            by_name.setdefault(record.name, []).append(record)
+        by_name: dict[str, list[Record]] = {}  # what to replay: the records of earlier boots' logs
+        named: dict[str, None] = {}  # every file the logs name: synced before they go
+        for this_boot, record in dead.records():
+            named[record.name] = None
+            if not this_boot:
+                by_name.setdefault(record.name, []).append(record)
         restored, failed = 0, []
-        files: list[Path] = []
         for name, found in by_name.items():
-            target = root / name
             try:
-                restored += _replay_file(target, found)
+                restored += _replay_file(root / name, found)
             except OSError as exc:  # this file cannot be written here: the logs stay for a process that can
                 failed.append(f"{name} ({exc.strerror or exc})")
-            if target.exists():
-                files.append(target)
-        files += [root / r.name for r in dead.records() if (root / r.name).exists()]  # this boot's: synced only
-        make_durable(list(dict.fromkeys(files)))
+        make_durable([root / name for name in named if (root / name).exists()])
         if failed:
             report(Damage(root / "wal", "write-ahead logs of processes that are gone could not be replayed into "
                                         f"{', '.join(failed)}; they are kept for a process that may write there"))
