@@ -9,8 +9,10 @@ log's replay loses them, so the tests can fail.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import secrets
 import shutil
 import signal
 import subprocess
@@ -140,6 +142,16 @@ def test_after_a_stop_of_the_machine_every_delivered_step_comes_back_from_the_lo
     assert any(not ids <= lost[name] for name, ids in delivered.items()), "the simulated stop lost nothing"
 
 
+def record_syncs(monkeypatch, calls: list[str], names=("fsync", "fdatasync", "syncfs"), label: str | None = None):
+    """Note each call of the named syncs in ``calls`` (its name, or ``label``), then make it."""
+    from agio_notebook.storage import durability
+
+    for name in names:
+        module = durability if name == "syncfs" else os
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda fd, real=real, name=name: (calls.append(label or name), real(fd))[1])
+
+
 def _group(repo: TinyDBRepository, sessions: list[str], content: str) -> None:
     steps = [Step(session_id=s, run_id="r", sequence=len(repo.get_steps(s)) + 1, role=StepRole.USER,
                   content=content) for s in sessions]
@@ -148,12 +160,7 @@ def _group(repo: TinyDBRepository, sessions: list[str], content: str) -> None:
 
 def test_one_log_sync_per_group_and_the_store_files_synced_only_at_checkpoints(tmp_path, monkeypatch):
     calls: list[str] = []
-    for name in ("fsync", "fdatasync"):
-        real = getattr(os, name)
-        monkeypatch.setattr(os, name, lambda fd, real=real, name=name: (calls.append(name), real(fd))[1])
-    from agio_notebook.storage import durability
-    real_syncfs = durability.syncfs
-    monkeypatch.setattr(durability, "syncfs", lambda fd: (calls.append("syncfs"), real_syncfs(fd))[1])
+    record_syncs(monkeypatch, calls)
     repo = TinyDBRepository(tmp_path / "store")
     _group(repo, ["a", "b", "c"], "first")  # creates the log (its zeros are fsynced once)
     calls.clear()
@@ -312,6 +319,23 @@ def killed_after(root: Path, code: str) -> str:
     return proc.stdout
 
 
+@contextlib.contextmanager
+def writer_living_on(root: Path, code: str):
+    """A process that runs ``code`` (as :func:`killed_after`) and lives on, its log in use, until the
+    block ends; then it kills itself."""
+    go = root.parent / f"go-{secrets.token_hex(4)}"
+    wait = f"print('written', flush=True)\nimport time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.02)"
+    writer = subprocess.Popen([sys.executable, "-c", KILLED.replace("{code}", code + "\n" + wait), str(root)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "written"
+        yield
+    finally:
+        go.touch()
+        writer.wait(60)
+    assert writer.returncode == -signal.SIGKILL
+
+
 def test_a_file_rewritten_into_a_reused_inode_number_is_never_written_into_by_replay(tmp_path):
     """ext4 hands a freed inode number to the next new file: compactions soon reuse one, and the old
     file's records must not go into the new file (the inode's generation tells them apart)."""
@@ -340,18 +364,12 @@ for i in range(1, 60):
 
 def test_replay_after_a_kill_syncs_what_the_log_covered_before_removing_it(tmp_path, monkeypatch):
     """Killed, not stopped: nothing is missing, but the appends may be only in the page cache."""
-    from agio_notebook.storage import durability
-
     root = tmp_path / "store"
     TinyDBRepository(root).close()
     killed_after(root, 'for i in range(1, 4):\n    group(repo, "s", i, f"resolved {i}")')
     (log,) = (root / "wal").glob("*.log")
     order: list[str] = []
-    for name in ("fsync", "fdatasync"):
-        real = getattr(os, name)
-        monkeypatch.setattr(os, name, lambda fd, real=real: (order.append("sync"), real(fd))[1])
-    real_syncfs = durability.syncfs
-    monkeypatch.setattr(durability, "syncfs", lambda fd: (order.append("sync"), real_syncfs(fd))[1])
+    record_syncs(monkeypatch, order, label="sync")
     real_unlink = Path.unlink
     monkeypatch.setattr(Path, "unlink", lambda self, *a, **k: (order.append("unlink " + self.name),
                                                                real_unlink(self, *a, **k))[1])
@@ -451,21 +469,10 @@ def test_a_session_deleted_while_its_writer_lives_stays_deleted_when_the_writer_
     page cache is whole, so the log is synced and removed, never replayed."""
     root = tmp_path / "store"
     TinyDBRepository(root).close()
-    go = tmp_path / "go"
-    writer = subprocess.Popen([sys.executable, "-c", KILLED.replace("{code}", f'''
-group(repo, "s", 1, "secret")
-print("written", flush=True)
-import time
-while not os.path.exists({str(go)!r}):
-    time.sleep(0.02)
-'''), str(root)], stdout=subprocess.PIPE, text=True)
-    assert writer.stdout.readline().strip() == "written"
-    repo = TinyDBRepository(root)
-    repo.delete_session("s")
-    repo.close()
-    go.touch()
-    writer.wait(60)
-    assert writer.returncode == -signal.SIGKILL
+    with writer_living_on(root, 'group(repo, "s", 1, "secret")'):
+        repo = TinyDBRepository(root)
+        repo.delete_session("s")
+        repo.close()
     again = TinyDBRepository(root)
     assert again.get_session("s") is None and again.get_steps("s") == []
     again.close()
@@ -476,21 +483,11 @@ def test_after_a_stop_the_last_file_made_under_a_name_is_the_one_restored(tmp_pa
     s's directory entry lost): the replay restores P3's s, not P1's deleted one."""
     root = tmp_path / "store"
     TinyDBRepository(root).close()
-    go = tmp_path / "go"
-    first = subprocess.Popen([sys.executable, "-c", KILLED.replace("{code}", f'''
-group(repo, "s", 1, "OLD deleted")
-print("written", flush=True)
-import time
-while not os.path.exists({str(go)!r}):
-    time.sleep(0.02)
-'''), str(root)], stdout=subprocess.PIPE, text=True)
-    assert first.stdout.readline().strip() == "written"
-    repo = TinyDBRepository(root)
-    repo.delete_session("s")
-    repo.close()
-    killed_after(root, 'group(repo, "s", 1, "NEW 1")\ngroup(repo, "s", 2, "NEW 2")')
-    go.touch()
-    first.wait(60)
+    with writer_living_on(root, 'group(repo, "s", 1, "OLD deleted")'):
+        repo = TinyDBRepository(root)
+        repo.delete_session("s")
+        repo.close()
+        killed_after(root, 'group(repo, "s", 1, "NEW 1")\ngroup(repo, "s", 2, "NEW 2")')
     assert len(list((root / "wal").glob("*.log"))) == 2
     (root / "sessions" / "s.jsonl").unlink()  # its directory entry never reached the disk
     as_if_restarted(root)
@@ -502,14 +499,11 @@ while not os.path.exists({str(go)!r}):
 def test_without_inode_generations_a_group_is_synced_without_the_log(tmp_path, monkeypatch):
     """Where the filesystem reports no generation (overlayfs, tmpfs), a replay could not tell a file
     from the next one given its inode number: those groups are made durable the way they were before."""
-    from agio_notebook.storage import durability, journal
+    from agio_notebook.storage import journal
 
     monkeypatch.setattr(journal, "file_identity", lambda fd: (os.fstat(fd).st_ino, 0))
     calls: list[str] = []
-    real = durability.syncfs
-    monkeypatch.setattr(durability, "syncfs", lambda fd: (calls.append("syncfs"), real(fd))[1])
-    real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    record_syncs(monkeypatch, calls, names=("syncfs", "fsync"))
     repo = TinyDBRepository(tmp_path / "store")
     _group(repo, ["a", "b"], "no generation here")
     assert calls and not (tmp_path / "store" / "wal").exists()
