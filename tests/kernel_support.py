@@ -91,11 +91,39 @@ def of_type(messages: list[dict[str, Any]], *types: str) -> list[dict[str, Any]]
 
 
 
+def placed(messages: list[dict[str, Any]]) -> set[str]:
+    """comm ids of widgets a frontend can show: held by a box (``IPY_MODEL_<id>`` among its children) or
+    displayed as an output. A person clicks a widget only once it is shown, and by then the kernel
+    listens to it; ipywidgets hooks a widget's messages only after its comm_open went out, so a click
+    sent on seeing comm_open alone can fall in between and be dropped (seen on a loaded machine)."""
+    ids = set()
+    for m in messages:
+        data = m["content"].get("data")
+        if not isinstance(data, dict):
+            continue
+        if m["msg_type"] in ("comm_open", "comm_msg"):
+            ids.update(ref.removeprefix("IPY_MODEL_") for ref in (data.get("state") or {}).get("children") or ())
+        elif m["msg_type"] in ("display_data", "update_display_data", "execute_result"):
+            view = data.get("application/vnd.jupyter.widget-view+json")
+            if isinstance(view, dict) and "model_id" in view:
+                ids.add(view["model_id"])
+    return ids
+
+
 def widget_ids(messages: list[dict[str, Any]], **state: Any) -> list[str]:
-    """comm ids of widgets opened with the given state values (e.g. description='Approve')."""
+    """comm ids of shown widgets (``placed``) opened with the given state values (e.g. description='Approve')."""
+    shown = placed(messages)
     ids = []
     for m in of_type(messages, "comm_open"):
         s = m["content"]["data"].get("state", {})
-        if all(s.get(k) == v for k, v in state.items()):
+        if all(s.get(k) == v for k, v in state.items()) and m["content"]["comm_id"] in shown:
             ids.append(m["content"]["comm_id"])
+    return ids
+
+
+def shown_widgets(kernel: Any, messages: list[dict[str, Any]], timeout: float = 60, **state: Any) -> list[str]:
+    """Read iopub into ``messages`` until a widget with ``state`` is shown (``placed``); their comm ids."""
+    deadline = time.monotonic() + timeout
+    while not (ids := widget_ids(messages, **state)) and time.monotonic() < deadline:
+        messages.extend(kernel.drain(0.3, stop=lambda m: True))
     return ids

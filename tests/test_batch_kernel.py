@@ -12,7 +12,7 @@ import pytest
 
 from agio_notebook.scheduling import ExecStatus, ExecutionStore
 from agio_notebook.storage import TinyDBRepository
-from kernel_support import Kernel, install_kernelspec, of_type, offline_kernel, widget_ids
+from kernel_support import Kernel, install_kernelspec, of_type, offline_kernel, shown_widgets, widget_ids
 from scheduling_support import wait_until
 
 SETUP = r'''
@@ -95,8 +95,8 @@ def test_cancel_button_is_heard_while_a_foreground_batch_cell_runs(kernel):
     msg_id = kernel.kc.execute("h = %agio batch questions --agent slowpoke --name fg-cancel --concurrency 2")
     msgs = kernel.drain(60, stop=lambda m: m["msg_type"] == "comm_open"
                         and m["content"]["data"].get("state", {}).get("description") == "Cancel")
-    [button] = widget_ids(msgs, description="Cancel")
-    [progress] = widget_ids(msgs, _model_name="IntProgressModel")
+    [button] = shown_widgets(kernel, msgs, description="Cancel")
+    [progress] = shown_widgets(kernel, msgs, _model_name="IntProgressModel")
     more = kernel.drain(60, stop=lambda m: progress_values([m], progress) and progress_values([m], progress)[-1] >= 4)
     msgs += more
     clicked_at = time.time()
@@ -143,7 +143,7 @@ def test_kernel_interrupt_cancels_a_foreground_batch(kernel):
     msg_id = kernel.kc.execute("hi = %agio batch questions --agent slowpoke --name fg-interrupt --concurrency 2")
     msgs = kernel.drain(60, stop=lambda m: m["msg_type"] == "comm_open"
                         and m["content"]["data"].get("state", {}).get("_model_name") == "IntProgressModel")
-    [progress] = widget_ids(msgs, _model_name="IntProgressModel")
+    [progress] = shown_widgets(kernel, msgs, _model_name="IntProgressModel")
     kernel.drain(60, stop=lambda m: progress_values([m], progress) and progress_values([m], progress)[-1] >= 2)
     kernel.km.interrupt_kernel()  # the cell is awaiting its batch by now
     rest = kernel.drain(60, stop=lambda m: m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"

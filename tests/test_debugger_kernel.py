@@ -9,7 +9,7 @@ import time
 import ipykernel
 import pytest
 
-from kernel_support import of_type, offline_kernel
+from kernel_support import of_type, offline_kernel, placed
 
 SETUP = r'''
 %load_ext agio_notebook
@@ -58,19 +58,10 @@ def states(messages):
     return out
 
 
-def _placed(messages):
-    """comm ids a box has held (``IPY_MODEL_<id>`` among its children). A frontend shows a widget, and a
-    person can click it, only once it is placed, and by then the kernel listens to it: ipywidgets hooks a
-    widget's messages only after its comm_open went out, so a click sent on seeing comm_open alone can
-    fall in between and be dropped (seen once on a loaded machine)."""
-    return {ref.removeprefix("IPY_MODEL_") for m in of_type(messages, "comm_open", "comm_msg")
-            for ref in (m["content"]["data"].get("state") or {}).get("children") or ()}
-
-
 def _opened(messages, cls):
     """comm ids of placed widgets with the DOM class ``cls``, in the order they were opened."""
-    placed = _placed(messages)
-    return [c for c, st in states(messages).items() if cls in (st.get("_dom_classes") or ()) and c in placed]
+    shown = placed(messages)
+    return [c for c, st in states(messages).items() if cls in (st.get("_dom_classes") or ()) and c in shown]
 
 
 def _closed(messages):
@@ -202,9 +193,9 @@ def test_abort_and_bad_arguments_are_one_line(kernel):
 
 def one_model_pauses(messages, kind):
     """Open one-model pause views of ``kind`` (comm id -> state)."""
-    closed, placed = _closed(messages), _placed(messages)
+    closed, shown = _closed(messages), placed(messages)
     return {c: st for c, st in states(messages).items()
-            if st.get("_model_name") == "AgioPauseModel" and st.get("kind") == kind and c not in closed and c in placed}
+            if st.get("_model_name") == "AgioPauseModel" and st.get("kind") == kind and c not in closed and c in shown}
 
 
 def click_one_model(kernel, comm_id, name, **texts):

@@ -12,7 +12,7 @@ import time
 import ipykernel
 import pytest
 
-from kernel_support import of_type, offline_kernel
+from kernel_support import of_type, offline_kernel, widget_ids
 
 SETUP = r'''
 %load_ext agio_notebook
@@ -72,11 +72,8 @@ def idle_of(msg_id):
 
 
 def stop_button(messages):
-    for m in of_type(messages, "comm_open"):
-        state = m["content"]["data"].get("state", {})
-        if state.get("_model_name") == "ButtonModel" and state.get("description") == "Stop":
-            return m["content"]["comm_id"]
-    return None
+    ids = widget_ids(messages, _model_name="ButtonModel", description="Stop")
+    return ids[0] if ids else None
 
 
 def collect_until(kernel, seen, predicate, timeout):
