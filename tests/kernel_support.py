@@ -121,9 +121,17 @@ def widget_ids(messages: list[dict[str, Any]], **state: Any) -> list[str]:
     return ids
 
 
+def collect_until(kernel: Any, seen: list[dict[str, Any]], predicate: Any, timeout: float = 60) -> bool:
+    """Read iopub into ``seen`` until ``predicate(seen)`` holds (a generous limit, not a fixed wait)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate(seen):
+            return True
+        seen.extend(kernel.drain(0.3, stop=lambda m: True))
+    return bool(predicate(seen))
+
+
 def shown_widgets(kernel: Any, messages: list[dict[str, Any]], timeout: float = 60, **state: Any) -> list[str]:
     """Read iopub into ``messages`` until a widget with ``state`` is shown (``placed``); their comm ids."""
-    deadline = time.monotonic() + timeout
-    while not (ids := widget_ids(messages, **state)) and time.monotonic() < deadline:
-        messages.extend(kernel.drain(0.3, stop=lambda m: True))
-    return ids
+    collect_until(kernel, messages, lambda seen: widget_ids(seen, **state), timeout)
+    return widget_ids(messages, **state)

@@ -4,12 +4,11 @@ typed into its editors, a bad edit as one line, and an interrupt while paused.""
 from __future__ import annotations
 
 import json
-import time
 
 import ipykernel
 import pytest
 
-from kernel_support import of_type, offline_kernel, placed
+from kernel_support import collect_until, of_type, offline_kernel, placed
 
 SETUP = r'''
 %load_ext agio_notebook
@@ -36,15 +35,6 @@ def kernel(tmp_path_factory):
     k = offline_kernel(tmp_path_factory, "debugger", SETUP)
     yield k
     k.close()
-
-
-def collect_until(kernel, seen, predicate, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate(seen):
-            return True
-        seen.extend(kernel.drain(0.3, stop=lambda m: True))
-    return predicate(seen)
 
 
 def states(messages):

@@ -12,7 +12,7 @@ import time
 import ipykernel
 import pytest
 
-from kernel_support import of_type, offline_kernel, widget_ids
+from kernel_support import collect_until, of_type, offline_kernel, widget_ids
 
 SETUP = r'''
 %load_ext agio_notebook
@@ -74,16 +74,6 @@ def idle_of(msg_id):
 def stop_button(messages):
     ids = widget_ids(messages, _model_name="ButtonModel", description="Stop")
     return ids[0] if ids else None
-
-
-def collect_until(kernel, seen, predicate, timeout):
-    """Read iopub into ``seen`` until ``predicate(seen)`` holds (a generous limit, not a fixed wait)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate(seen):
-            return True
-        seen.extend(kernel.drain(0.5, stop=lambda m: True))
-    return predicate(seen)
 
 
 def tool_running(messages):
