@@ -329,7 +329,7 @@ def test_a_locked_store_gets_one_clear_line(repo, ex):
     probe = Probe()
     path = repo.root / "executions" / session_file_name("locked")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(path, 5.0):
+    with FileLock(path, 5.0, on_file=True):
         with pytest.raises(StoreError, match="locked") as info:
             batch(slow_agent(probe), ["x"], name="locked", executor=ex)
     assert "\n" not in str(info.value) and probe.calls == {}

@@ -78,7 +78,7 @@ def test_a_store_locked_by_another_process_fails_the_run_clearly_and_loses_nothi
     repo = TinyDBRepository(root, lock_timeout=0.3)
     runner = StepRunner(Agent(model=ScriptedModel(["first answer", "third answer"])), repository=repo)
     assert runner.run_sync("s", "one").status is RunStatus.COMPLETED
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, f"{repo.session_file('s')}.lock"],
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(repo.session_file('s'))],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

@@ -19,6 +19,7 @@ is damage: reported (:class:`StoreDamageWarning`, naming the file and where) and
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -49,16 +50,27 @@ def fsync_path(path: Path) -> None:
 fsync_dir = fsync_path
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so a crash leaves either the old or the new file, never a torn one."""
+def atomic_write(path: Path, data: bytes, lock: FileLock | None = None) -> None:
+    """Replace ``path`` with ``data`` so a crash leaves either the old or the new file, never a torn one.
+
+    ``lock``: the held lock on ``path`` itself, which passes to the new file (locked before it takes
+    the name), so nobody writes to either file in between.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, data)
         os.fsync(fd)
-    finally:
+        if lock is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # nobody else knows this file yet: at once
+        os.replace(tmp, path)
+    except BaseException:
         os.close(fd)
-    os.replace(tmp, path)
+        raise
+    if lock is not None:
+        lock.adopt(fd)
+    else:
+        os.close(fd)
     fsync_dir(path.parent)
 
 
@@ -68,7 +80,7 @@ class Journal:
     def __init__(self, path: Path, keys: dict[str, KeyFn], lock_timeout: float = 10.0):
         self.path = path
         self.keys = keys
-        self.lock = FileLock(path, lock_timeout)
+        self.lock = FileLock(path, lock_timeout, on_file=True)
         self.tables: dict[str, dict[str, Doc]] = {}  # table -> key -> doc (insertion order = doc id order)
         self.base_ids: dict[str, dict[str, int]] = {}  # doc ids fixed by the snapshot line
         self.lines = 0  # change lines after the snapshot
@@ -268,8 +280,9 @@ class Journal:
             existed = self.refresh(repair=True)
             self.check_writable()
             fd = self._open_fd()
-            if not existed:
+            if not existed or self.lock.created:  # made now, by this append or by taking its lock
                 self.new_file = True
+                self.lock.created = False
             offset = self._offset
             os.write(fd, data)
             if sync:
@@ -319,7 +332,7 @@ class Journal:
                 return False
             if not self.lines:
                 return True
-            atomic_write(self.path, self.snapshot_bytes())
+            atomic_write(self.path, self.snapshot_bytes(), self.lock)
             self._close_fd()
             self._reset()
             self._inode = None
@@ -370,7 +383,7 @@ class JournalStorage(Storage):
     def write(self, data: dict[str, dict[str, Doc]]) -> None:
         journal = self._journal
         with journal.lock:
-            atomic_write(journal.path, journal.snapshot_bytes(data))
+            atomic_write(journal.path, journal.snapshot_bytes(data), journal.lock)
 
     def close(self) -> None:
         self._journal.close()

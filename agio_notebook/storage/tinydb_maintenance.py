@@ -119,7 +119,7 @@ class TinyDBMaintenance:
                     except OSError:
                         shutil.copy2(path, kept)
                     records = sum(len(docs) for docs in journal.tables.values())
-                    atomic_write(path, journal.snapshot_bytes())
+                    atomic_write(path, journal.snapshot_bytes(), journal.lock)
                     done.append(Repaired(path, kept, records, tuple(journal.damage)))
                 journal.close()
                 self._forget(path)

@@ -226,8 +226,9 @@ class TinyDBRepository(TinyDBMaintenance):
                 continue
             journal = Journal(lease.with_suffix(".jsonl"), SESSION_KEYS, self.lock_timeout)
             try:
-                with journal.lock:  # writes finish under this lock: a cut record is the dead writer's
-                    journal.refresh(repair=True)
+                if journal.path.exists():  # (taking its lock would make it)
+                    with journal.lock:  # writes finish under this lock: a cut record is the dead writer's
+                        journal.refresh(repair=True)
             except (LockTimeout, OSError, StoreError):
                 continue  # a read path reports what is wrong with it
             finally:
@@ -617,7 +618,7 @@ def read_table_fast(path: Path, table: str, lock_timeout: float = 10.0) -> list[
         return []
     if data and not data.endswith(b"\n"):
         try:
-            with FileLock(path, lock_timeout):  # maybe a write in flight: look again under the lock
+            with FileLock(path, lock_timeout, on_file=True):  # maybe a write in flight: look again under the lock
                 data = path.read_bytes()
         except LockTimeout:
             pass  # a writer stuck holding the lock: report what we see
