@@ -4,6 +4,7 @@ now, and nobody writes between the rename and the release)."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -12,7 +13,9 @@ from agio_notebook import Agent, ScriptedModel, StepRunner
 from agio_notebook.storage import TinyDBRepository
 from agio_notebook.storage import journal as journal_module
 from agio_notebook.storage.journal import Journal
-from agio_notebook.storage.locking import FileLock, LockTimeout
+from agio_notebook.storage import locking
+from agio_notebook.storage.locking import FileLock, LockTimeout, filesystem_type, native_flock
+from agio_notebook.storage.tinydb_repo import read_table_fast
 
 KEYS = {"notes": lambda d: d["id"]}
 
@@ -35,6 +38,7 @@ def in_thread(call) -> tuple[threading.Thread, threading.Event]:
 
 
 def test_a_run_in_a_new_session_makes_two_files(tmp_path):
+    assert native_flock(tmp_path)
     repo = TinyDBRepository(tmp_path / "store")
     runner = StepRunner(Agent(model=ScriptedModel(["hi"])), repository=repo)
     assert runner.run_sync("s1", "hello").status.value == "completed"
@@ -84,18 +88,80 @@ def test_a_writer_waiting_through_a_delete_makes_the_file_anew(tmp_path):
         journal.close()
 
 
-def test_a_journal_made_by_taking_its_lock_still_syncs_its_directory(tmp_path, monkeypatch):
+def test_whoever_writes_a_journals_first_bytes_syncs_its_directory(tmp_path, monkeypatch):
     synced = []
     monkeypatch.setattr(journal_module, "fsync_dir", lambda p: synced.append(p))
     path = tmp_path / "j.jsonl"
     journal = Journal(path, KEYS)
     with journal.lock:  # the lock makes the file: its directory entry is not durable yet
-        assert path.exists() and journal.lock.created
+        assert path.exists()
         journal.append([note(1)])
     assert synced == [tmp_path]
     journal.append([note(2)])
     assert synced == [tmp_path]  # once
+    # a file made by another's lock (which wrote nothing): the first to write in it syncs the directory
+    other_path = tmp_path / "k.jsonl"
+    with FileLock(other_path, on_file=True):
+        pass
+    writer = Journal(other_path, KEYS)
+    writer.append([note(1)])
+    assert synced == [tmp_path, tmp_path]
+    for j in (journal, writer):
+        j.close()
+
+
+def test_readers_compaction_and_delete_never_make_a_missing_journal(tmp_path):
+    repo = TinyDBRepository(tmp_path / "store")
+    runner = StepRunner(Agent(model=ScriptedModel(["hi"] * 40)), repository=repo)
+    for i in range(33):  # enough lines that closing the store compacts the journal
+        runner.run_sync("s", f"q{i}")
+    other = TinyDBRepository(tmp_path / "store")
+    other.delete_session("s")
+    other.close()
+    repo.close()  # compacts what it had open: the deleted journal stays deleted
+    assert sorted(p.name for p in (tmp_path / "store" / "sessions").iterdir()) == ["s.claim"]
+    assert TinyDBRepository(tmp_path / "store").stats().sessions == 0
+
+    path = tmp_path / "j.jsonl"
+    journal = Journal(path, KEYS)
+    assert journal.compact() and not path.exists()
+    with journal.lock.existing() as present:
+        assert not present
+    assert not path.exists()
+    assert read_table_fast(path, "steps") == []
     journal.close()
+
+
+NFS_AND_EXT4 = (
+    "36 25 8:1 / / rw,relatime - ext4 /dev/vda1 rw\n"
+    "80 36 0:53 / /home/shared rw,relatime - nfs4 server:/export rw,vers=4.2\n"
+    "81 36 0:54 / /mnt/with\\040space rw - tmpfs tmpfs rw\n")
+
+
+def test_the_filesystem_type_comes_from_the_device_or_the_longest_mount_point():
+    assert filesystem_type(NFS_AND_EXT4, os.makedev(0, 53), "/anything") == "nfs4"
+    assert filesystem_type(NFS_AND_EXT4, os.makedev(8, 1), "/home/me") == "ext4"
+    # a device the table does not list (a btrfs subvolume): the mount point decides
+    assert filesystem_type(NFS_AND_EXT4, os.makedev(0, 99), "/home/shared/course") == "nfs4"
+    assert filesystem_type(NFS_AND_EXT4, os.makedev(0, 99), "/home/sharedx") == "ext4"
+    assert filesystem_type(NFS_AND_EXT4, os.makedev(0, 99), "/mnt/with space/x") == "tmpfs"
+
+
+def test_where_flock_is_emulated_the_lock_stays_beside_the_journal(tmp_path, monkeypatch):
+    assert native_flock(tmp_path)  # this checkout's temp dir: a local filesystem
+    monkeypatch.setattr(locking, "_native", {os.stat(tmp_path).st_dev: False})  # as on NFS
+    path = tmp_path / "j.jsonl"
+    first, second = Journal(path, KEYS, 0.3), Journal(path, KEYS, 0.3)
+    first.append([note(1)])
+    assert (tmp_path / "j.jsonl.lock").exists()
+    with first.lock:
+        with pytest.raises(LockTimeout, match="locked by another process"):
+            second.append([note(2)])
+    second.append([note(2)])
+    first.refresh()
+    assert list(first.tables["notes"]) == ["1", "2"]
+    for j in (first, second):
+        j.close()
 
 
 def test_a_lock_on_the_file_itself_does_not_pass_unless_held(tmp_path):

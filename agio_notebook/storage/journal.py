@@ -30,7 +30,7 @@ from tinydb.storages import Storage
 from ..core import StoreError
 from .damage import Damage, report, salvage_snapshot
 from .durability import file_identity
-from .locking import FileLock, LockTimeout
+from .locking import FileLock, LockTimeout, native_flock
 
 Doc = dict[str, Any]
 KeyFn = Callable[[Doc], str]
@@ -80,7 +80,7 @@ class Journal:
     def __init__(self, path: Path, keys: dict[str, KeyFn], lock_timeout: float = 10.0):
         self.path = path
         self.keys = keys
-        self.lock = FileLock(path, lock_timeout, on_file=True)
+        self.lock = FileLock(path, lock_timeout, on_file=native_flock(path.parent))
         self.tables: dict[str, dict[str, Doc]] = {}  # table -> key -> doc (insertion order = doc id order)
         self.base_ids: dict[str, dict[str, int]] = {}  # doc ids fixed by the snapshot line
         self.lines = 0  # change lines after the snapshot
@@ -152,7 +152,7 @@ class Journal:
         if end < len(data) and not repair and self.lock.depth == 0:
             # maybe a write in flight: look again under the lock before calling it damage
             try:
-                with self.lock:
+                with self.lock.existing():  # (gone meanwhile: refresh says so)
                     return self.refresh()
             except LockTimeout:
                 pass  # a writer stuck holding the lock: report what we see
@@ -280,9 +280,8 @@ class Journal:
             existed = self.refresh(repair=True)
             self.check_writable()
             fd = self._open_fd()
-            if not existed or self.lock.created:  # made now, by this append or by taking its lock
+            if not existed or self._offset == 0:  # its first bytes: its directory entry may not be on disk yet
                 self.new_file = True
-                self.lock.created = False
             offset = self._offset
             os.write(fd, data)
             if sync:
@@ -326,7 +325,9 @@ class Journal:
         A damaged file is left as it is (``False``): compacting it would drop the evidence;
         ``repair`` salvages it and keeps the original.
         """
-        with self.lock:
+        with self.lock.existing() as present:
+            if not present:
+                return True
             self.refresh(repair=True)
             if self.damaged or self.cut_snapshot:
                 return False

@@ -10,15 +10,22 @@ docs/benchmarks.md). A file is replaced by rename (a compaction) or deleted whil
 its lock, so whoever takes the lock checks that the path still names the file it locked, and locks
 what the path names now if not. Whoever replaces the file locks the new one before it takes the
 name (``atomic_write`` with ``lock``), so the lock passes to the new file and no writer slips in.
+Only filesystems whose ``flock`` is their own do this (``native_flock``): on NFS and SMB the kernel
+emulates ``flock`` with byte-range locks, which a process loses when it closes any descriptor of the
+file (a reader's), so there the lock stays on a file beside the journal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import re
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import Iterator
 
 from ..core import StoreError
 
@@ -27,50 +34,100 @@ class LockTimeout(StoreError):
     pass
 
 
+# filesystems whose flock(2) is a lock of their own, kept by the open file (not emulated by byte-range
+# locks, as on NFS, SMB and many FUSE filesystems)
+NATIVE_FLOCK = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "zfs", "f2fs", "overlay", "jfs",
+                          "reiserfs", "bcachefs", "apfs", "hfs"})
+_native: dict[int, bool] = {}
+
+
+def filesystem_type(mountinfo: str, device: int, path: str) -> str | None:
+    """The type of the filesystem holding ``path`` on ``device``, from ``/proc/self/mountinfo``'s text:
+    the mount with that device number, else the mount point that is the longest prefix of ``path``."""
+    by_device, by_prefix, best = None, None, -1
+    for line in mountinfo.splitlines():
+        fields, _, after = line.partition(" - ")
+        parts, kind = fields.split(), after.split()[:1]
+        if len(parts) < 5 or not kind:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4])
+        major, _, minor = parts[2].partition(":")
+        if f"{os.major(device)}:{os.minor(device)}" == f"{major}:{minor}":
+            by_device = kind[0]
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) > best:
+            by_prefix, best = kind[0], len(point)
+    return by_device or by_prefix
+
+
+def native_flock(directory: Path) -> bool:
+    """Whether ``flock`` is the filesystem's own where ``directory`` (or its nearest existing parent)
+    lives: a journal is then locked on the file itself."""
+    path = Path(os.path.abspath(directory))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    device = os.stat(path).st_dev
+    if device not in _native:
+        if sys.platform == "darwin":
+            _native[device] = True  # BSD flock: always the filesystem's own
+        else:
+            try:
+                kind = filesystem_type(Path("/proc/self/mountinfo").read_text(), device, str(path.resolve()))
+            except OSError:
+                kind = None
+            _native[device] = kind in NATIVE_FLOCK
+    return _native[device]
+
+
 class FileLock:
     def __init__(self, path: Path, timeout: float = 10.0, *, on_file: bool = False):
         self.file = Path(path)
         self.on_file = on_file
         self.path = self.file if on_file else Path(str(path) + ".lock")  # the file that is locked
         self.timeout = timeout
-        self.created = False  # taking the lock made the file (its directory entry is not yet synced)
         self._fd: int | None = None
         self._depth = 0
         self._threads = threading.RLock()
 
     def __enter__(self) -> FileLock:
+        self._acquire(create=True)
+        return self
+
+    @contextlib.contextmanager
+    def existing(self) -> Iterator[bool]:
+        """Hold the lock only if the file is there: for a reader, a compaction or a delete, which must
+        not make the file by locking it. Yields False, holding nothing, when there is no file."""
+        try:
+            self._acquire(create=False)
+        except FileNotFoundError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self.__exit__()
+
+    def _acquire(self, *, create: bool) -> None:
         if not self._threads.acquire(timeout=self.timeout):
             raise LockTimeout(f"{self.path} is held by another thread for more than {self.timeout:g}s")
         try:
             if self._depth == 0:
-                self._lock_file()
+                self._lock_file(create)
         except BaseException:
             self._threads.release()
             raise
         self._depth += 1
-        return self
 
-    def _open(self) -> int:
+    def _open(self, create: bool) -> int:
         if not self.on_file:
             return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        while True:
-            try:
-                return os.open(self.path, os.O_RDONLY)
-            except FileNotFoundError:
-                pass
-            try:
-                fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                continue  # made by another writer a moment ago
-            self.created = True
-            return fd
+        return os.open(self.path, os.O_RDONLY | (os.O_CREAT if create else 0), 0o644)
 
-    def _lock_file(self) -> None:
+    def _lock_file(self, create: bool) -> None:
         deadline = time.monotonic() + self.timeout
         delay = 0.001
         while True:
             if self._fd is None:
-                self._fd = self._open()
+                self._fd = self._open(create)
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -106,22 +106,25 @@ class TinyDBMaintenance:
                                                                        for p in self._session_paths()]:
             with self._lock:
                 journal = Journal(path, keys, self.lock_timeout)
-                with journal.lock:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", StoreDamageWarning)
-                        journal.refresh()
-                    if not journal.damaged:
-                        journal.close()
-                        continue
-                    kept = path.with_name(f"{path.name}.damaged-{stamp}")
-                    try:
-                        os.link(path, kept)  # the original bytes, untouched, under a new name
-                    except OSError:
-                        shutil.copy2(path, kept)
-                    records = sum(len(docs) for docs in journal.tables.values())
-                    atomic_write(path, journal.snapshot_bytes(), journal.lock)
-                    done.append(Repaired(path, kept, records, tuple(journal.damage)))
-                journal.close()
+                try:
+                    with journal.lock.existing() as present:
+                        if not present:
+                            continue
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore", StoreDamageWarning)
+                            journal.refresh()
+                        if not journal.damaged:
+                            continue
+                        kept = path.with_name(f"{path.name}.damaged-{stamp}")
+                        try:
+                            os.link(path, kept)  # the original bytes, untouched, under a new name
+                        except OSError:
+                            shutil.copy2(path, kept)
+                        records = sum(len(docs) for docs in journal.tables.values())
+                        atomic_write(path, journal.snapshot_bytes(), journal.lock)
+                        done.append(Repaired(path, kept, records, tuple(journal.damage)))
+                finally:
+                    journal.close()
                 self._forget(path)
         if done:
             self._repaired = False
@@ -161,8 +164,8 @@ class TinyDBMaintenance:
             journal = self._journal(session_id)
             tables = journal.tables
             gone = Pruned(1, len(tables.get("runs", {})), len(tables.get("steps", {})), len(tables.get("events", {})))
-            with journal.lock:
-                if path.exists():
+            with journal.lock.existing() as present:
+                if present:
                     path.unlink()
                     fsync_dir(path.parent)
             self._forget(path)

@@ -22,7 +22,7 @@ from .damage import Damage, report, salvage_snapshot
 from .durability import FilesystemSync
 from .journal import Journal, atomic_write, fsync_dir, fsync_path
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
-from .locking import FileLock, LockTimeout
+from .locking import FileLock, LockTimeout, native_flock
 from .tinydb_maintenance import TinyDBMaintenance
 from .wal import Append, DeadLogs, WriteAheadLog, has_logs, replay
 
@@ -226,9 +226,8 @@ class TinyDBRepository(TinyDBMaintenance):
                 continue
             journal = Journal(lease.with_suffix(".jsonl"), SESSION_KEYS, self.lock_timeout)
             try:
-                if journal.path.exists():  # (taking its lock would make it)
-                    with journal.lock:  # writes finish under this lock: a cut record is the dead writer's
-                        journal.refresh(repair=True)
+                with journal.lock.existing():  # writes finish under this lock: a cut record is the dead writer's
+                    journal.refresh(repair=True)
             except (LockTimeout, OSError, StoreError):
                 continue  # a read path reports what is wrong with it
             finally:
@@ -617,11 +616,16 @@ def read_table_fast(path: Path, table: str, lock_timeout: float = 10.0) -> list[
     except FileNotFoundError:
         return []
     if data and not data.endswith(b"\n"):
+        lock = FileLock(path, lock_timeout, on_file=native_flock(path.parent))
         try:
-            with FileLock(path, lock_timeout, on_file=True):  # maybe a write in flight: look again under the lock
+            with lock.existing():  # maybe a write in flight: look again under the lock
                 data = path.read_bytes()
         except LockTimeout:
             pass  # a writer stuck holding the lock: report what we see
+        except FileNotFoundError:
+            return []
+        finally:
+            lock.close()
     docs: dict[str, dict[str, Any]] = {}
     prefix = b'{"t":"%s"' % table.encode()
     key_fn = SESSION_KEYS[table]
