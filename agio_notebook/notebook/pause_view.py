@@ -153,9 +153,12 @@ class PauseView:
         # one HTML for everything read-only; a browser can tell when its title was first painted. The
         # pause sign is the buttons' icon font: a character from a fallback font (⏸) costs the browser
         # a font search the first time, some 20 ms before the view can be painted
-        paused_at = time.time() if paused_at is None else paused_at
+        # and when it paused and when this view was made (later, if it waited for the extension's
+        # answer), so a browser test can tell the kernel's part of the wait from the page's
+        made_at = time.time()
+        paused_at = made_at if paused_at is None else paused_at
         self.html = (f'<div class="agio-pause-title" elementtiming="agio-pause" '
-                     f'data-agio-paused-at="{paused_at * 1000:.1f}">'
+                     f'data-agio-paused-at="{paused_at * 1000:.1f}" data-agio-made-at="{made_at * 1000:.1f}">'
                      f'<b><i class="fa fa-pause"></i> Paused</b> {escape(pause.describe())} <span style="{_SMALL}">· {KEYS}</span></div>'
                      f'{details_html(pause)}')
         self.editors: dict[str, widgets.Textarea] = {}
