@@ -158,8 +158,15 @@ def test_where_flock_is_emulated_the_lock_stays_beside_the_journal(tmp_path, mon
         with pytest.raises(LockTimeout, match="locked by another process"):
             second.append([note(2)])
     second.append([note(2)])
+    assert first.compact()  # the lock beside the file stays through the rename
+    second.append([note(3)])
     first.refresh()
-    assert list(first.tables["notes"]) == ["1", "2"]
+    assert list(first.tables["notes"]) == ["1", "2", "3"]
+    with first.lock.existing() as present:
+        assert present
+    path.unlink()
+    with first.lock.existing() as present:
+        assert not present  # the journal is gone, though its lock file is there
     for j in (first, second):
         j.close()
 

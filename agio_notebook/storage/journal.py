@@ -53,9 +53,11 @@ fsync_dir = fsync_path
 def atomic_write(path: Path, data: bytes, lock: FileLock | None = None) -> None:
     """Replace ``path`` with ``data`` so a crash leaves either the old or the new file, never a torn one.
 
-    ``lock``: the held lock on ``path`` itself, which passes to the new file (locked before it takes
-    the name), so nobody writes to either file in between.
+    ``lock``: the held lock of ``path``. A lock on the file itself passes to the new file (locked
+    before it takes the name), so nobody writes to either file in between; one beside it stays.
     """
+    if lock is not None and not lock.on_file:
+        lock = None
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

@@ -95,14 +95,14 @@ class FileLock:
     @contextlib.contextmanager
     def existing(self) -> Iterator[bool]:
         """Hold the lock only if the file is there: for a reader, a compaction or a delete, which must
-        not make the file by locking it. Yields False, holding nothing, when there is no file."""
+        not make the file by locking it. Yields whether the file is there (False: nothing to do)."""
         try:
             self._acquire(create=False)
         except FileNotFoundError:
             yield False
             return
         try:
-            yield True
+            yield self.on_file or self.file.exists()  # (a lock beside the file is there either way)
         finally:
             self.__exit__()
 
