@@ -13,6 +13,7 @@ from agio_notebook import Agent, ScriptedModel, StepRunner
 from agio_notebook.storage import TinyDBRepository
 from agio_notebook.storage import journal as journal_module
 from agio_notebook.storage.journal import Journal
+from agio_notebook.core.mounts import parse_mountinfo
 from agio_notebook.storage import locking
 from agio_notebook.storage.locking import FileLock, LockTimeout, filesystem_type, native_flock
 from agio_notebook.storage.tinydb_repo import read_table_fast
@@ -139,12 +140,13 @@ NFS_AND_EXT4 = (
 
 
 def test_the_filesystem_type_comes_from_the_device_or_the_longest_mount_point():
-    assert filesystem_type(NFS_AND_EXT4, os.makedev(0, 53), "/anything") == "nfs4"
-    assert filesystem_type(NFS_AND_EXT4, os.makedev(8, 1), "/home/me") == "ext4"
+    table = parse_mountinfo(NFS_AND_EXT4)
+    assert filesystem_type(table, os.makedev(0, 53), "/anything") == "nfs4"
+    assert filesystem_type(table, os.makedev(8, 1), "/home/me") == "ext4"
     # a device the table does not list (a btrfs subvolume): the mount point decides
-    assert filesystem_type(NFS_AND_EXT4, os.makedev(0, 99), "/home/shared/course") == "nfs4"
-    assert filesystem_type(NFS_AND_EXT4, os.makedev(0, 99), "/home/sharedx") == "ext4"
-    assert filesystem_type(NFS_AND_EXT4, os.makedev(0, 99), "/mnt/with space/x") == "tmpfs"
+    assert filesystem_type(table, os.makedev(0, 99), "/home/shared/course") == "nfs4"
+    assert filesystem_type(table, os.makedev(0, 99), "/home/sharedx") == "ext4"
+    assert filesystem_type(table, os.makedev(0, 99), "/mnt/with space/x") == "tmpfs"
 
 
 def test_where_flock_is_emulated_the_lock_stays_beside_the_journal(tmp_path, monkeypatch):

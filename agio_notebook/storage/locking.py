@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import sys
 import threading
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..core import StoreError
+from ..core.mounts import Mount, mounts
 
 
 class LockTimeout(StoreError):
@@ -41,22 +41,13 @@ NATIVE_FLOCK = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "zfs"
 _native: dict[int, bool] = {}
 
 
-def filesystem_type(mountinfo: str, device: int, path: str) -> str | None:
-    """The type of the filesystem holding ``path`` on ``device``, from ``/proc/self/mountinfo``'s text:
-    the mount with that device number, else the mount point that is the longest prefix of ``path``."""
-    by_device, by_prefix, best = None, None, -1
-    for line in mountinfo.splitlines():
-        fields, _, after = line.partition(" - ")
-        parts, kind = fields.split(), after.split()[:1]
-        if len(parts) < 5 or not kind:
-            continue
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4])
-        major, _, minor = parts[2].partition(":")
-        if f"{os.major(device)}:{os.minor(device)}" == f"{major}:{minor}":
-            by_device = kind[0]
-        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) > best:
-            by_prefix, best = kind[0], len(point)
-    return by_device or by_prefix
+def filesystem_type(table: list[Mount], device: int, path: str) -> str | None:
+    """The type of the filesystem holding ``path`` on ``device``: the mount with that device number,
+    else the mount point that is the longest prefix of ``path`` (a btrfs subvolume's device is its own)."""
+    numbers = f"{os.major(device)}:{os.minor(device)}"
+    by_device = next((m.kind for m in table if m.device == numbers), None)
+    under = [m for m in table if path == m.point or path.startswith(m.point.rstrip("/") + "/")]
+    return by_device or (max(under, key=lambda m: len(m.point)).kind if under else None)
 
 
 def native_flock(directory: Path) -> bool:
@@ -70,11 +61,7 @@ def native_flock(directory: Path) -> bool:
         if sys.platform == "darwin":
             _native[device] = True  # BSD flock: always the filesystem's own
         else:
-            try:
-                kind = filesystem_type(Path("/proc/self/mountinfo").read_text(), device, str(path.resolve()))
-            except OSError:
-                kind = None
-            _native[device] = kind in NATIVE_FLOCK
+            _native[device] = filesystem_type(mounts(), device, str(path.resolve())) in NATIVE_FLOCK
     return _native[device]
 
 

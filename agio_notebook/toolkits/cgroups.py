@@ -20,23 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import new_id
+from ..core.mounts import mounts
 
 RLIMIT_BOUND = "per-process address space (rlimit): no cgroup could be made here"
 
 
-def _mounts() -> list[tuple[str, str, set[str]]]:
+def _mounts() -> list[tuple[str, str, frozenset[str]]]:
     """(mount point, filesystem type, options) of every cgroup filesystem."""
-    found = []
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fields, rfields = left.split(), right.split()
-        if len(rfields) >= 3 and rfields[0] in ("cgroup", "cgroup2"):
-            found.append((fields[4], rfields[0], set(rfields[2].split(","))))
-    return found
+    return [(m.point, m.kind, m.options) for m in mounts() if m.kind in ("cgroup", "cgroup2")]
 
 
 def _own(controller: str | None) -> str | None:
