@@ -18,6 +18,19 @@ collect_ignore_glob = ["fixtures/*"]  # notebooks executed by tests, not tests t
 
 
 
+@pytest.fixture(autouse=True)
+def explain_browser_timeouts(request):
+    """A JupyterLab test's wait that times out says what the page showed, with a screenshot. (Not the
+    actions' browser tests: their timeouts against hostile pages are expected.)"""
+    name = request.module.__name__
+    if not name.endswith(("_browser", "_lab", "_e2e")) or name.endswith("actions_browser"):
+        yield
+        return
+    from lab_support import explained_timeouts
+    with explained_timeouts(request.node.name):
+        yield
+
+
 @pytest.fixture(scope="session")
 def kernelspec_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("jupyter")

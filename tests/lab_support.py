@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 import uuid
@@ -139,15 +140,38 @@ KERNEL_IDLE = """() => {
 
 def accept_kernel_choice(page) -> bool:
     """Answer JupyterLab's "Select Kernel" dialog with the kernel it offers (the notebook's own), as a
-    person would. JupyterLab asks when the notebook's kernel did not start in the time it waits, which
-    a loaded machine can take (seen once in three full-suite runs beside a JupyterLab, chromium, a
-    batch and a CPU burner). Returns whether it was there."""
+    person would. JupyterLab asks when its request to start the notebook's kernel failed, which a loaded
+    machine can cause (seen in full-suite runs beside a JupyterLab, chromium, a batch and a CPU burner).
+    A click can land while the dialog still lays itself out, so it is repeated until the dialog goes.
+    Returns whether it was there."""
     dialog = page.locator(".jp-Dialog:has-text('Select Kernel')")
     if not dialog.count():
         return False
-    dialog.first.locator(".jp-mod-accept").click()
-    dialog.first.wait_for(state="detached")
-    return True
+    for _ in range(6):
+        try:
+            dialog.first.locator(".jp-mod-accept").click(timeout=10000)
+            dialog.first.wait_for(state="detached", timeout=10000)
+            return True
+        except Exception:  # noqa: BLE001 - still there: click again
+            if not dialog.count():
+                return True
+    raise AssertionError("JupyterLab's Select Kernel dialog stays after six clicks on Select: "
+                         + " | ".join(dialog.first.inner_text().split("\n"))[:500])
+
+
+def open_with_kernel(page, base: str, token: str, name: str, timeout: float = 120) -> None:
+    """Start the kernel of notebook ``name`` on the server (as JupyterLab would), then open the
+    notebook, which joins that session. The page then never has to start a kernel itself: a start
+    that takes too long on a loaded machine makes JupyterLab ask which kernel to use instead."""
+    quoted = urllib.parse.quote(name)
+    contents = json.loads(urllib.request.urlopen(f"{base}/api/contents/{quoted}?token={token}",
+                                                 timeout=timeout).read())
+    kernel = contents["content"]["metadata"]["kernelspec"]["name"]
+    body = json.dumps({"path": name, "name": name, "type": "notebook", "kernel": {"name": kernel}}).encode()
+    request = urllib.request.Request(f"{base}/api/sessions?token={token}", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=timeout).read()
+    page.goto(f"{base}/lab/tree/{quoted}?token={token}")
 
 
 def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:
@@ -181,3 +205,44 @@ def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:
         except Exception:  # noqa: BLE001 - the click was lost: try again
             continue
     raise AssertionError("Run All Cells did not start any cell")
+
+
+PAGE_STATE = """() => [...document.querySelectorAll('.jp-Dialog, .jp-KernelStatus, .jp-Notebook-ExecutionIndicator')]
+  .map(e => e.className.split(' ')[0] + ': ' + (e.innerText || e.dataset.status || '').replace(/\\s+/g, ' ').slice(0, 300))"""
+
+
+@contextlib.contextmanager
+def explained_timeouts(name: str) -> Iterator[None]:
+    """While a browser test runs, a wait of its that times out leaves a screenshot in
+    ``test-output/failures/<name>.png`` and notes on the error what the page showed (any dialog, the
+    kernel's status): a failure seen once under load can then be understood, not only counted."""
+    from playwright.sync_api import Locator, Page, TimeoutError as PlaywrightTimeout
+
+    def explain(page, error: Exception) -> None:
+        failures = Path(__file__).resolve().parent.parent / "test-output" / "failures"
+        failures.mkdir(parents=True, exist_ok=True)
+        try:
+            page.screenshot(path=str(failures / f"{name}.png"), full_page=True, timeout=10000)
+            shown = page.evaluate(PAGE_STATE)
+            error.add_note(f"page at timeout ({failures.name}/{name}.png): " + (" | ".join(shown) or "no dialog"))
+        except Exception as failed:  # noqa: BLE001 - the page itself may be gone
+            error.add_note(f"no screenshot: {failed}")
+
+    def wrapped(method, page_of):
+        def wait(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except PlaywrightTimeout as error:
+                explain(page_of(self), error)
+                raise
+        return wait
+
+    originals = {(Page, "wait_for_function"): Page.wait_for_function,
+                 (Page, "wait_for_selector"): Page.wait_for_selector, (Locator, "wait_for"): Locator.wait_for}
+    for (owner, attr), method in originals.items():
+        setattr(owner, attr, wrapped(method, (lambda p: p) if owner is Page else (lambda loc: loc.page)))
+    try:
+        yield
+    finally:
+        for (owner, attr), method in originals.items():
+            setattr(owner, attr, method)

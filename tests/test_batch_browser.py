@@ -14,7 +14,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, run_all, running_lab
+from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, run_all, running_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 MIME = "application/vnd.agio.batch+json"
@@ -59,7 +59,7 @@ def test_monitor_moves_cancel_works_and_the_saved_summary_renders(lab):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1200, "height": 1400})
-        page.goto(f"{base}/lab/tree/batch.ipynb?token={token}")
+        open_with_kernel(page, base, token, "batch.ipynb")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
         page.wait_for_function("document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-KernelStatus') !== null",
                                timeout=30000)

@@ -13,7 +13,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, run_all, running_lab
+from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, run_all, running_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 MIME = "application/vnd.agio.run+json"
@@ -60,7 +60,7 @@ def test_a_nested_run_streams_in_its_tool_card_and_the_saved_notebook_shows_it(l
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1200, "height": 1600})
-        page.goto(f"{base}/lab/tree/nested.ipynb?token={token}")
+        open_with_kernel(page, base, token, "nested.ipynb")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
         run_all(page, agio_cells=1)
         # live: the inner agent's run streams inside the outer tool card, half of it so far

@@ -13,7 +13,7 @@ import nbformat
 from playwright.sync_api import sync_playwright
 
 from agio_notebook.storage import open_repository
-from lab_support import CHROMIUM, CHROMIUM_ARGS, loaded_extension_entry, run_all, running_lab, source_extension_entry
+from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, loaded_extension_entry, run_all, running_lab, source_extension_entry
 from test_transcript_controls_browser import LONG, MIME, WIDGET, kernel_notebook, save_and_read
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
             assert loaded_extension_entry(base, token) == source_extension_entry()
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1300, "height": 1600})
-            page.goto(f"{base}/lab/tree/step.ipynb?token={token}")
+            open_with_kernel(page, base, token, "step.ipynb")
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=LONG)
             page.wait_for_function("document.body.innerText.includes('agio test | Idle')", timeout=LONG)
             page.evaluate(WATCH_PAUSES)

@@ -10,7 +10,7 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 from playwright.sync_api import Page, sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, run_all, running_lab
+from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, run_all, running_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "test-output"
@@ -41,7 +41,7 @@ def test_exercise_inserts_its_starter_below_and_the_starter_checks(lab_env):
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 1600})
-            page.goto(f"{base}/lab/tree/exercise.ipynb?token={token}")
+            open_with_kernel(page, base, token, "exercise.ipynb")
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=LONG)
             page.wait_for_function("document.body.innerText.includes('agio test | Idle')", timeout=LONG)
             run_all(page)

@@ -11,7 +11,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, run_all, running_lab
+from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, run_all, running_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +51,7 @@ def test_live_widget_streams_then_the_transcript_replaces_it(lab_with_kernel):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1200, "height": 1400})
-        page.goto(f"{base}/lab/tree/live.ipynb?token={token}")
+        open_with_kernel(page, base, token, "live.ipynb")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
         page.wait_for_function("document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-KernelStatus') !== null",
                                timeout=30000)

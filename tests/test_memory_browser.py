@@ -12,7 +12,7 @@ from nbclient import NotebookClient
 from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, loaded_extension_entry, running_lab, source_extension_entry
+from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, loaded_extension_entry, running_lab, source_extension_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "agio_notebook" / "labextension"
@@ -135,7 +135,7 @@ def test_thumbs_in_a_reopened_notebook_store_feedback_through_the_kernel(lab_wit
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1300, "height": 1600})
-        page.goto(f"{base}/lab/tree/thumbs.ipynb?token={token}")
+        open_with_kernel(page, base, token, "thumbs.ipynb")
         page.wait_for_selector(".jp-AgioRun .agio-run", timeout=90000)
         page.wait_for_function("document.body.innerText.includes('agio test | Idle')", timeout=90000)
         # the learner reopens the notebook and runs its first cell (the extension and the agent) again

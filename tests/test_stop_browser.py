@@ -16,7 +16,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, run_all, running_lab
+from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, run_all, running_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,7 +85,7 @@ def test_footer_phases_then_stop_cancels_a_foreground_run(lab_with_kernel):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1200, "height": 1400})
-        page.goto(f"{base}/lab/tree/stop.ipynb?token={token}")
+        open_with_kernel(page, base, token, "stop.ipynb")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90000)
         page.wait_for_function("document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-KernelStatus') !== null",
                                timeout=60000)
@@ -152,7 +152,7 @@ def test_stop_keeps_the_partial_answer_live_and_after_reopening(kernelspec_dir, 
         with running_lab(tmp_path, env) as (base, token):
             page = browser.new_page(viewport={"width": 1200, "height": 1400})
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.goto(f"{base}/lab/tree/partial.ipynb?token={token}")
+            open_with_kernel(page, base, token, "partial.ipynb")
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90000)
             page.wait_for_function("document.body.innerText.includes('agio test | Idle')", timeout=90000)
             run_all(page, agio_cells=1)

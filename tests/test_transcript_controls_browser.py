@@ -15,7 +15,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import Page, sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, loaded_extension_entry, run_all, running_lab, source_extension_entry
+from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, loaded_extension_entry, run_all, running_lab, source_extension_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "test-output"
@@ -110,7 +110,7 @@ def open_notebook(pw, base, token, name):
     page = browser.new_page(viewport={"width": 1300, "height": 1600})
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(f"{base}/lab/tree/{name}?token={token}")
+    open_with_kernel(page, base, token, name)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=LONG)
     # the kernel has started and is idle (the status bar says so): keys and clicks now reach it
     page.wait_for_function("document.body.innerText.includes('agio test | Idle')", timeout=LONG)
