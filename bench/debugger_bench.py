@@ -79,10 +79,17 @@ def main() -> None:
         return
     # pause to view is measured until the view was painted; runs recorded before that measured until inserted
     runs = [r for r in json.loads(timings.read_text()).get("runs", []) if r.get("view") == "painted"]
+    build = next((ROOT / "agio_notebook" / "labextension" / "static").glob("remoteEntry.*.js"), None)
+    this_build = [r for r in runs if build is not None and r.get("extension") == build.name]
+    if this_build:  # the extension as built now, not earlier builds' figures
+        runs = this_build
+    loads = [r["load_1m"] for r in runs if "load_1m" in r]
     first = [r["pause_to_view_ms"][0] for r in runs if r.get("pause_to_view_ms")]
     later = [ms for r in runs for ms in r.get("pause_to_view_ms", [])[1:]]
     resume = [ms for r in runs for ms in r.get("click_to_resume_ms", [])]
-    print(f"browser (real JupyterLab, chromium; the last {len(runs)} runs of tests/test_debugger_browser.py;"
+    which = f"the {len(runs)} runs with this extension build" if this_build else f"the last {len(runs)} runs"
+    load = f"; load average {min(loads):.1f} – {max(loads):.1f}" if loads else ""
+    print(f"browser (real JupyterLab, chromium; {which} of tests/test_debugger_browser.py{load};"
           " pause to view: until painted)")
     made = [r for r in runs if r.get("made_to_view_ms")]  # runs that also say when the kernel made the view
     first_made = [r["made_to_view_ms"][0] for r in made]

@@ -6,6 +6,7 @@ Also measures pause-to-view and click-to-resume (reported by bench/debugger_benc
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -128,8 +129,9 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
             # 3. before the second model call: go on with the key
             page.wait_for_selector(".agio-pause.agio-pause-model", timeout=LONG)
             page.wait_for_function("window.__pauseToView.length >= 3", timeout=LONG)  # painted
-            # the view asks for the focus a frame after its insertion (debugger.ts, afterPaint): wait past that
-            page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 0))))")
+            # the view decides about the focus once painted (debugger.ts, afterPainted): wait for that
+            page.wait_for_selector(".agio-pause-model[data-agio-focus]", state="attached", timeout=LONG)
+            assert page.locator(".agio-pause-model").get_attribute("data-agio-focus") == "left"
             assert page.evaluate("!!document.activeElement.closest('.cm-editor')"), "the pause took the editor's focus"
             # with focus in the view (here on its Step button), a real key press reaches it: `c` continues
             page.locator(".agio-pause-model .agio-pause-step").focus()
@@ -190,14 +192,14 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
 def record_timings(pause_to_view: list[float], made_to_view: list[float], resume_ms: list[float],
                    keep: int = 20) -> None:
     """Add this run's times to test-output/debugger_timings.json (the last ``keep`` runs), which
-    bench/debugger_bench.py reports."""
+    bench/debugger_bench.py reports, with the machine's load and the extension build measured."""
     path = OUT / "debugger_timings.json"
     try:
         runs = json.loads(path.read_text()).get("runs", [])
     except (OSError, ValueError, AttributeError):
         runs = []
     runs.append({"pause_to_view_ms": pause_to_view, "made_to_view_ms": made_to_view, "click_to_resume_ms": resume_ms,
-                 "measured_at": time.time(),
+                 "measured_at": time.time(), "load_1m": os.getloadavg()[0], "extension": source_extension_entry(),
                  "view": "painted"})  # pause to view: until the title was painted (earlier runs: inserted)
     path.write_text(json.dumps({"runs": runs[-keep:]}))
 

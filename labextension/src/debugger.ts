@@ -190,14 +190,33 @@ export function pauseKey(event: KeyboardEvent): boolean {
   return true;
 }
 
-/** Run after the next frame is painted. A focus makes the browser lay the whole page out at once:
- * done as the view is inserted, it held the view's first paint back by tens of milliseconds. */
-function afterPaint(doc: Document, run: () => void): void {
+/** Run once `title` has been painted (the browser's Element Timing for it), or after `limit` ms where
+ * that cannot be seen. A focus makes the browser lay the whole page out at once and JupyterLab answer
+ * the focus change: done as the view is inserted, or one frame later, it held the page's first pause
+ * view back by some 15 ms when that frame did not paint the view yet. */
+function afterPainted(doc: Document, title: Element | null, run: () => void, limit = 300): void {
   const win = doc.defaultView;
-  if (win) {
-    win.requestAnimationFrame(() => win.setTimeout(run, 0));
-  } else {
+  if (!win) {
     run();
+    return;
+  }
+  let done = false;
+  let observer: PerformanceObserver | null = null;
+  const finish = (): void => {
+    if (!done) {
+      done = true;
+      observer?.disconnect();
+      win.setTimeout(run, 0);
+    }
+  };
+  win.setTimeout(finish, limit);
+  if (title && PerformanceObserver.supportedEntryTypes?.includes('element')) {
+    observer = new PerformanceObserver(list => {
+      if (list.getEntries().some(entry => (entry as PerformanceEntry & { element?: Element }).element === title)) {
+        finish();
+      }
+    });
+    observer.observe({ type: 'element', buffered: true });
   }
 }
 
@@ -223,8 +242,17 @@ export function watchPauses(doc: Document): void {
         const button = node instanceof HTMLElement
           ? (node.matches('.agio-pause-continue') ? node : node.querySelector('.agio-pause-continue'))
           : null;
-        if (button instanceof HTMLElement && button.closest('.agio-pause')) {
-          afterPaint(doc, () => button.isConnected && mayTakeFocus(doc) && button.focus({ preventScroll: true }));
+        const view = button instanceof HTMLElement ? button.closest('.agio-pause') : null;
+        if (view && button instanceof HTMLElement) {
+          afterPainted(doc, view.querySelector('[elementtiming]'), () => {
+            if (button.isConnected) {
+              const take = mayTakeFocus(doc);
+              view.setAttribute('data-agio-focus', take ? 'taken' : 'left'); // decided: whoever waits on it knows
+              if (take) {
+                button.focus({ preventScroll: true });
+              }
+            }
+          });
         }
       }
     }

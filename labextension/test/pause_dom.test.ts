@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 import { describe, expect, it } from 'vitest';
 
-import { mayTakeFocus, pauseKey } from '../src/debugger';
+import { mayTakeFocus, pauseKey, watchPauses } from '../src/debugger';
 import { PauseClick, prepaintViews, renderPause } from '../src/pause_dom';
 
 const STATE = {
@@ -94,5 +94,19 @@ describe('a pause view asks for the focus', () => {
     expect(mayTakeFocus(document)).toBe(false);
     field.focus();
     expect(mayTakeFocus(document)).toBe(false);
+  });
+
+  it('once the view is painted (here, without Element Timing, after its time limit), and says what it decided', async () => {
+    document.body.replaceChildren();
+    (document.activeElement as HTMLElement | null)?.blur();
+    watchPauses(document);
+    const view = renderPause(document, { ...STATE, html: '<div class="agio-pause-title" elementtiming="agio-pause">Paused</div>' },
+      () => undefined);
+    document.body.append(view);
+    const pause = document.querySelector('.agio-pause') as HTMLElement;
+    expect(pause.dataset.agioFocus).toBeUndefined(); // not as it is inserted: the first paint goes first
+    await new Promise(resolve => setTimeout(resolve, 400));
+    expect(pause.dataset.agioFocus).toBe('taken');
+    expect(document.activeElement).toBe(pause.querySelector('.agio-pause-continue'));
   });
 });
