@@ -15,12 +15,13 @@ import pandas as pd
 import pytest
 
 from agio_notebook import Agent, StepRunner, fork_session, frames
-from agio_notebook.core import AgentRun, AgentSession, RunStatus, Step, StepEvent, StepEventType, StepRole, StoreError
+from agio_notebook.core import (AgentRun, AgentSession, RunStatus, SessionBusyError, Step, StepEvent, StepEventType,
+                                StepRole, StoreError)
 from agio_notebook.storage import new_repository, open_repository
 from agio_notebook.storage.migrate import migrate
 from engine_support import ChunkModel, add, calls, text
 from lab_support import free_port
-from store_backends import BACKENDS, store_url as make_store_url
+from store_backends import BACKENDS, store_url as make_store_url, wait_for
 
 WRITER = [sys.executable, str(Path(__file__).with_name("store_url_writer.py"))]
 
@@ -223,6 +224,29 @@ def test_two_processes_running_the_engine_in_one_session(store_url):
     assert len(steps) == 14 * 4  # fourteen runs of user, call, tool, final
     assert {r.status for r in repo.list_runs("shared")} == {RunStatus.COMPLETED}
     repo.close()
+
+
+def test_a_released_claim_lingers_for_this_process_and_holds_others_off(store_url):
+    """On every backend, a run's release lingers a moment: this process sees the session free and takes
+    it back at once (the next run of a loop), while another holder keeps being refused, so it never
+    slips in between two runs. Once the release is done, or the store closed, the other gets it."""
+    here, other = new_repository(store_url), new_repository(store_url)  # two holders, as two processes
+    here.claim_session("s")
+    here.release_session("s")  # a run's release: lingering
+    assert here.session_holder("s") is None  # free here at once
+    assert other.session_holder("s") is not None  # still held for everyone else
+    here.claim_session("s")  # the next run here takes it back, never unlocked in between
+    with pytest.raises(SessionBusyError, match=f"in use by a run in process {os.getpid()} on "):
+        other.claim_session("s")  # it retried past the linger, and was still refused
+    here.release_session("s")
+    wait_for(lambda: other.session_holder("s") is None)  # the lingering release finished
+    other.claim_session("s")
+    other.release_session("s")
+    other.close()  # finishes its lingering release before it goes
+    assert here.session_holder("s") is None
+    here.claim_session("s")
+    here.release_session("s", linger=False)
+    here.close()
 
 
 def test_a_run_killed_mid_way_is_interrupted_then_resumed(store_url):

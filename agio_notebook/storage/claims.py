@@ -24,8 +24,8 @@ from ..core import SessionBusyError
 
 # a prober (``holder``) takes the lock for microseconds; a claimer retries this long before
 # concluding that a run holds it
-_GRACE = 0.2
-_LINGER = 0.1
+GRACE = 0.2
+LINGER = 0.1
 _HOST = socket.gethostname()
 
 
@@ -74,7 +74,7 @@ class ClaimFiles:
     A release is immediate for this process (``holds`` is False at once) and finished on a worker
     thread: emptying the lease and closing the file wait for the filesystem, which the run that
     just ended (and the event loop it ran on) need not. The worker lets the lock linger a moment
-    (``_LINGER``, well inside another process's ``_GRACE``): a claim of the session meanwhile, as by
+    (``LINGER``, well inside another process's ``GRACE``): a claim of the session meanwhile, as by
     the next of a loop of runs, takes the file over, lock and all, so another process never slips
     in between two runs that follow one another here.
     """
@@ -97,7 +97,7 @@ class ClaimFiles:
             self._held[session_id] = fd
             return None
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + _GRACE
+        deadline = time.monotonic() + GRACE
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -136,7 +136,7 @@ class ClaimFiles:
                 self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agio-claims")
             worker = self._worker
         try:
-            worker.submit(self._finish_release, session_id, fd, time.monotonic() + _LINGER)
+            worker.submit(self._finish_release, session_id, fd, time.monotonic() + LINGER)
         except RuntimeError:  # interpreter shutting down: no new threads, finish here
             self._finish_release(session_id, fd)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 import socket
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import SessionBusyError, StoreError, scrub
-from .claims import Holder
+from .claims import GRACE, LINGER, Holder
 from ..core.redact import redact_url, url_secrets
 from .sql import SQLRepository
 
@@ -26,6 +27,7 @@ class PostgresRepository(SQLRepository):
 
     placeholder = "%s"
     binary_text_order = False
+    claim_grace = GRACE
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0):
         self.url = url
@@ -34,6 +36,8 @@ class PostgresRepository(SQLRepository):
         digest = hashlib.sha1(self.root.encode()).hexdigest()[:12]
         self.files_root = Path(".agio").absolute() / f"postgres-{digest}"
         self.connect_timeout = connect_timeout
+        self._lingering: dict[str, object] = {}  # session id -> its pending release (see _unlock_claim)
+        self._linger_worker: concurrent.futures.ThreadPoolExecutor | None = None
         super().__init__()
 
     def _connect(self) -> Any:
@@ -56,25 +60,68 @@ class PostgresRepository(SQLRepository):
         return isinstance(exc, psycopg.errors.UniqueViolation)
 
     # claims: a session-level advisory lock, which PostgreSQL drops when the holder's connection ends
-    # (its process died), plus a row naming the holder
+    # (its process died), plus a row naming the holder. Like a claim file's lock, a run's release
+    # lingers a moment (``LINGER``) and another process's claim retries a while (``claim_grace``), so
+    # no other process slips in between two runs of a loop here.
     def _lock_claim(self, session_id: str, what: str) -> Holder | None:
-        got = self._query("SELECT pg_try_advisory_lock(%s)", (_lock_key(session_id),))[0][0]
-        if not got:
+        if self._lingering.pop(session_id, None) is not None:  # released here a moment ago: still ours
+            self._write_holder(session_id, what)
+            return None
+        if not self._query("SELECT pg_try_advisory_lock(%s)", (_lock_key(session_id),))[0][0]:
             holder = self._holder_row(session_id) or Holder()
-            raise SessionBusyError(f"session {session_id} is in use by {holder.describe()}; wait for it to finish, "
-                                   "or let this run wait (ExecutionConfig.session_wait)")
+            raise SessionBusyError(f"session {session_id} is in use by {holder.describe()}; wait for it to "
+                                   "finish, or let this run wait (ExecutionConfig.session_wait)")
         previous = self._holder_row(session_id)  # a row left behind: its holder died without releasing
+        self._write_holder(session_id, what)
+        return previous
+
+    def _write_holder(self, session_id: str, what: str) -> None:
         self._write([("INSERT INTO agio_claims (session_id, pid, host, what, since) VALUES (?, ?, ?, ?, ?) "
                       "ON CONFLICT (session_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, "
                       "what = excluded.what, since = excluded.since",
                       (session_id, os.getpid(), socket.gethostname(), what, time.time()))])
-        return previous
 
     def _unlock_claim(self, session_id: str, *, linger: bool = True) -> None:
+        if not linger:
+            self._unlock_now(session_id)
+            return
+        token = object()
+        self._lingering[session_id] = token
+        if self._linger_worker is None:
+            self._linger_worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agio-claims")
+        try:
+            self._linger_worker.submit(self._unlock_later, session_id, token, time.monotonic() + LINGER)
+        except RuntimeError:  # interpreter shutting down: no new threads, finish here
+            self._lingering.pop(session_id, None)
+            self._unlock_now(session_id)
+
+    def _unlock_later(self, session_id: str, token: object, not_before: float) -> None:
+        delay = not_before - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)  # releases are queued in the order they were made: deadlines in order
+        with self._lock:
+            if self._lingering.get(session_id) is not token:
+                return  # claimed again meanwhile, or finished by close()
+            del self._lingering[session_id]
+            self._unlock_now(session_id)
+
+    def _unlock_now(self, session_id: str) -> None:
         try:
             self._write([("DELETE FROM agio_claims WHERE session_id = ?", (session_id,))])
         finally:
             self._query("SELECT pg_advisory_unlock(%s)", (_lock_key(session_id),))
+
+    def _finish_releases(self) -> None:
+        for session_id in list(self._lingering):
+            del self._lingering[session_id]
+            self._unlock_now(session_id)
+        if self._linger_worker is not None:
+            self._linger_worker.shutdown(wait=False)
+            self._linger_worker = None
+
+    def session_releasing(self, session_id: str) -> bool:
+        """Released by this process a moment ago, its lock still held (a claim takes it back at once)."""
+        return session_id in self._lingering
 
     def _holder_row(self, session_id: str) -> Holder | None:
         rows = self._query("SELECT pid, host, what, since FROM agio_claims WHERE session_id = %s", (session_id,))

@@ -10,6 +10,7 @@ and connection setup: the upsert is ``INSERT … ON CONFLICT … DO UPDATE`` in 
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -107,6 +108,9 @@ class SQLRepository:
 
     placeholder = "?"
     binary_text_order = True  # text compares byte by byte (SQLite); PostgreSQL's order follows its locale
+    # how long a claim retries a session another process holds before it is refused: the holder may be
+    # between two runs of a loop, its release lingering (claim files retry on their own, see claims.py)
+    claim_grace = 0.0
     root: str  # where the store is, for messages (a path, or a URL without its password)
 
     def __init__(self) -> None:
@@ -364,16 +368,25 @@ class SQLRepository:
     def claim_session(self, session_id: str, what: str = "a run") -> None:
         """Hold ``session_id`` for one run, across processes; a claim left by a dead process is taken over
         and that process's runs become ``interrupted``."""
-        with self._lock:
-            if session_id in self._held:
-                raise SessionBusyError(f"session {session_id} is in use by another run of this process")
-            previous = self._lock_claim(session_id, what)
-            self._held.add(session_id)
-            try:
-                self._interrupt_runs(session_id, previous)
-            except BaseException:
-                self.release_session(session_id, linger=False)
-                raise
+        deadline = time.monotonic() + self.claim_grace
+        while True:
+            with self._lock:
+                if session_id in self._held:
+                    raise SessionBusyError(f"session {session_id} is in use by another run of this process")
+                try:
+                    previous = self._lock_claim(session_id, what)
+                except SessionBusyError:
+                    if time.monotonic() >= deadline:
+                        raise
+                else:
+                    self._held.add(session_id)
+                    try:
+                        self._interrupt_runs(session_id, previous)
+                    except BaseException:
+                        self.release_session(session_id, linger=False)
+                        raise
+                    return
+            time.sleep(0.01)  # outside the lock: this store's other runs go on meanwhile
 
     def release_session(self, session_id: str, *, linger: bool = True) -> None:
         """``linger``: a run's release, which a store with claim files may finish on a worker thread."""
@@ -525,10 +538,14 @@ class SQLRepository:
     def _vacuum(self) -> None:
         raise NotImplementedError
 
+    def _finish_releases(self) -> None:
+        """Finish every release still lingering (see ``_unlock_claim``), before the connection closes."""
+
     def close(self) -> None:
         with self._lock:
             for session_id in list(self._held):
-                self.release_session(session_id)
+                self.release_session(session_id, linger=False)
+            self._finish_releases()
             try:
                 self._conn.close()
             except Exception:  # noqa: BLE001 - closing anyway

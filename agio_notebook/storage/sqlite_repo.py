@@ -88,8 +88,7 @@ class SQLiteRepository(SQLRepository):
     def _unlock_claim(self, session_id: str, *, linger: bool = True) -> None:
         self._claims.release(session_id, linger=linger)
 
-    def close(self) -> None:
-        super().close()
+    def _finish_releases(self) -> None:
         self._claims.flush()  # releases still pending on the worker thread are finished now
 
     def session_releasing(self, session_id: str) -> bool:
