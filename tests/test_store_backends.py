@@ -200,9 +200,10 @@ def test_a_schema_from_a_newer_version_is_refused(backend, tmp_path, request):
 ENGINE = [sys.executable, str(Path(__file__).with_name("engine_writer.py"))]
 
 
-def test_two_processes_running_the_engine_in_one_session(store_url):
+def test_two_processes_running_the_engine_in_one_session(store_url, tmp_path):
     """The second gets one clear line naming the holder, or waits when asked; sequences stay unique."""
-    first = subprocess.Popen([*ENGINE, store_url, "shared", "slow", "12", "120"], stdout=subprocess.PIPE,
+    release = tmp_path / "release"  # the first's tools wait for it: a run in progress, however busy the machine
+    first = subprocess.Popen([*ENGINE, store_url, "shared", f"hold:{release}", "12", "120"], stdout=subprocess.PIPE,
                              text=True)
     try:
         assert first.stdout.readline().startswith("run "), "the first process did not start a run"
@@ -212,6 +213,7 @@ def test_two_processes_running_the_engine_in_one_session(store_url):
         line = refused.stdout.strip()
         assert line.startswith("busy session shared is in use by a run in process "), line
         assert f"process {first.pid} on " in line and "\n" not in line
+        release.touch()
         waiter = subprocess.run([*ENGINE, store_url, "shared", "slow", "2", "120"], capture_output=True, text=True,
                                 timeout=240)
         assert waiter.returncode == 0, waiter.stdout + waiter.stderr
