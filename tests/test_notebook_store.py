@@ -82,17 +82,20 @@ def test_store_commands_and_an_interrupted_run(kernel):
     assert error_of(bad)["evalue"].startswith("%agio: no run 'nope' in the store")
 
 
-def test_a_cell_in_a_session_another_process_runs_gets_one_line_or_waits(kernel):
+def test_a_cell_in_a_session_another_process_runs_gets_one_line_or_waits(kernel, tmp_path):
     root = Path(kernel.value("str(_agio_repo().root.absolute())"))
     first = subprocess.run([*ENGINE, str(root), "shared", "loop", "1"], capture_output=True, text=True, timeout=60)
     assert first.returncode == 0, first.stderr
-    holder = subprocess.Popen([*ENGINE, str(root), "shared", "slow", "8", "120"], stdout=subprocess.PIPE, text=True)
+    release = tmp_path / "release"  # the holder's tools wait for it: a run in progress, however busy the machine
+    holder = subprocess.Popen([*ENGINE, str(root), "shared", f"hold:{release}", "8", "120"], stdout=subprocess.PIPE,
+                              text=True)
     try:
         assert holder.stdout.readline().startswith("run ")
         busy = kernel.execute("%%agio --session shared\nhello")
         stderr = [m["content"]["text"] for m in of_type(busy["messages"], "stream") if m["content"]["name"] == "stderr"]
         assert len(stderr) == 1 and stderr[0].startswith(
             f"agio: session shared is in use by a run in process {holder.pid} on ")
+        release.touch()
         waited = kernel.execute("%%agio --session shared --wait 120\nhello again", timeout=180)
     finally:
         holder.wait(timeout=120)
