@@ -90,6 +90,11 @@ def of_type(messages: list[dict[str, Any]], *types: str) -> list[dict[str, Any]]
     return [m for m in messages if m["msg_type"] in types]
 
 
+def stderr_text(messages: list[dict]) -> str:
+    """What the cell wrote to stderr, joined: the kernel sends a line in pieces when its flush timer
+    fires between the text and its newline (seen on a loaded machine)."""
+    return "".join(m["content"]["text"] for m in of_type(messages, "stream") if m["content"]["name"] == "stderr")
+
 
 def placed(messages: list[dict[str, Any]]) -> set[str]:
     """comm ids of widgets a frontend can show: held by a box (``IPY_MODEL_<id>`` among its children) or

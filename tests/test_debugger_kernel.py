@@ -8,7 +8,7 @@ import json
 import ipykernel
 import pytest
 
-from kernel_support import collect_until, of_type, offline_kernel, placed
+from kernel_support import collect_until, of_type, offline_kernel, placed, stderr_text
 
 SETUP = r'''
 %load_ext agio_notebook
@@ -163,8 +163,7 @@ def test_abort_and_bad_arguments_are_one_line(kernel):
         res = kernel.execute(cell)
         reply = res["reply"]["content"]
         assert reply["status"] == "error" and reply["ename"] == "UsageError" and line in reply["evalue"], reply
-        stderr = [m["content"]["text"] for m in of_type(res["messages"], "stream") if m["content"]["name"] == "stderr"]
-        assert stderr == [f"UsageError: {reply['evalue']}\n"]
+        assert stderr_text(res["messages"]) == f"UsageError: {reply['evalue']}\n"
     try:  # a cell that blocks would never hear the pause's buttons
         kernel.execute("%autoawait off")
         reply = kernel.execute("%%agio adder --step\nx")["reply"]["content"]

@@ -152,8 +152,7 @@ def test_bad_input_is_one_line_without_traceback(kernel, cell, needle):
     reply = res["reply"]["content"]
     assert reply["status"] == "error" and reply["ename"] == "UsageError" and needle in reply["evalue"], reply
     assert "\n" not in reply["evalue"] and not reply["traceback"] and not of_type(res["messages"], "error")
-    stderr = [m["content"]["text"] for m in of_type(res["messages"], "stream")]
-    assert stderr == [f"UsageError: {reply['evalue']}\n"]
+    assert "".join(m["content"]["text"] for m in of_type(res["messages"], "stream")) == f"UsageError: {reply['evalue']}\n"
     assert kernel.value("len(_agio_repo().list_runs())") == before
 
 

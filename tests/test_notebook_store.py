@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_support import of_type, offline_kernel
+from kernel_support import of_type, offline_kernel, stderr_text
 
 ENGINE = [sys.executable, str(Path(__file__).with_name("engine_writer.py"))]
 
@@ -40,8 +40,7 @@ def error_of(res) -> dict:
     """A UsageError: the reply names it, and stderr shows exactly its one line."""
     reply = res["reply"]["content"]
     assert reply["status"] == "error", reply
-    stderr = [m["content"]["text"] for m in of_type(res["messages"], "stream") if m["content"]["name"] == "stderr"]
-    assert stderr == [f"UsageError: {reply['evalue']}\n"]
+    assert stderr_text(res["messages"]) == f"UsageError: {reply['evalue']}\n"
     return reply
 
 
@@ -92,8 +91,8 @@ def test_a_cell_in_a_session_another_process_runs_gets_one_line_or_waits(kernel,
     try:
         assert holder.stdout.readline().startswith("run ")
         busy = kernel.execute("%%agio --session shared\nhello")
-        stderr = [m["content"]["text"] for m in of_type(busy["messages"], "stream") if m["content"]["name"] == "stderr"]
-        assert len(stderr) == 1 and stderr[0].startswith(
+        stderr = stderr_text(busy["messages"])
+        assert stderr.count("\n") == 1 and stderr.startswith(
             f"agio: session shared is in use by a run in process {holder.pid} on ")
         release.touch()
         waited = kernel.execute("%%agio --session shared --wait 120\nhello again", timeout=180)
