@@ -176,14 +176,14 @@ def open_with_kernel(page, base: str, token: str, name: str, timeout: float = 12
 
 def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:
     """Run All Cells from the menu once the notebook is settled: the kernel is idle and the extension
-    has given each ``%%agio`` cell its highlighting (a click before that can be lost), and retry the
-    click if no cell has started."""
+    has given each ``%%agio`` cell its highlighting (a click before that can be lost). Run All queues
+    every code cell at once, so it has worked when every prompt shows ``[*]`` or a number. A click that
+    was lost, or that landed on a neighbouring item while the menu laid itself out (which runs only the
+    selected first cell, ``%load_ext``), is repeated; a cell that failed is reported with its output."""
     # the kernel is up: Run All while it still starts makes JupyterLab ask which kernel to use
     page.wait_for_function(KERNEL_IDLE, timeout=timeout)
     page.wait_for_function(f"document.querySelectorAll('.jp-Cell[data-agio-highlight]').length >= {agio_cells}",
                            timeout=timeout)
-    started = ("[...document.querySelectorAll('.jp-InputArea-prompt')]"
-               ".some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))")
     for _ in range(3):
         if accept_kernel_choice(page):
             page.wait_for_function(KERNEL_IDLE, timeout=timeout)
@@ -200,11 +200,33 @@ def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:
         page.get_by_text("Run", exact=True).click(timeout=timeout)
         page.get_by_text("Run All Cells", exact=True).click(timeout=timeout)
         try:
-            page.wait_for_function(started, timeout=20000)
-            return
+            page.wait_for_function(f"({RUN_ALL_STATE})() !== 'none'", timeout=20000)
         except Exception:  # noqa: BLE001 - the click was lost: try again
             continue
-    raise AssertionError("Run All Cells did not start any cell")
+        try:  # the cells are queued one after another, within moments
+            page.wait_for_function(f"({RUN_ALL_STATE})() === 'all'", timeout=5000)
+            return
+        except Exception:  # noqa: BLE001 - some cells stay unqueued: see why below
+            state = page.evaluate(RUN_ALL_STATE)
+        if state == "failed":
+            raise AssertionError("Run All Cells stopped at a failing cell: " + page.evaluate(CELL_STATES))
+        # some cells ran, the rest were never queued: the click ran the selected cell only
+    raise AssertionError("Run All Cells did not start every cell: " + page.evaluate(CELL_STATES))
+
+
+# every code cell queued or run ('all'), some ('some'), none yet ('none'), or a cell failed and Run All
+# stopped there ('failed': an error output, and a later cell not run)
+RUN_ALL_STATE = """() => {
+  const cells = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')];
+  const started = cells.map(c => /\\[(\\*|\\d+)\\]/.test(c.querySelector('.jp-InputArea-prompt')?.textContent || ''));
+  if (started.every(s => s)) return 'all';
+  if (!started.some(s => s)) return 'none';
+  return cells.some(c => c.querySelector('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')) ? 'failed' : 'some';
+}"""
+
+CELL_STATES = """[...document.querySelectorAll('.jp-Notebook .jp-CodeCell')].map(c =>
+  (c.querySelector('.jp-InputArea-prompt')?.textContent || '?').trim() + ' '
+  + (c.querySelector('.jp-OutputArea')?.innerText || '').replace(/\\s+/g, ' ').slice(0, 300)).join(' | ')"""
 
 
 PAGE_STATE = """() => [...document.querySelectorAll('.jp-Dialog, .jp-KernelStatus, .jp-Notebook-ExecutionIndicator')]
