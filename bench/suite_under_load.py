@@ -114,6 +114,23 @@ def summary(output: str) -> tuple[int, int]:
     return counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
 
 
+def keep_debugger_timings(clone: Path, keep: int = 40) -> None:
+    """Add the pause timings the clone's browser test measured under load to this checkout's
+    ``test-output/debugger_timings.json``, which bench/debugger_bench.py reports (the clone is deleted)."""
+    ours = ROOT / "test-output" / "debugger_timings.json"
+    try:
+        theirs = json.loads((clone / "test-output" / "debugger_timings.json").read_text())["runs"]
+    except (OSError, ValueError, KeyError):
+        return
+    try:
+        runs = json.loads(ours.read_text())["runs"]
+    except (OSError, ValueError, KeyError):
+        runs = []
+    seen = {r.get("measured_at") for r in runs}
+    runs += [{**r, "in_suite_under_load": True} for r in theirs if r.get("measured_at") not in seen]
+    ours.write_text(json.dumps({"runs": sorted(runs, key=lambda r: r.get("measured_at", 0))[-keep:]}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -165,6 +182,7 @@ def main() -> None:
                          "load_min": min(samples), "load_mean": round(sum(samples) / len(samples), 1),
                          "load_max": max(samples)})
             print(f"   {rows[-1]}", flush=True)
+            keep_debugger_timings(clone)
     finally:
         for p in neighbours:
             try:

@@ -90,10 +90,10 @@ def of_type(messages: list[dict[str, Any]], *types: str) -> list[dict[str, Any]]
     return [m for m in messages if m["msg_type"] in types]
 
 
-def stderr_text(messages: list[dict]) -> str:
-    """What the cell wrote to stderr, joined: the kernel sends a line in pieces when its flush timer
-    fires between the text and its newline (seen on a loaded machine)."""
-    return "".join(m["content"]["text"] for m in of_type(messages, "stream") if m["content"]["name"] == "stderr")
+def stream_text(messages: list[dict], name: str) -> str:
+    """What the cell wrote to ``name`` (stdout, stderr), joined: the kernel sends a line in pieces when
+    its flush timer fires between the text and its newline (seen on a loaded machine)."""
+    return "".join(m["content"]["text"] for m in of_type(messages, "stream") if m["content"]["name"] == name)
 
 
 def placed(messages: list[dict[str, Any]]) -> set[str]:

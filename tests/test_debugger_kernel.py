@@ -8,7 +8,7 @@ import json
 import ipykernel
 import pytest
 
-from kernel_support import collect_until, of_type, offline_kernel, placed, stderr_text
+from kernel_support import collect_until, of_type, offline_kernel, placed, stream_text
 
 SETUP = r'''
 %load_ext agio_notebook
@@ -149,7 +149,7 @@ def test_interrupt_while_paused_ends_the_run_cancelled_keeping_its_steps(kernel)
     assert collect_until(kernel, seen, idle_of(msg_id), 30)
     kernel.reply_to(msg_id)
     assert not of_type(seen, "error"), "\n".join(t for m in of_type(seen, "error") for t in m["content"]["traceback"])
-    stdout = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == "stdout")
+    stdout = stream_text(seen, "stdout")
     assert "interrupted while paused before tool call add" in stdout and "cancelled by the interrupt" in stdout
     assert kernel.value("_agio_last().status") == "cancelled"
     assert kernel.value("list(_agio_last().steps.role.astype(str))") == ["user", "assistant"]
@@ -163,7 +163,7 @@ def test_abort_and_bad_arguments_are_one_line(kernel):
         res = kernel.execute(cell)
         reply = res["reply"]["content"]
         assert reply["status"] == "error" and reply["ename"] == "UsageError" and line in reply["evalue"], reply
-        assert stderr_text(res["messages"]) == f"UsageError: {reply['evalue']}\n"
+        assert stream_text(res["messages"], "stderr") == f"UsageError: {reply['evalue']}\n"
     try:  # a cell that blocks would never hear the pause's buttons
         kernel.execute("%autoawait off")
         reply = kernel.execute("%%agio adder --step\nx")["reply"]["content"]

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from kernel_support import of_type, offline_kernel
+from kernel_support import offline_kernel, stream_text
 
 MIME = "application/vnd.agio.run+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -69,7 +69,7 @@ def bundle(res):
 
 
 def text_of(res, name="stdout"):
-    return "".join(m["content"]["text"] for m in of_type(res["messages"], "stream") if m["content"]["name"] == name)
+    return stream_text(res["messages"], name)
 
 
 def test_weather_retry_with_an_exhausted_model_supersedes_nothing(kernel):

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from kernel_support import Kernel, install_kernelspec, of_type
+from kernel_support import Kernel, install_kernelspec, of_type, stream_text
 
 MIME = "application/vnd.agio.run+json"
 
@@ -43,7 +43,7 @@ def fresh(workdir) -> Kernel:
 
 
 def streams(res, name="stdout") -> str:
-    return "".join(m["content"]["text"] for m in of_type(res["messages"], "stream") if m["content"]["name"] == name)
+    return stream_text(res["messages"], name)
 
 
 def bundles(res) -> list[dict]:

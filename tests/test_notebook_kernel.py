@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kernel_support import of_type, offline_kernel
+from kernel_support import of_type, offline_kernel, stream_text
 
 SETUP = r'''
 %load_ext agio_notebook
@@ -118,7 +118,7 @@ def test_interrupt_cancels_a_foreground_run_and_keeps_steps(kernel):
     kernel.reply_to(msg_id)
     errors = of_type(msgs, "error")
     assert not errors, errors
-    streams = {n: "".join(m["content"]["text"] for m in of_type(msgs, "stream") if m["content"]["name"] == n)
+    streams = {n: stream_text(msgs, n)
                for n in ("stdout", "stderr")}
     assert "cancelled by the interrupt" in streams["stdout"] and not streams["stderr"]  # a status, not an error
     assert kernel.value("_agio_last().status") == "cancelled"

@@ -12,7 +12,7 @@ import time
 import ipykernel
 import pytest
 
-from kernel_support import collect_until, of_type, offline_kernel, widget_ids
+from kernel_support import collect_until, of_type, offline_kernel, stream_text, widget_ids
 
 SETUP = r'''
 %load_ext agio_notebook
@@ -125,7 +125,7 @@ def stop_within_half_a_second(kernel, cell, kept_roles):
     assert collect_until(kernel, seen, lambda s: any(idle_of(msg_id)(m) for m in s), 30)
     kernel.reply_to(msg_id)
     assert not of_type(seen, "error")
-    streams = {n: "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == n)
+    streams = {n: stream_text(seen, n)
                for n in ("stdout", "stderr")}
     assert "stopped; its completed steps" in streams["stdout"] and not streams["stderr"]  # a status, not an error
     assert kernel.value("_agio_last().status") == "cancelled"
@@ -142,7 +142,7 @@ def test_interrupt_still_cancels_an_awaiting_cell(kernel):
     assert collect_until(kernel, seen, lambda s: any(idle_of(msg_id)(m) for m in s), 30)
     kernel.reply_to(msg_id)
     assert not of_type(seen, "error")
-    stdout = "".join(m["content"]["text"] for m in of_type(seen, "stream") if m["content"]["name"] == "stdout")
+    stdout = stream_text(seen, "stdout")
     assert "cancelled by the interrupt" in stdout
     assert kernel.value("_agio_last().status") == "cancelled"
     assert cancelled_bundle(seen) is not None

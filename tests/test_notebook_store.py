@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_support import of_type, offline_kernel, stderr_text
+from kernel_support import of_type, offline_kernel, stream_text
 
 ENGINE = [sys.executable, str(Path(__file__).with_name("engine_writer.py"))]
 
@@ -40,7 +40,7 @@ def error_of(res) -> dict:
     """A UsageError: the reply names it, and stderr shows exactly its one line."""
     reply = res["reply"]["content"]
     assert reply["status"] == "error", reply
-    assert stderr_text(res["messages"]) == f"UsageError: {reply['evalue']}\n"
+    assert stream_text(res["messages"], "stderr") == f"UsageError: {reply['evalue']}\n"
     return reply
 
 
@@ -91,7 +91,7 @@ def test_a_cell_in_a_session_another_process_runs_gets_one_line_or_waits(kernel,
     try:
         assert holder.stdout.readline().startswith("run ")
         busy = kernel.execute("%%agio --session shared\nhello")
-        stderr = stderr_text(busy["messages"])
+        stderr = stream_text(busy["messages"], "stderr")
         assert stderr.count("\n") == 1 and stderr.startswith(
             f"agio: session shared is in use by a run in process {holder.pid} on ")
         release.touch()

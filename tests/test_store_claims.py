@@ -126,9 +126,9 @@ def test_a_runs_release_lingers_so_the_next_run_here_takes_the_lock_over(tmp_pat
     lease_file = repo.claim_file("s")
     assert not repo._claims.holds("s") and repo.session_holder("s") is None  # free here at once
     assert ClaimFiles.holder(lease_file) is not None  # still locked for everyone else: lingering
-    fd = repo._claims._releasing["s"]
+    fd = repo._claims._releasing.pending("s")
     assert runner.run_sync("s", "second").status is RunStatus.COMPLETED
-    assert repo._claims._releasing.get("s") == fd  # the same file, never unlocked between the runs
+    assert fd is not None and repo._claims._releasing.pending("s") == fd  # the same file, never unlocked between the runs
     wait_for(lambda: ClaimFiles.holder(lease_file) is None, timeout=10, what="the lingering release")
     assert lease_file.read_bytes() == b""  # a clean release empties the lease
     assert [r.status for r in repo.list_runs("s")] == [RunStatus.COMPLETED] * 2

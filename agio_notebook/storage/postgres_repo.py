@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import concurrent.futures
+import functools
 import hashlib
 import os
 import socket
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import SessionBusyError, StoreError, scrub
-from .claims import GRACE, LINGER, Holder
+from .claims import GRACE, Holder, LingeringReleases
 from ..core.redact import redact_url, url_secrets
 from .sql import SQLRepository
 
@@ -36,9 +36,13 @@ class PostgresRepository(SQLRepository):
         digest = hashlib.sha1(self.root.encode()).hexdigest()[:12]
         self.files_root = Path(".agio").absolute() / f"postgres-{digest}"
         self.connect_timeout = connect_timeout
-        self._lingering: dict[str, object] = {}  # session id -> its pending release (see _unlock_claim)
-        self._linger_worker: concurrent.futures.ThreadPoolExecutor | None = None
         super().__init__()
+
+    @functools.cached_property
+    def _lingering(self) -> LingeringReleases[int]:
+        """Runs' releases, by advisory-lock key (see ``_unlock_claim``); made on first use, which can
+        be the recovery of interrupted runs while the store opens, under the connection's lock."""
+        return LingeringReleases(lambda session_id, _key: self._unlock_now(session_id), guard=self._lock)
 
     def _connect(self) -> Any:
         try:
@@ -64,7 +68,7 @@ class PostgresRepository(SQLRepository):
     # lingers a moment (``LINGER``) and another process's claim retries a while (``claim_grace``), so
     # no other process slips in between two runs of a loop here.
     def _lock_claim(self, session_id: str, what: str) -> Holder | None:
-        if self._lingering.pop(session_id, None) is not None:  # released here a moment ago: still ours
+        if self._lingering.take_back(session_id) is not None:  # released here a moment ago: still ours
             self._write_holder(session_id, what)
             return None
         if not self._query("SELECT pg_try_advisory_lock(%s)", (_lock_key(session_id),))[0][0]:
@@ -82,27 +86,9 @@ class PostgresRepository(SQLRepository):
                       (session_id, os.getpid(), socket.gethostname(), what, time.time()))])
 
     def _unlock_claim(self, session_id: str, *, linger: bool = True) -> None:
-        if not linger:
-            self._unlock_now(session_id)
-            return
-        token = object()
-        self._lingering[session_id] = token
-        if self._linger_worker is None:
-            self._linger_worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agio-claims")
-        try:
-            self._linger_worker.submit(self._unlock_later, session_id, token, time.monotonic() + LINGER)
-        except RuntimeError:  # interpreter shutting down: no new threads, finish here
-            self._lingering.pop(session_id, None)
-            self._unlock_now(session_id)
-
-    def _unlock_later(self, session_id: str, token: object, not_before: float) -> None:
-        delay = not_before - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)  # releases are queued in the order they were made: deadlines in order
-        with self._lock:
-            if self._lingering.get(session_id) is not token:
-                return  # claimed again meanwhile, or finished by close()
-            del self._lingering[session_id]
+        if linger:
+            self._lingering.defer(session_id, _lock_key(session_id))
+        else:
             self._unlock_now(session_id)
 
     def _unlock_now(self, session_id: str) -> None:
@@ -112,16 +98,11 @@ class PostgresRepository(SQLRepository):
             self._query("SELECT pg_advisory_unlock(%s)", (_lock_key(session_id),))
 
     def _finish_releases(self) -> None:
-        for session_id in list(self._lingering):
-            del self._lingering[session_id]
-            self._unlock_now(session_id)
-        if self._linger_worker is not None:
-            self._linger_worker.shutdown(wait=False)
-            self._linger_worker = None
+        self._lingering.close()
 
     def session_releasing(self, session_id: str) -> bool:
         """Released by this process a moment ago, its lock still held (a claim takes it back at once)."""
-        return session_id in self._lingering
+        return self._lingering.pending(session_id) is not None
 
     def _holder_row(self, session_id: str) -> Holder | None:
         rows = self._query("SELECT pid, host, what, since FROM agio_claims WHERE session_id = %s", (session_id,))
