@@ -14,7 +14,7 @@ from pathlib import Path
 from agio_notebook import Agent, ExecutionConfig, ScriptedModel, StepRunner
 from agio_notebook.core import RunStatus, SessionBusyError
 from agio_notebook.storage import TinyDBRepository
-from agio_notebook.storage.claims import ClaimFiles
+from agio_notebook.storage.claims import LINGER, ClaimFiles, LingeringReleases
 
 import pytest
 
@@ -141,3 +141,21 @@ def test_close_finishes_releases_still_lingering(tmp_path):
     lease_file = repo.claim_file("s")
     repo.close()
     assert ClaimFiles.holder(lease_file) is None and lease_file.read_bytes() == b""
+
+
+def test_a_release_taken_back_and_made_again_lingers_its_full_time():
+    """The same handle (a file descriptor) released, taken back by the next run, then released again:
+    the first release's timer must not finish the second one early."""
+    finished: list[tuple[str, int, float]] = []
+    releases = LingeringReleases(lambda session_id, fd: finished.append((session_id, fd, time.monotonic())))
+    releases.defer("s", 7)
+    assert releases.take_back("s") == 7 and releases.pending("s") is None
+    time.sleep(LINGER / 2)  # the first release's timer is half run
+    second = time.monotonic()
+    releases.defer("s", 7)
+    wait_for(lambda: finished, timeout=10, what="the second release")
+    assert [(s, fd) for s, fd, _ in finished] == [("s", 7)]
+    assert finished[0][2] >= second + LINGER  # finished by its own timer, not the first one's
+    releases.defer("t", 8)
+    releases.close()  # what is pending is finished at once
+    assert [fd for _, fd, _ in finished] == [7, 8] and releases.pending("t") is None
