@@ -26,11 +26,6 @@ def kernel(tmp_path_factory):
     k.close()
 
 
-def stderr_of(res):
-    return "".join(m["content"]["text"] for m in res["messages"]
-                   if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
-
-
 def ok(kernel, code):
     res = kernel.execute(code, timeout=120)
     assert res["reply"]["content"]["status"] == "ok", (code, res["reply"]["content"])
