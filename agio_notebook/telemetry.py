@@ -124,7 +124,7 @@ class OpenTelemetryHook(AgentHook):
     async def on_error(self, run: AgentRun, error: BaseException) -> None:
         span = self._runs.get(run.id)
         if span is not None:
-            _record_error(span, type(error).__name__, run.error or scrub(str(error)) or "")  # scrubbed of secrets
+            _record_error(span, type(error).__name__, run.error or str(error))
 
     async def on_run_end(self, run: AgentRun) -> None:
         for key in [k for k in self._tools if k[0] == run.id]:  # cancelled mid-tool
@@ -137,14 +137,14 @@ class OpenTelemetryHook(AgentHook):
                  "gen_ai.usage.output_tokens": m.completion_tokens, "agio.run.steps": m.steps}
         span.set_attributes({k: v for k, v in attrs.items() if v is not None})  # unknown usage: left out
         if run.status is RunStatus.FAILED:
-            span.set_status(Status(StatusCode.ERROR, run.error or "failed"))
+            span.set_status(Status(StatusCode.ERROR, scrub(run.error) or "failed"))
         elif run.status is not RunStatus.COMPLETED:
-            span.set_attribute("agio.run.end_reason", run.error or run.status.value)
+            span.set_attribute("agio.run.end_reason", scrub(run.error) or run.status.value)
         span.end(end_time=_ns(run.ended_at) if run.ended_at else None)
 
 
 def _record_error(span: Any, kind: str, message: str | None) -> None:
-    text = message or kind
+    text = scrub(message) or kind  # span attributes leave the process: masked like every renderer
     span.add_event("exception", {"exception.type": kind, "exception.message": text})
     span.set_status(Status(StatusCode.ERROR, text))
 

@@ -16,6 +16,7 @@ import time
 from typing import Any, AsyncIterator
 
 from ..core import ExecutionConfig, ModelError, RunStatus, Step, StepEvent, StepEventType, StepMetrics, StepRole, ToolCall
+from ..core.redact import mask_known
 from ..models.base import Finish, Model, TextDelta, ToolCallDelta, Usage
 from ..models.pricing import cost_of
 from ..models.recording import Recording, reuse_key
@@ -239,7 +240,7 @@ class StepExecutor:
             metrics.cost = 0.0 if reused is not None or getattr(self.model, "cost_free", False) else cost_of(
                 self.model.name, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
         step = Step(session_id=rec.run.session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
-                    role=StepRole.ASSISTANT, content="".join(texts) if texts or not tool_calls else None,
+                    role=StepRole.ASSISTANT, content=mask_known("".join(texts)) if texts or not tool_calls else None,
                     tool_calls=tool_calls, metrics=metrics)
         step.extra["request"] = request
         if reused is not None:
