@@ -20,7 +20,7 @@ from ..core import AgioError
 from ..models.settings import SettingsError, check_settings
 from ..tools import Tool
 from .approval import check_arguments
-from .token_count import TokenCount, message_tokens
+from ..models.tokens import TokenCount, message_counts, prompt_total
 
 
 class DebugError(AgioError, ValueError):
@@ -175,7 +175,9 @@ class Pause:
 
     @property
     def token_total(self) -> int:
-        return sum(t.tokens for t in self.tokens)
+        """The whole prompt: every message with the chat format around it, and the reply's priming (what a
+        budget counts for this call)."""
+        return prompt_total(self.tokens).tokens
 
     @property
     def decided(self) -> bool:
@@ -347,4 +349,4 @@ def parse_breakpoints(specs: Iterable[BreakpointSpec] | str | None) -> list[Brea
 
 
 def request_tokens(request: Mapping[str, Any]) -> list[TokenCount]:
-    return [message_tokens(m, request.get("model")) for m in request.get("messages") or ()]
+    return message_counts(request.get("messages") or (), request.get("model"))

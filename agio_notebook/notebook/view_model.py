@@ -49,6 +49,7 @@ class StepView:
     edited: dict[str, Any] = field(default_factory=dict)  # step mode: the request or the reply was edited
     pauses: list[dict[str, Any]] = field(default_factory=list)  # step mode: before the call, after the reply
     seen: list[dict[str, Any]] | None = None  # the messages this model call received (from the bundle)
+    seen_total: dict[str, Any] | None = None  # its prompt's tokens as counted, and as the model reported them
 
 
 @dataclass
