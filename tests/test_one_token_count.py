@@ -55,7 +55,7 @@ def test_the_pause_view_counts_what_the_budget_counts(tmp_path, model_name):
     runner = StepRunner(Agent(model=ScriptedModel(["21"], name=model_name), system_prompt=system), repository=repo)
     total, tokens, messages = go(_first_pause(runner, seeded.session_id, "What is 10 + 11?"))
     assert len(messages) == 22
-    budget_estimate = Budget(ExecutionConfig(max_tokens=10**6), model_name).estimate(messages)[0]
+    budget_estimate = Budget(ExecutionConfig(max_tokens=10**6)).estimate(messages, model_name)[0]
     assert total == budget_estimate == prompt_tokens(messages, model_name)[0]
     assert all(t.estimated for t in tokens) is (model_name == "scripted")
     if model_name == "gpt-4o":  # the chat format around each message and the reply's priming count
@@ -95,3 +95,19 @@ def test_a_providers_own_count_is_shown_beside_ours_when_they_differ(tmp_path):
     rows = agio_notebook.context(result.run_id, step.sequence, repository=repo)
     line = seen_summary(rows.to_dict("records"), total)
     assert line.endswith("· the model reported 999") and f"~{total['prompt_tokens']} tokens" in line
+
+
+def test_after_a_handoff_the_budget_counts_with_the_agent_holding_the_session(tmp_path):
+    from agio_notebook.core import RunStatus
+    from agio_notebook.models.pricing import set_prices
+
+    set_prices({"desk-model": {"prompt": 1.0, "completion": 1.0}})  # $0.000001 a token: cheap and known
+    specialist = Agent(model=ScriptedModel(["Here is your refund."], name="unpriced-specialist"), name="refunds")
+    desk = Agent(model=ScriptedModel([Reply.call("transfer_to_refunds")], name="desk-model"), name="desk",
+                 handoffs=[specialist])
+    runner = StepRunner(desk, config=ExecutionConfig(max_cost=1.0), repository=open_repository(str(tmp_path / "s")))
+    result = go(runner.run(None, "I want a refund"))
+    # the desk's call was priced and allowed; the specialist's would be priced with its own model
+    assert result.status is RunStatus.BUDGET_EXCEEDED
+    assert result.error == "max_cost is set but the price of model 'unpriced-specialist' is unknown"
+    assert result.metrics.model_calls == 1

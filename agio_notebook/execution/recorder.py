@@ -121,6 +121,11 @@ class RunRecorder:
         last = self.steps[-1] if self.steps else None
         return list(last.parent_ids) if last is not None and last.role is StepRole.TOOL else []
 
+    def stage(self, steps: list[Step]) -> None:
+        """Steps that go into the next commit only: not into the context or the run's totals (a side-effect
+        call's "started" step, which its result replaces, same id, before the next model call)."""
+        self._pending_steps.extend(steps)
+
     def update_step(self, step: Step) -> None:
         """A changed version of an already stored step (e.g. tool time filled in, superseded)."""
         if not any(p is step for p in self._pending_steps):

@@ -17,6 +17,7 @@ from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 from ..agent import Agent
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
                     RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
+from ..core.messages import check_answered, check_messages
 from ..models.recording import Recording
 from ..storage import Repository, open_repository
 from ..storage.ids import resolve_run_id, resolve_session_id
@@ -26,7 +27,7 @@ from .pauses import BreakpointSpec, parse_breakpoints
 from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
 from .fork import attempts_recording, fork_recording, fork_session
 from .handoff import holder
-from .history import check_answered, check_messages, history_steps
+from .history import history_steps
 from .hooks import AgentHook, HookCaller, default_hooks
 from .nested import ParentLink, forget_tree
 from .memory_read import memory_event_payload, memory_read_sequence, read_memory
@@ -177,8 +178,7 @@ class StepRunner:
         self.repository = repository if repository is not None else open_repository()
         self.approver = approver
         self._hook_caller = HookCaller(self.hooks)
-        self._executor = StepExecutor(agent.model, agent.registry, self.config, self._hook_caller, approver,
-                                      settings=agent.model_settings)
+        self._executor = StepExecutor(agent, self.config, self._hook_caller, approver)
 
     # -- public entry points -----------------------------------------------------
     async def run_stream(self, session: AgentSession | str | None, query: str, *,
@@ -275,8 +275,7 @@ class StepRunner:
         async def start(handler: Handler) -> RunResult:
             events: list[StepEvent] = []
             try:
-                async for event in self.debug_stream(session, query, Debugger(handler, breakpoints,
-                                                                              self.agent.registry)):
+                async for event in self.debug_stream(session, query, Debugger(handler, breakpoints)):
                     events.append(event)
             except asyncio.CancelledError:
                 if not events or not events[-1].type.is_terminal:
