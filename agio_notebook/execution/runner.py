@@ -17,6 +17,7 @@ from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 from ..agent import Agent
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
                     RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
+from ..core.conversation import is_memory_step
 from ..core.messages import check_answered, check_messages
 from ..models.recording import Recording
 from ..storage import Repository, open_repository
@@ -24,7 +25,7 @@ from ..storage.ids import resolve_run_id, resolve_session_id
 from .approval import Approver
 from .debug import Debugger, DebugRun, Handler
 from .pauses import BreakpointSpec, parse_breakpoints
-from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
+from .context import pending_tool_calls, steps_to_messages, trailing_ids
 from .fork import attempts_recording, fork_recording, fork_session
 from .handoff import holder
 from .history import history_steps

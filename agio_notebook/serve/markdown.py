@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..core import AgentRun, NotFoundError, Step, StepRole, mask
+from ..core.conversation import is_memory_step
 from ..storage.base import Repository
 
 _LIMIT = 4000  # characters of one tool result shown; the whole result stays in the store
@@ -13,7 +14,7 @@ def run_markdown(repository: Repository, run_id: str) -> str:
     if run is None:
         raise NotFoundError(f"no run {run_id!r} in the store")
     steps = [s for s in repository.get_steps(run.session_id) if s.run_id == run.id]
-    return mask("\n\n".join([_head(run), *(_step(s) for s in steps if _shown(s)), _foot(run)]))
+    return mask("\n\n".join([_head(run), *(_step(s) for s in steps if not is_memory_step(s)), _foot(run)]))
 
 
 def _head(run: AgentRun) -> str:
@@ -21,8 +22,6 @@ def _head(run: AgentRun) -> str:
             f"session `{run.session_id}` · run `{run.id}` · {run.kind} · **{run.status.value}**")
 
 
-def _shown(step: Step) -> bool:
-    return step.extra.get("kind") != "memory_read"
 
 
 def _step(step: Step) -> str:
