@@ -14,7 +14,6 @@ from agio_notebook.core import RunStatus
 from agio_notebook.core.messages import MessageError, check_messages
 from agio_notebook.execution.history import split_system
 from agio_notebook.execution.pauses import MAX_EDIT_CHARS, DebugError, PauseKind
-from agio_notebook.models.scripted import call
 from agio_notebook.storage import open_repository
 from explore_support import go
 
