@@ -9,7 +9,8 @@ store's writer thread (grouped with other runs' commits) while the event loop go
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ..core import (TRANSIENT_EVENTS, AgentRun, AgentSession, RunStatus, Step, StepEvent, StepEventType,
                     StepRole, now)
@@ -165,21 +166,11 @@ class RunRecorder:
         if commit is None:
             return
         committer = self._committer
-        wait = store_wait.get()
-        if wait is not None:
-            wait.begin()
-        try:
+        with self._durably(commit):
             if committer is None:
                 self.repository.commit(**commit)
             else:
                 committer.submit(commit).result()
-        except BaseException:
-            self._restore(commit)
-            raise
-        finally:
-            if wait is not None:
-                wait.end()
-        self.committed()
 
     async def commit(self) -> None:
         """:meth:`checkpoint` without blocking the event loop: the store's writer thread makes it
@@ -189,23 +180,25 @@ class RunRecorder:
         if commit is None:
             return
         committer = self._committer
-        if committer is None:
-            try:
+        with self._durably(commit):
+            if committer is None:
                 self.repository.commit(**commit)
-            except BaseException:
-                self._restore(commit)
-                raise
-            self.committed()
-            return
-        durable = committer.submit_async(commit)
-        durable.add_done_callback(lambda f: f.cancelled() or f.exception())  # a cancelled waiter's outcome is seen
+            else:
+                durable = committer.submit_async(commit)
+                durable.add_done_callback(lambda f: f.cancelled() or f.exception())  # a cancelled waiter's outcome is seen
+                await asyncio.shield(durable)  # a cancelled run's commit still completes, in order
+
+    @contextmanager
+    def _durably(self, commit: dict[str, Any]) -> Iterator[None]:
+        """Around one commit: its wait counted as the store's (:data:`store_wait`); a failed commit stays
+        pending for the next (the run's last) to try again; :meth:`committed` once it is durable."""
         wait = store_wait.get()
         if wait is not None:
             wait.begin()
         try:
-            await asyncio.shield(durable)  # a cancelled run's commit still completes, in order
+            yield
         except asyncio.CancelledError:
-            raise
+            raise  # the shielded commit goes on, and lands
         except BaseException:
             self._restore(commit)
             raise
