@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import pydantic
 
@@ -13,20 +13,20 @@ from .models import default_model
 from .models.base import Model
 from .models.settings import check_settings
 from .tools import Tool, ToolRegistry, tool
+from .tools.context import get_call
 from .tools.decorator import _inline_refs
 
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
-# Runs a nested agent for an agent tool or takes a handoff; the engine (agio_notebook.execution) fills
-# these in, so this module needs nothing above it.
-_call_agent: Callable[[AgentCall, str, Any], Awaitable[str]] | None = None
-_hand_off: Callable[[Handoff, str | None], Awaitable[str]] | None = None
-
-
-def set_engine(call_agent: Callable[..., Awaitable[str]], hand_off: Callable[..., Awaitable[str]]) -> None:
-    global _call_agent, _hand_off
-    _call_agent, _hand_off = call_agent, hand_off
+def _engine(what: str) -> Any:
+    """The engine running this tool call (its context's ``engine``: ``execution.agent_tool``), handed down by
+    the run, so this module imports nothing above it; outside a run there is none."""
+    ctx = get_call()
+    if ctx is None or ctx.engine is None:
+        raise RuntimeError(f"{what} runs inside a run of the agent that has it; to run an agent on its own, "
+                           "use agent.run_sync(query) or StepRunner(agent)")
+    return ctx.engine
 
 
 class AgentCall:
@@ -39,9 +39,7 @@ class AgentCall:
         self.input_model = input_model
 
     async def __call__(self, query: str, input: Any = None) -> str:  # noqa: A002 - the model's word
-        if _call_agent is None:
-            raise RuntimeError("the agio execution engine is not loaded")
-        return await _call_agent(self, query, input)
+        return await _engine(f"agent tool {self.agent.name!r}").call_agent(self, query, input)
 
 
 class Handoff:
@@ -54,9 +52,7 @@ class Handoff:
         self.target = target
 
     async def __call__(self, reason: str | None = None) -> str:
-        if _hand_off is None:
-            raise RuntimeError("the agio execution engine is not loaded")
-        return await _hand_off(self, reason)
+        return await _engine(f"the handoff to {self.target.name!r}").hand_off(self, reason)
 
 
 def _tool_name(name: str, what: str) -> str:

@@ -14,10 +14,10 @@ import asyncio
 import json
 from typing import Any, AsyncIterator
 
-from .. import agent as agent_module
 from ..agent import AgentCall
 from ..core import AgentRun, AgentSession, ExecutionConfig, RunStatus, StepEvent, StepEventType
 from ..tools.context import get_call
+from .handoff import hand_off
 from .runner import StepRunner
 from .nested import MAX_DEPTH, ParentLink, Scope, current_agents, current_scope, forward, tree_of
 
@@ -48,9 +48,8 @@ async def call_agent(call: AgentCall, query: str, input: Any = None) -> str:  # 
     agent = call.agent
     ctx, scope = get_call(), current_scope.get()
     text = _query_text(call, query, input)
-    if ctx is None or scope is None:  # called by hand, outside a run: a run of its own
-        result = await StepRunner(agent).run(None, text)
-        return _answer(agent.name, result.run)
+    if ctx is None or scope is None:  # only a run hands agent tools their engine, with a scope
+        raise NestedRunError(f"agent {agent.name!r} can only be called as a tool inside a run")
     parent = scope.run
     chain = (*scope.agents, parent.agent_name or "?", agent.name)
     if parent.depth + 1 > MAX_DEPTH:
@@ -120,10 +119,4 @@ def _answer(name: str, run: AgentRun) -> str:
                          + (f": {run.error}" if run.error else ""))
 
 
-def _install() -> None:
-    from .handoff import hand_off
-
-    agent_module.set_engine(call_agent, hand_off)
-
-
-_install()
+__all__ = ["NestedRunError", "call_agent", "hand_off"]  # what a run hands its tools as their engine

@@ -141,6 +141,15 @@ class Tree:
 _TREES: dict[str, Tree] = {}
 
 
+def tool_engine() -> Any:
+    """What agent tools and handoffs call back into (``execution.agent_tool``): handed to every tool call
+    in its context, so the agent layer never imports the engine. Imported on first use, as it runs a
+    ``StepRunner``, which imports this module."""
+    from . import agent_tool
+
+    return agent_tool
+
+
 def needs_scope(tool: Any) -> bool:
     """Whether calling ``tool`` needs to see its run (an agent tool starts a nested run; a handoff)."""
     return tool is not None and getattr(tool.function, "needs_scope", False)

@@ -35,7 +35,7 @@ from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .budget import Budget
 from .handoff import take_handoff
 from .hooks import HookCaller
-from .nested import Reservation, Tree, interleave, join_tree, needs_scope
+from .nested import Reservation, Tree, interleave, join_tree, needs_scope, tool_engine
 from .pauses import ModelCall
 from .recorder import RunRecorder
 from .requests import redact_for
@@ -447,10 +447,11 @@ class StepExecutor:
             return
         run = rec.run
         batch_ids = tuple(c.id for c in batch.calls)
+        engine = tool_engine()
 
         def context(call: ToolCall) -> ToolCallContext:
             return ToolCallContext(run.session_id, run.id, call.id, call.name, step.sequence,
-                                   batch.sequences[call.id], rec.repository, batch_ids)
+                                   batch.sequences[call.id], rec.repository, batch_ids, engine=engine)
 
         results: AsyncIterator[Any] = self.tool_executor.execute_batch(batch.to_run, context)
         if any(needs_scope(self.registry.get(c.name)) for c in batch.to_run):  # nested runs stream in between

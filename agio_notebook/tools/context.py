@@ -37,6 +37,9 @@ class ToolCallContext:
     batch_call_ids: tuple[str, ...] = ()
     actions: list[dict[str, Any]] = field(default_factory=list)
     step_extra: dict[str, Any] = field(default_factory=dict)
+    # the running engine, for tools that act through their run (agent tools, handoffs): it has
+    # ``call_agent(call, query, input)`` and ``hand_off(handoff, reason)``; None outside a run
+    engine: Any = None
 
 
 current_call: ContextVar[ToolCallContext | None] = ContextVar("agio_current_tool_call", default=None)
