@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 import warnings
+from typing import Any
 
 from .core import AgioError
 from .storage.maintenance import ACTIONS
@@ -98,15 +99,32 @@ def _migrate(args: argparse.Namespace) -> int:
 def _mcp(args: argparse.Namespace) -> int:
     """``agio mcp serve``: the store and the named agents over stdio, or streamable HTTP with a token."""
     import os
-    import time
 
     try:
-        from .serve import build_server, load_agents, new_token, start_http
+        from .serve import build_server, http_app, new_token, start_http
     except ImportError as exc:  # the MCP SDK is an extra
         raise AgioError(f"agio mcp serve needs the MCP SDK: pip install 'agio-notebook[mcp]' ({exc})") from None
     from .storage import existing_store
 
     repository = existing_store(args.store)
+    agents = _served_agents(args, "mcp")
+    server = build_server(agents, repository, expose_store=args.expose_store)
+    if not args.http:
+        server.run("stdio")
+        return 0
+    token = os.environ.get("AGIO_MCP_TOKEN") or new_token()
+    try:
+        running = start_http(http_app(server), token, args.host, args.port, allowed_hosts=args.allow_host,
+                             allowed_origins=args.allow_origin)
+    except (OSError, ValueError) as exc:
+        raise AgioError(str(exc)) from None
+    shown = "from $AGIO_MCP_TOKEN" if os.environ.get("AGIO_MCP_TOKEN") else token
+    return _serve_until_interrupted(running, f"serving {', '.join(agents)} on {running.url} (bearer token: {shown})")
+
+
+def _served_agents(args: argparse.Namespace, what: str) -> dict:
+    from .serve import load_agents
+
     agents: dict = {}
     for path in args.agents:
         for name, agent in load_agents(path).items():
@@ -114,25 +132,33 @@ def _mcp(args: argparse.Namespace) -> int:
                 raise AgioError(f"--agents: two agents are named {name!r}")
             agents[name] = agent
     if not agents:
-        raise AgioError("agio mcp serve: name the agents to serve with --agents module:attribute")
-    server = build_server(agents, repository)
-    if not args.http:
-        server.run("stdio")
-        return 0
-    token = os.environ.get("AGIO_MCP_TOKEN") or new_token()
-    try:
-        running = start_http(server.streamable_http_app(host=args.host), token, args.host, args.port)
-    except (OSError, ValueError) as exc:
-        raise AgioError(str(exc)) from None
-    shown = "from $AGIO_MCP_TOKEN" if os.environ.get("AGIO_MCP_TOKEN") else token
-    print(f"agio: serving {', '.join(agents)} on {running.url} (bearer token: {shown}); Ctrl-C stops",
-          file=sys.stderr, flush=True)
+        raise AgioError(f"agio {what} serve: name the agents to serve with --agents module:attribute")
+    return agents
+
+
+def _serve_until_interrupted(running: Any, line: str) -> int:
+    import time
+
+    print(f"agio: {line}; Ctrl-C stops", file=sys.stderr, flush=True)
     try:
         while running.running:
             time.sleep(0.5)
     except KeyboardInterrupt:
         running.stop()
     return 0
+
+
+def _serve_options(parser: argparse.ArgumentParser, default_port: int) -> None:
+    parser.add_argument("--agents", action="append", default=[], metavar="MODULE:ATTRIBUTE",
+                        help="an Agent, a list or a dict of them (or a function returning one); repeatable")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP: the address to bind (default: loopback only)")
+    parser.add_argument("--port", type=int, default=default_port, help="HTTP: the port (0: a free one)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME[:PORT]",
+                        help="HTTP: another Host the server answers to (e.g. a proxy's name); repeatable")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                        help="HTTP: a browser Origin allowed to call (e.g. https://app.example); repeatable")
+    parser.add_argument("--expose-store", action="store_true",
+                        help="let clients list and read every run of the store, not only the served agents'")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,11 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     store.add_argument("--top", type=int, default=5, help="stats: how many of the largest sessions")
     mcp = sub.add_parser("mcp", help="serve the store and agents to MCP clients: mcp serve --agents module:attribute")
     mcp.add_argument("action", choices=["serve"])
-    mcp.add_argument("--agents", action="append", default=[], metavar="MODULE:ATTRIBUTE",
-                     help="an Agent, a list or a dict of them (or a function returning one); repeatable")
     mcp.add_argument("--http", action="store_true", help="streamable HTTP (a bearer token is required) instead of stdio")
-    mcp.add_argument("--host", default="127.0.0.1", help="HTTP: the address to bind (default: loopback only)")
-    mcp.add_argument("--port", type=int, default=8765, help="HTTP: the port (0: a free one)")
+    _serve_options(mcp, 8765)
     args = parser.parse_args(argv)
     handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store, "mcp": _mcp}[args.command]
     from .storage import StoreDamageWarning

@@ -93,8 +93,8 @@ def tree_of(run: AgentRun) -> Tree | None:
 
 
 def forget_tree(run: AgentRun) -> None:
-    """The outermost run ended: its tree's budget goes with it."""
-    if run.parent_run_id is None:
+    """The root of a tree ended (an outermost run, or a run served to another process): its budget goes."""
+    if run.tree_root_id == run.id:
         _TREES.pop(run.id, None)
 
 
