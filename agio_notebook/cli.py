@@ -122,6 +122,31 @@ def _mcp(args: argparse.Namespace) -> int:
     return _serve_until_interrupted(running, f"serving {', '.join(agents)} on {running.url} (bearer token: {shown})")
 
 
+def _a2a(args: argparse.Namespace) -> int:
+    """``agio a2a serve``: the named agents over A2A (HTTP, a bearer token always)."""
+    import os
+
+    try:
+        from .serve import new_token, start_http
+        from .serve.a2a_server import agent_urls, build_a2a_app
+    except ImportError as exc:  # the A2A SDK is an extra
+        raise AgioError(f"agio a2a serve needs the A2A SDK: pip install 'agio-notebook[a2a]' ({exc})") from None
+    from .storage import existing_store
+
+    repository = existing_store(args.store)
+    agents = _served_agents(args, "a2a")
+    token = os.environ.get("AGIO_A2A_TOKEN") or new_token()
+    try:
+        running = start_http(build_a2a_app(agents, repository, expose_store=args.expose_store), token, args.host,
+                             args.port, path="", allowed_hosts=args.allow_host, allowed_origins=args.allow_origin,
+                             what="A2A")
+    except (OSError, ValueError) as exc:
+        raise AgioError(str(exc)) from None
+    shown = "from $AGIO_A2A_TOKEN" if os.environ.get("AGIO_A2A_TOKEN") else token
+    urls = ", ".join(f"{name} at {url}" for name, url in agent_urls(running.url, agents).items())
+    return _serve_until_interrupted(running, f"serving {urls} (bearer token: {shown})")
+
+
 def _served_agents(args: argparse.Namespace, what: str) -> dict:
     from .serve import load_agents
 
@@ -190,8 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     mcp.add_argument("action", choices=["serve"])
     mcp.add_argument("--http", action="store_true", help="streamable HTTP (a bearer token is required) instead of stdio")
     _serve_options(mcp, 8765)
+    a2a = sub.add_parser("a2a", help="serve agents to A2A clients: a2a serve --agents module:attribute")
+    a2a.add_argument("action", choices=["serve"])
+    _serve_options(a2a, 8766)
     args = parser.parse_args(argv)
-    handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store, "mcp": _mcp}[args.command]
+    handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store, "mcp": _mcp,
+               "a2a": _a2a}[args.command]
     from .storage import StoreDamageWarning
 
     with warnings.catch_warnings(record=True) as caught:

@@ -160,6 +160,7 @@ class HTTPServer:
     token: str = field(repr=False)
     _server: Any = field(repr=False)
     _thread: threading.Thread = field(repr=False)
+    urls: dict[str, str] = field(default_factory=dict)  # A2A: each agent's URL (its card is below it)
 
     @property
     def headers(self) -> dict[str, str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from ..agent import Agent
-from ..core import AgioError, ExecutionConfig, StepEvent, StepEventType, mask
+from ..core import AgentSession, AgioError, ExecutionConfig, StepEvent, StepEventType, mask
 from ..execution import StepRunner
 from ..execution.remote import CallerLimits, RemoteParent, served_config
 from .access import Access
@@ -62,15 +62,18 @@ def runner_for(access: Access, agent: Agent, limits: CallerLimits | None) -> Ste
                       repository=access.repository)
 
 
-async def run_agent(access: Access, agent: Agent, query: str, session_id: Any, limits: CallerLimits | None,
-                    on_progress: OnProgress) -> Answer:
-    """Run ``agent`` on ``query``: in a new session stamped as made here, or in ``session_id`` if the
-    agent owns it."""
+async def run_agent(access: Access, agent: Agent, query: str, session: AgentSession | str | None,
+                    limits: CallerLimits | None, on_progress: OnProgress) -> Answer:
+    """Run ``agent`` on ``query``: in a new session (None: one made here and stamped so; an AgentSession
+    made by the caller through ``access.new_session``), or in the session ``session`` names if the agent
+    owns it."""
     if not isinstance(query, str):
         raise AgioError(f"query must be a string, got {type(query).__name__}")
     runner = runner_for(access, agent, limits)
-    session: Any = (access.new_session(agent) if session_id is None
-                    else access.continued_session(agent, session_id))
+    if session is None:
+        session = access.new_session(agent)
+    elif not isinstance(session, AgentSession):
+        session = access.continued_session(agent, session)
     parent = RemoteParent(limits)
     return await drive(runner.run_stream(session, query, _parent=parent), on_progress, parent)
 

@@ -181,7 +181,7 @@ class MCPConnection:
                 ready.set_result(None)
                 await self._stop.wait()
         except BaseException as exc:  # noqa: BLE001 - reported to the starter or to the next call
-            message = _one_line(exc) + self._stderr_tail()
+            message = one_line(exc) + self._stderr_tail()
             if not ready.done():
                 ready.set_exception(MCPError(f"MCP server {self.name!r} could not be started: {message}"))
             else:
@@ -217,7 +217,7 @@ class MCPConnection:
         except MCPToolError:
             raise
         except Exception as exc:
-            self._broken = _one_line(exc)  # crashed or hung: start it again on the next call
+            self._broken = one_line(exc)  # crashed or hung: start it again on the next call
             raise MCPError(f"MCP server {self.name!r} failed during {tool_name}: {self._broken}") from None
 
     def _restart(self) -> None:
@@ -272,7 +272,8 @@ def _result_text(result: Any, limit: int = MAX_RESULT_CHARS) -> str:
     return cap(parts, limit)
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception (the first of a group) as one line of at most 300 characters."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     text = " ".join(str(exc).split()) or type(exc).__name__
