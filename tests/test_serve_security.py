@@ -255,7 +255,7 @@ sys.path.insert(0, {servers!r})
 import agio_notebook
 from agio_agents import writer
 before = (logging.getLogger().level, list(logging.getLogger().handlers))
-server = agio_notebook.serve_mcp(agents=writer, store={store!r})
+server = agio_notebook.{serve}(agents=writer, store={store!r})
 after = (logging.getLogger().level, list(logging.getLogger().handlers))
 try:
     httpx.get(server.url + "?api_key=SEEN-IN-A-LOG-LINE", timeout=10)
@@ -265,9 +265,11 @@ print("same" if before == after else f"changed: {{before}} -> {{after}}")
 """
 
 
-def test_serving_leaves_the_host_processs_logging_as_it_was(tmp_path):
+@pytest.mark.parametrize("serve", ["serve_mcp", "serve_a2a"])
+def test_serving_leaves_the_host_processs_logging_as_it_was(tmp_path, serve):
     (tmp_path / "store").mkdir()
-    code = SERVE_AND_LOG.format(servers=str(Path(__file__).parent / "servers"), store=str(tmp_path / "store"))
+    code = SERVE_AND_LOG.format(servers=str(Path(__file__).parent / "servers"), store=str(tmp_path / "store"),
+                                serve=serve)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "same"
