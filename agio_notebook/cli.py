@@ -108,6 +108,7 @@ def _mcp(args: argparse.Namespace) -> int:
 
     repository = existing_store(args.store)
     agents = _served_agents(args, "mcp")
+    _telemetry(args)
     server = build_server(agents, repository, expose_store=args.expose_store)
     if not args.http:
         server.run("stdio")
@@ -135,6 +136,7 @@ def _a2a(args: argparse.Namespace) -> int:
 
     repository = existing_store(args.store)
     agents = _served_agents(args, "a2a")
+    _telemetry(args)
     token = os.environ.get("AGIO_A2A_TOKEN") or new_token()
     try:
         running = start_http(build_a2a_app(agents, repository, expose_store=args.expose_store), token, args.host,
@@ -184,6 +186,15 @@ def _serve_options(parser: argparse.ArgumentParser, default_port: int) -> None:
                         help="HTTP: a browser Origin allowed to call (e.g. https://app.example); repeatable")
     parser.add_argument("--expose-store", action="store_true",
                         help="let clients list and read every run of the store, not only the served agents'")
+    parser.add_argument("--otel", default=None, metavar="ENDPOINT",
+                        help="export the served runs' spans to this OTLP endpoint (joining callers' traces)")
+
+
+def _telemetry(args: argparse.Namespace) -> None:
+    if args.otel:
+        from .telemetry import enable
+
+        enable(args.otel)
 
 
 def main(argv: list[str] | None = None) -> int:

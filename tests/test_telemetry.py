@@ -154,3 +154,38 @@ def test_off_by_default_and_an_endpoint_that_is_down_never_blocks_a_run(caplog):
 def test_a_bad_protocol_is_one_clear_error():
     with pytest.raises(ValueError, match="OTLP protocol must be"):
         telemetry.enable("http://127.0.0.1:1", protocol="carrier-pigeon")
+
+
+def test_a_run_served_over_mcp_in_another_process_joins_the_callers_trace_under_its_tool_call(receiver, tmp_path):
+    import os
+    import sys
+    from pathlib import Path
+
+    from agio_notebook.tools.mcp import close_mcp_servers, mcp_tools
+
+    project = "agio-remote"
+    t = telemetry.enable(receiver.http, resource={"openinference.project.name": project})
+    servers = Path(__file__).parent / "servers"
+    (tmp_path / "store").mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(servers), os.environ.get("PYTHONPATH")])),
+           "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}"}
+    env.pop("AGIO_STORE", None)
+    try:
+        tools = mcp_tools([sys.executable, "-m", "agio_notebook", "--store", str(tmp_path / "store"), "mcp", "serve",
+                           "--agents", "agio_agents:team", "--otel", receiver.http], env=env, allow=["writer"])
+        boss = Agent(model=ScriptedModel([Reply.call("writer", query="a haiku"), "written"]), tools=tools,
+                     name="boss")
+        result = _run(boss)
+        assert result.final_text == "written"
+    finally:
+        close_mcp_servers()  # the server process exits and flushes its spans
+    assert t.flush()
+    # boss: run, 2 chats, 1 tool; the served writer (another process): run, 1 chat
+    spans = receiver.spans(project, expect=6)
+    by_id, roots = _tree(spans)
+    assert [r["name"] for r in roots] == ["invoke_agent boss"]
+    served = next(s for s in spans if s["name"] == "invoke_agent writer")
+    asked = by_id[served["parent_id"]]
+    assert asked["name"] == "execute_tool writer" and by_id[asked["parent_id"]] is roots[0]
+    assert served["attributes"]["agio.run.parent_id"] == result.run_id and served["attributes"]["agio.run.depth"] == 1
+    assert len({s["context"]["trace_id"] for s in spans}) == 1

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..core import AgentRun, AgioError, ExecutionConfig
 from ..tools.context import get_call, set_remote_limits
@@ -24,6 +26,16 @@ from .nested import MAX_DEPTH, Tree, current_scope, tree_of
 
 CALLER_KEY = "agio-notebook/caller"  # in the request's metadata: who calls, how deep, with what budget left
 SPENT_KEY = "agio-notebook/spent"  # in the answer's metadata: what the served run and its tree spent
+
+
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+
+# Who can name the span a remote call is made from, as a W3C ``traceparent`` (``telemetry.py`` registers
+# itself while it exports): (calling run id, tool call id) -> traceparent or None. A served run's spans then
+# join the caller's trace under that tool call's span, in whichever process serves it.
+trace_parent_of: list[Callable[[str, str | None], str | None]] = []
+# The limits of the remote call a served run is answering (set by the server around the run), for the hooks.
+served_caller: ContextVar[CallerLimits | None] = ContextVar("agio_served_caller", default=None)
 
 
 class RemoteLimitError(AgioError):
@@ -39,6 +51,7 @@ class CallerLimits:
     tool_call_id: str | None = None
     max_tokens: int | None = None
     max_cost: float | None = None
+    traceparent: str | None = None  # the calling tool call's span, when its process exports traces
 
     def to_meta(self) -> dict[str, Any]:
         return {CALLER_KEY: {k: v for k, v in dataclasses.asdict(self).items() if v is not None}}
@@ -65,7 +78,10 @@ class CallerLimits:
         for key, text in ids.items():
             if text is not None and (not isinstance(text, str) or not 0 < len(text) <= 128):
                 raise RemoteLimitError(f"metadata {CALLER_KEY!r}: {key} must be a short string")
-        return cls(depth, ids["run_id"], ids["tool_call_id"], tokens, None if cost is None else float(cost))
+        parent = value.get("traceparent")
+        if parent is not None and (not isinstance(parent, str) or not _TRACEPARENT.match(parent)):
+            raise RemoteLimitError(f"metadata {CALLER_KEY!r}: traceparent must be a W3C traceparent")
+        return cls(depth, ids["run_id"], ids["tool_call_id"], tokens, None if cost is None else float(cost), parent)
 
     def check(self, agent_name: str) -> None:
         """Refuse a call that would nest past :data:`MAX_DEPTH` or has no budget left (one line each)."""
@@ -141,7 +157,9 @@ def caller_limits() -> dict[str, Any] | None:
         if tree.max_cost is not None:  # a price unknown here leaves nothing to spend there
             cost = 0.0 if used.cost is None or tree.nested_cost is None else max(
                 tree.max_cost - used.cost - tree.nested_cost, 0.0)
-    return CallerLimits(run.depth, run.id, call.tool_call_id if call else None, tokens, cost).to_meta()
+    call_id = call.tool_call_id if call else None
+    parent = next((tp for named in trace_parent_of if (tp := named(run.id, call_id))), None)
+    return CallerLimits(run.depth, run.id, call_id, tokens, cost, parent).to_meta()
 
 
 def add_spent(meta: Any) -> None:

@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from ..agent import Agent
 from ..core import AgentSession, AgioError, ExecutionConfig, StepEvent, StepEventType, mask
 from ..execution import StepRunner
-from ..execution.remote import CallerLimits, RemoteParent, served_config
+from ..execution.remote import CallerLimits, RemoteParent, served_caller, served_config
 from .access import Access
 
 _E = StepEventType
@@ -75,7 +75,11 @@ async def run_agent(access: Access, agent: Agent, query: str, session: AgentSess
     elif not isinstance(session, AgentSession):
         session = access.continued_session(agent, session)
     parent = RemoteParent(limits)
-    return await drive(runner.run_stream(session, query, _parent=parent), on_progress, parent)
+    token = served_caller.set(limits)  # the hooks see who called (telemetry joins the caller's trace)
+    try:
+        return await drive(runner.run_stream(session, query, _parent=parent), on_progress, parent)
+    finally:
+        served_caller.reset(token)
 
 
 async def drive(events: AsyncIterator[StepEvent], on_progress: OnProgress,
