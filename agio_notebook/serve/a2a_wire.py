@@ -4,7 +4,9 @@ values (protobuf's ``Struct`` carries every JSON number as a float: a depth of 3
 from __future__ import annotations
 
 import re
+import ssl
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, AsyncIterator
 
 import httpx
@@ -44,7 +46,8 @@ class ZonedTimestamps(httpx.AsyncBaseTransport):
     """
 
     def __init__(self, inner: httpx.AsyncBaseTransport | None = None):
-        self.inner = inner or httpx.AsyncHTTPTransport()
+        # one TLS context for the process: loading the CA bundle costs ~30 ms, too much for every call
+        self.inner = inner or httpx.AsyncHTTPTransport(verify=_tls())
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self.inner.handle_async_request(request)
@@ -53,6 +56,11 @@ class ZonedTimestamps(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+@lru_cache(maxsize=1)
+def _tls() -> ssl.SSLContext:
+    return ssl.create_default_context()
 
 
 class _Lines(httpx.AsyncByteStream):
