@@ -67,8 +67,11 @@ def _tool_name(name: str, what: str) -> str:
     return name
 
 
+HANDOFF_PREFIX = "transfer_to_"
+
+
 def handoff_tool_name(agent: Agent) -> str:
-    return f"transfer_to_{agent.name}"
+    return f"{HANDOFF_PREFIX}{agent.name}"
 
 
 @dataclass
@@ -101,6 +104,10 @@ class Agent:
         self.model_settings = check_settings(self.model_settings) or None
         self.registry = ToolRegistry([t if isinstance(t, Tool) else t.as_tool() if isinstance(t, Agent) else tool(t)
                                       for t in self.tools])
+        for t in self.registry:  # the prefix is the handoffs': a tool of that name would block a real one
+            if t.name.startswith(HANDOFF_PREFIX) and not isinstance(t.function, Handoff):
+                raise ValueError(f"agent {self.name!r}: tool {t.name!r} may not start with {HANDOFF_PREFIX!r}, "
+                                 "which names handoffs (Agent(handoffs=[...])); rename the tool")
         for target in self.handoffs:
             if not isinstance(target, Agent):
                 raise TypeError(f"agent {self.name!r}: handoffs must be Agents, got {type(target).__name__}")

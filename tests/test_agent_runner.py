@@ -86,7 +86,7 @@ def test_call_is_one_traced_model_call_whose_tool_calls_are_returned_not_run(rep
 @pytest.mark.parametrize("messages, says", [
     ([], "end with a user message"),
     ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], "end with a user message"),
-    ([{"role": "robot", "content": "a"}], "role 'robot'"),
+    ([{"role": "robot", "content": "a"}], "got 'robot'"),
     ([{"role": "user", "content": 3}], "content must be text"),
     ("hello", "must be a list"),
     ([{"role": "user", "content": "a"}, {"role": "system", "content": "late"}], "only come first"),

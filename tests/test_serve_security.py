@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -375,6 +376,32 @@ def test_an_agent_calling_itself_through_its_own_mcp_server_stops_at_the_depth_l
     assert refusal.status == "error"
     assert (f"agent 'looper' not run: agents may nest {MAX_DEPTH} levels deep, and this call came from depth "
             f"{MAX_DEPTH}") in refusal.error
+
+
+def test_an_agent_calling_itself_through_its_own_mcp_server_stays_within_the_outermost_max_tokens(tmp_path):
+    repo = TinyDBRepository(tmp_path / "store")
+    budget = 400
+    agent, _ = _self_caller(repo)
+    with served(agent, repo) as server:
+        agent.registry.add(mcp_tools(server.url, headers=server.headers, timeout=120)[0])
+        runner = StepRunner(agent, repository=repo, config=ExecutionConfig(max_tokens=budget))
+        result = runner.run_sync(None, "start")
+    chain = _chain(repo)
+    spent = sum(r.metrics.total_tokens or 0 for r in chain)
+    assert spent <= budget, [(r.depth, r.status.value, r.metrics.total_tokens) for r in chain]
+    assert result.run.metrics.total_tokens + sum(r.metrics.total_tokens or 0 for r in chain[1:]) == spent
+    # every served run was capped by what its caller's tree had left when it called: the budget less the
+    # first model call of every run above it; and the budget, not the depth, stopped them
+    served_runs = chain[1:]
+    assert served_runs and all(r.status.value == "budget_exceeded" for r in served_runs)
+    caps = [int(re.search(r"max_tokens=(\d+)", r.error).group(1)) for r in served_runs]
+
+    def first_call(run) -> int:
+        return next(s for s in repo.get_steps(run.session_id) if s.run_id == run.id
+                    and s.role.value == "assistant").metrics.total_tokens
+
+    assert caps == [budget - sum(first_call(r) for r in chain[:i + 1]) for i in range(len(served_runs))]
+    assert not any("agents may nest" in (s.error or "") for r in chain for s in repo.get_steps(r.session_id))
 
 
 def test_malformed_caller_metadata_is_one_line(tmp_path):

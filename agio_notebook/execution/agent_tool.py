@@ -71,6 +71,9 @@ async def call_agent(call: AgentCall, query: str, input: Any = None) -> str:  # 
     config = agent.config or ExecutionConfig()
     runner = StepRunner(agent, config=config, repository=repository, approver=scope.approver)
     tree = tree_of(parent)
+    refused = tree.start_nested() if tree is not None else None
+    if refused is not None:
+        raise NestedRunError(f"agent {agent.name!r} not called: {refused}")
     final: AgentRun | None = None
     child_id: str | None = None
     token = current_agents.set(chain[:-1])
@@ -82,19 +85,12 @@ async def call_agent(call: AgentCall, query: str, input: Any = None) -> str:  # 
                 ctx.step_extra["nested_run"] = {"run_id": child_id, "session_id": session.session_id,
                                                 "agent": agent.name}
             forward(scope, ctx.tool_call_id, child_id, event)
-            if event.run_id != child_id:
-                continue
-            if event.type is _E.STEP_COMPLETED and tree is not None:
-                step = event.payload["step"]
-                if step["role"] == "assistant":
-                    m = step.get("metrics") or {}
-                    tree.add(m.get("total_tokens"), m.get("cost"), "reused" in (step.get("extra") or {}))
-            elif event.type.is_terminal:
+            if event.run_id == child_id and event.type.is_terminal:
                 final = AgentRun.from_dict(event.payload["run"])
     finally:
         current_agents.reset(token)
-    if final is None:  # not an assert: under python -O the check would vanish
-        raise NestedRunError(f"agent {agent.name!r}: the nested run ended without its final event")
+    if final is None:  # the stream ended without a terminal event: never by design, said plainly if it does
+        raise NestedRunError(f"agent {agent.name!r}: its nested run ended without an outcome")
     return _answer(agent.name, final)
 
 

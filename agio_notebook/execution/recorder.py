@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core import (TRANSIENT_EVENTS, AgentRun, AgentSession, RunStatus, Step, StepEvent, StepEventType,
                     StepRole, now)
+from ..core.conversation import is_memory_step
 from ..storage.base import Repository
 from ..storage.group_commit import committer_for, store_wait
 
@@ -67,7 +68,7 @@ class RunRecorder:
         if run.attempt > 1 and step.run_id == run.id:
             step.attempt = run.attempt  # a retry's steps are that attempt's
         self._link(step)
-        if step.extra.get("kind") != "memory_read":  # memory goes into the system prompt instead
+        if not is_memory_step(step):  # memory goes into the system prompt instead
             self.messages.append(step.to_message())
         self.steps.append(step)
         self._pending_steps.append(step)
@@ -120,6 +121,11 @@ class RunRecorder:
     def _batch_parent(self) -> list[str]:
         last = self.steps[-1] if self.steps else None
         return list(last.parent_ids) if last is not None and last.role is StepRole.TOOL else []
+
+    def stage(self, steps: list[Step]) -> None:
+        """Steps that go into the next commit only: not into the context or the run's totals (a side-effect
+        call's "started" step, which its result replaces, same id, before the next model call)."""
+        self._pending_steps.extend(steps)
 
     def update_step(self, step: Step) -> None:
         """A changed version of an already stored step (e.g. tool time filled in, superseded)."""

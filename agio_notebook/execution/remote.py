@@ -135,12 +135,11 @@ class RemoteParent:
             self._tree = tree
 
     def spent_meta(self, run: dict[str, Any]) -> dict[str, Any]:
-        m = run.get("metrics") or {}
-        tokens, cost = m.get("total_tokens") or 0, m.get("cost")
-        if self._tree is not None:
-            tokens += self._tree.nested_tokens
-            cost = None if cost is None or self._tree.nested_cost is None else cost + self._tree.nested_cost
-        return {SPENT_KEY: {"tokens": tokens, "cost": cost}}
+        tree = self._tree
+        if tree is not None and tree.limited:  # every call of the tree settled into it, remote ones too
+            return {SPENT_KEY: {"tokens": tree.spent_tokens, "cost": tree.spent_cost}}
+        m = run.get("metrics") or {}  # no budget here: only the run's own usage is known
+        return {SPENT_KEY: {"tokens": m.get("total_tokens") or 0, "cost": m.get("cost")}}
 
 
 def caller_limits() -> dict[str, Any] | None:
@@ -150,13 +149,11 @@ def caller_limits() -> dict[str, Any] | None:
         return None
     run, tree = scope.run, tree_of(scope.run)
     tokens = cost = None
-    if tree is not None:
-        used = tree.root.metrics
+    if tree is not None:  # what the outermost run has left: spent and set aside by calls in flight taken off
         if tree.max_tokens is not None:
-            tokens = max(tree.max_tokens - (used.total_tokens or 0) - tree.nested_tokens, 0)
-        if tree.max_cost is not None:  # a price unknown here leaves nothing to spend there
-            cost = 0.0 if used.cost is None or tree.nested_cost is None else max(
-                tree.max_cost - used.cost - tree.nested_cost, 0.0)
+            tokens = max(tree.max_tokens - tree.spent_tokens - tree.reserved_tokens, 0)
+        if tree.max_cost is not None:
+            cost = max(tree.max_cost - tree.spent_cost - tree.reserved_cost, 0.0)
     call_id = call.tool_call_id if call else None
     parent = next((tp for named in trace_parent_of if (tp := named(run.id, call_id))), None)
     return CallerLimits(run.depth, run.id, call_id, tokens, cost, parent).to_meta()
@@ -171,8 +168,8 @@ def add_spent(meta: Any) -> None:
         return
     tokens, cost = spent.get("tokens"), spent.get("cost")
     tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0
-    cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0 else None
-    tree.add(tokens, cost, False)
+    cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0 else 0.0
+    tree.spent_elsewhere(tokens, cost)
 
 
 set_remote_limits(caller_limits, add_spent)

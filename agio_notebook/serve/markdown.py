@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ..core import AgentRun, NotFoundError, Step, StepRole, mask
-from ..execution.context import is_memory_step
+from ..core.conversation import is_memory_step
 from ..execution.nested import MAX_DEPTH
 from ..storage.base import Repository
 
