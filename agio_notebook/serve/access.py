@@ -17,25 +17,16 @@ may read or continue. The rules, one home for both servers:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..agent import Agent, OWNER, stamp_owner
 from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError
 from ..storage.base import Repository
 from ..storage.ids import resolve_prefix
-
-MAX_PAGE = 500
-
+from ..storage.run_query import MAX_PAGE, RunFilter, RunPage
 
 class NotServedError(NotFoundError):
     """An id the client may not reach: unknown, or not the served agents' (the same line either way)."""
-
-
-@dataclass(frozen=True)
-class RunPage:
-    runs: list[AgentRun]
-    next_cursor: str | None
 
 
 class Access:
@@ -121,8 +112,8 @@ class Access:
         sessions: dict[str, bool] = {}
         pages = 0
         while len(found) < limit and pages < 50:  # most runs of a shared store may be others': look further
-            page = query_runs(self.repository, session_id=sid, agent=agent_filter, limit=limit - len(found),
-                              cursor=cursor)
+            page = self.repository.query_runs(RunFilter(agent=agent_filter, session_id=sid), limit - len(found),
+                                              cursor)  # a page filtered in the store, never a read of every run
             pages += 1
             for run in page.runs:
                 if run.session_id not in sessions:
@@ -178,32 +169,3 @@ def _limit(limit: Any) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit:
         raise InvalidOperationError(f"limit must be a whole number >= 1, got {limit!r}")
     return min(limit, MAX_PAGE)
-
-
-def query_runs(repository: Repository, *, session_id: str | None, agent: str | None, limit: int,
-               cursor: str | None) -> RunPage:
-    """One page of runs, newest first, read off the store's run list (in a worker thread: callers run it
-    with ``asyncio.to_thread``). A cursor is ``"<started_at>:<run id>"`` of the last run of the previous page (keyset paging: a page
-    never repeats or skips a run when new runs arrive at the top meanwhile)."""
-    after = _cursor(cursor)
-    docs = [d for d in repository.iter_run_dicts(session_id)
-            if (agent is None or d.get("agent_name") == agent)
-            and (after is None or (float(d.get("started_at") or 0.0), d["id"]) < after)]
-    docs.sort(key=lambda d: (float(d.get("started_at") or 0.0), d["id"]), reverse=True)
-    shown = docs[:limit]
-    more = len(docs) > limit and shown
-    return RunPage([AgentRun.from_dict(d) for d in shown],
-                   f"{float(shown[-1].get('started_at') or 0.0)!r}:{shown[-1]['id']}" if more else None)
-
-
-def _cursor(cursor: Any) -> tuple[float, str] | None:
-    if cursor is None:
-        return None
-    try:
-        started, _, run_id = cursor.partition(":")
-        if not run_id:
-            raise ValueError
-        return float(started), run_id
-    except (AttributeError, ValueError):
-        raise InvalidOperationError(f"{cursor!r} is not a cursor of a page of runs (pass the next_cursor "
-                                    "a page returned)") from None
