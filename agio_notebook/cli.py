@@ -98,69 +98,60 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _mcp(args: argparse.Namespace) -> int:
     """``agio mcp serve``: the store and the named agents over stdio, or streamable HTTP with a token."""
-    import os
-
     try:
-        from .serve import build_server, http_app, new_token, start_http
+        from .serve import build_server, http_app
     except ImportError as exc:  # the MCP SDK is an extra
         raise AgioError(f"agio mcp serve needs the MCP SDK: pip install 'agio-notebook[mcp]' ({exc})") from None
-    from .storage import existing_store
-
-    repository = existing_store(args.store)
-    agents = _served_agents(args, "mcp")
-    _telemetry(args)
+    repository, agents = _serving(args, "mcp")
     server = build_server(agents, repository, expose_store=args.expose_store)
     if not args.http:
         server.run("stdio")
         return 0
-    token = os.environ.get("AGIO_MCP_TOKEN") or new_token()
-    try:
-        running = start_http(http_app(server), token, args.host, args.port, allowed_hosts=args.allow_host,
-                             allowed_origins=args.allow_origin)
-    except (OSError, ValueError) as exc:
-        raise AgioError(str(exc)) from None
-    shown = "from $AGIO_MCP_TOKEN" if os.environ.get("AGIO_MCP_TOKEN") else token
+    running, shown = _serve_http(args, http_app(server), "MCP", "/mcp")
     return _serve_until_interrupted(running, f"serving {', '.join(agents)} on {running.url} (bearer token: {shown})")
 
 
 def _a2a(args: argparse.Namespace) -> int:
     """``agio a2a serve``: the named agents over A2A (HTTP, a bearer token always)."""
-    import os
-
     try:
-        from .serve import new_token, start_http
         from .serve.a2a_server import agent_urls, build_a2a_app
     except ImportError as exc:  # the A2A SDK is an extra
         raise AgioError(f"agio a2a serve needs the A2A SDK: pip install 'agio-notebook[a2a]' ({exc})") from None
-    from .storage import existing_store
-
-    repository = existing_store(args.store)
-    agents = _served_agents(args, "a2a")
-    _telemetry(args)
-    token = os.environ.get("AGIO_A2A_TOKEN") or new_token()
-    try:
-        running = start_http(build_a2a_app(agents, repository, expose_store=args.expose_store), token, args.host,
-                             args.port, path="", allowed_hosts=args.allow_host, allowed_origins=args.allow_origin,
-                             what="A2A")
-    except (OSError, ValueError) as exc:
-        raise AgioError(str(exc)) from None
-    shown = "from $AGIO_A2A_TOKEN" if os.environ.get("AGIO_A2A_TOKEN") else token
+    repository, agents = _serving(args, "a2a")
+    running, shown = _serve_http(args, build_a2a_app(agents, repository, expose_store=args.expose_store), "A2A", "")
     urls = ", ".join(f"{name} at {url}" for name, url in agent_urls(running.url, agents).items())
     return _serve_until_interrupted(running, f"serving {urls} (bearer token: {shown})")
 
 
-def _served_agents(args: argparse.Namespace, what: str) -> dict:
-    from .serve import load_agents
+def _serving(args: argparse.Namespace, what: str) -> tuple[Any, dict]:
+    """What ``agio mcp|a2a serve`` serves: an existing store, the named agents; the export, if asked."""
+    from .serve import load_agent_paths
+    from .storage import existing_store
 
-    agents: dict = {}
-    for path in args.agents:
-        for name, agent in load_agents(path).items():
-            if name in agents:
-                raise AgioError(f"--agents: two agents are named {name!r}")
-            agents[name] = agent
-    if not agents:
-        raise AgioError(f"agio {what} serve: name the agents to serve with --agents module:attribute")
-    return agents
+    repository = existing_store(args.store)
+    agents = load_agent_paths(args.agents, f"agio {what} serve")
+    if args.otel:
+        from .telemetry import enable
+
+        enable(args.otel)
+    return repository, agents
+
+
+def _serve_http(args: argparse.Namespace, app: Any, what: str, path: str) -> tuple[Any, str]:
+    """``app`` on HTTP behind a token from ``$AGIO_<WHAT>_TOKEN`` (or a new one); the server, and the token as
+    it may be shown (never one the environment gave)."""
+    import os
+
+    from .serve import new_token, start_http
+
+    variable = f"AGIO_{what}_TOKEN"
+    token = os.environ.get(variable) or new_token()
+    try:
+        running = start_http(app, token, args.host, args.port, path=path, allowed_hosts=args.allow_host,
+                             allowed_origins=args.allow_origin, what=what)
+    except (OSError, ValueError) as exc:
+        raise AgioError(str(exc)) from None
+    return running, f"from ${variable}" if os.environ.get(variable) else token
 
 
 def _serve_until_interrupted(running: Any, line: str) -> int:
@@ -189,12 +180,6 @@ def _serve_options(parser: argparse.ArgumentParser, default_port: int) -> None:
     parser.add_argument("--otel", default=None, metavar="ENDPOINT",
                         help="export the served runs' spans to this OTLP endpoint (joining callers' traces)")
 
-
-def _telemetry(args: argparse.Namespace) -> None:
-    if args.otel:
-        from .telemetry import enable
-
-        enable(args.otel)
 
 
 def main(argv: list[str] | None = None) -> int:

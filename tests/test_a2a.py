@@ -28,6 +28,7 @@ from agio_notebook.core import AgioError
 from agio_notebook.execution import MAX_DEPTH
 from agio_notebook.serve.a2a_client import A2AError
 from agio_notebook.storage import TinyDBRepository
+import serve_support
 from lab_support import free_port
 
 SERVERS = Path(__file__).parent / "servers"
@@ -37,13 +38,8 @@ from agio_agents import researcher, team  # noqa: E402
 TOKEN = "sdk-server-token-" + "k" * 16
 
 
-@contextmanager
 def served(agents, repo, **options):
-    server = agio_notebook.serve_a2a(agents=agents, store=repo, **options)
-    try:
-        yield server
-    finally:
-        server.stop()
+    return serve_support.served(agents, repo, "a2a", **options)
 
 
 @contextmanager

@@ -12,7 +12,6 @@ import re
 import socket
 import subprocess
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -26,6 +25,7 @@ from agio_notebook import Agent, ExecutionConfig, FunctionModel, StepRunner
 from agio_notebook.execution import MAX_DEPTH
 from agio_notebook.storage import TinyDBRepository
 from agio_notebook.tools.mcp import close_mcp_servers, mcp_tools
+from serve_support import served
 
 SECRET = "the launch code is seven seven four one"  # in conversations the served agent must not reach
 
@@ -46,13 +46,6 @@ def recording_agent(name: str, seen: list, prompt: str = "You write.", descripti
                  description=description)
 
 
-@contextmanager
-def served(agents, repo, **options):
-    server = agio_notebook.serve_mcp(agents=agents, store=repo, **options)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def with_client(server, fn):

@@ -50,6 +50,19 @@ def _tree(spans):
     return by_id, roots
 
 
+def _under_its_tool_call(spans, outer: str, inner: str, outer_run_id: str):
+    """The inner agent's run span, checked to be a child of the outer run's ``execute_tool`` span for it, at
+    depth 1, in one trace whose only root is the outer run."""
+    by_id, roots = _tree(spans)
+    assert [r["name"] for r in roots] == [f"invoke_agent {outer}"]
+    span = next(s for s in spans if s["name"] == f"invoke_agent {inner}")
+    asked = by_id[span["parent_id"]]
+    assert asked["name"] == f"execute_tool {inner}" and by_id[asked["parent_id"]] is roots[0]
+    assert span["attributes"]["agio.run.parent_id"] == outer_run_id and span["attributes"]["agio.run.depth"] == 1
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+    return span
+
+
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_spans_of_a_run_reach_a_real_receiver_as_a_tree(receiver, protocol):
     project = f"agio-{protocol.split('/')[0]}"
@@ -113,15 +126,9 @@ def test_an_agent_called_as_a_tool_is_a_child_span_of_that_tool_call_in_one_trac
     assert t.flush()
     # boss: run, 2 chats, 1 tool; helper: run, 2 chats, 1 tool
     spans = receiver.spans("agio-nested", expect=8)
-    by_id, roots = _tree(spans)
-    assert [r["name"] for r in roots] == ["invoke_agent boss"]
-    inner = next(s for s in spans if s["name"] == "invoke_agent helper")
-    asked = by_id[inner["parent_id"]]
-    assert asked["name"] == "execute_tool helper" and by_id[asked["parent_id"]] is roots[0]
-    assert inner["attributes"]["agio.run.parent_id"] == result.run_id and inner["attributes"]["agio.run.depth"] == 1
+    inner = _under_its_tool_call(spans, "boss", "helper", result.run_id)
     inner_children = sorted(s["name"] for s in spans if s["parent_id"] == inner["context"]["span_id"])
     assert inner_children == ["chat scripted", "chat scripted", "execute_tool add"]
-    assert len({s["context"]["trace_id"] for s in spans}) == 1
 
 
 def test_usual_otel_variables_configure_the_export(receiver, monkeypatch):
@@ -182,10 +189,5 @@ def test_a_run_served_over_mcp_in_another_process_joins_the_callers_trace_under_
     assert t.flush()
     # boss: run, 2 chats, 1 tool; the served writer (another process): run, 1 chat
     spans = receiver.spans(project, expect=6)
-    by_id, roots = _tree(spans)
-    assert [r["name"] for r in roots] == ["invoke_agent boss"]
-    served = next(s for s in spans if s["name"] == "invoke_agent writer")
-    asked = by_id[served["parent_id"]]
-    assert asked["name"] == "execute_tool writer" and by_id[asked["parent_id"]] is roots[0]
-    assert served["attributes"]["agio.run.parent_id"] == result.run_id and served["attributes"]["agio.run.depth"] == 1
-    assert len({s["context"]["trace_id"] for s in spans}) == 1
+    served = _under_its_tool_call(spans, "boss", "writer", result.run_id)
+    assert [s["name"] for s in spans if s["parent_id"] == served["context"]["span_id"]] == ["chat write-script"]

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from ..storage import current_store, open_repository
 from ..storage.base import Repository
-from .agents import load_agents, named_agents
+from .agents import load_agent_paths, load_agents, named_agents
 from .http import HTTPServer, new_token, start_http
 from .server import build_server, http_app
 
@@ -52,5 +52,5 @@ def serve_a2a(agents: Any, *, store: Repository | str | None = None, host: str =
     return server
 
 
-__all__ = ["HTTPServer", "build_server", "http_app", "load_agents", "named_agents", "new_token", "serve_a2a",
+__all__ = ["HTTPServer", "build_server", "http_app", "load_agent_paths", "load_agents", "named_agents", "new_token", "serve_a2a",
            "serve_mcp", "start_http"]
