@@ -196,8 +196,3 @@ def stamp_owner(session: AgentSession, agent: Agent, via: str | None = None) -> 
                                         **({"via": via} if via else {})})
     return session
 
-
-def owned_by(session: AgentSession | None, agent: Agent) -> bool:
-    """Whether ``agent`` made ``session`` (or a server made it for that agent)."""
-    owner = session.metadata.get(OWNER) if session is not None else None
-    return isinstance(owner, dict) and owner.get("fingerprint") == agent.fingerprint
