@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import pydantic
 
-from .core import ExecutionConfig
+from .core import AgentSession, ExecutionConfig
 from .models import default_model
 from .models.base import Model
 from .models.settings import check_settings
@@ -148,6 +150,15 @@ class Agent:
     def model_name(self) -> str:
         return getattr(self.model, "name", type(self.model).__name__)
 
+    @property
+    def fingerprint(self) -> str:
+        """Who this agent is, the same in every process: its name, instructions and tool names (not its
+        model). A session records the fingerprint of the agent that made it (:func:`stamp_owner`); a server
+        continues only the sessions of the agents it serves, so another agent that merely shares a name
+        cannot be continued through it."""
+        who = [self.name, self.system_prompt or "", sorted(t.name for t in self.registry)]
+        return hashlib.sha256(json.dumps(who, ensure_ascii=False).encode()).hexdigest()[:32]
+
     def close(self) -> None:
         """Release what the agent's tools hold (e.g. a browser's contexts); safe to call twice."""
         for t in self.registry:
@@ -169,3 +180,15 @@ class Agent:
     def _own_tools(self) -> list[Tool]:
         """The registry's tools but the handoff tools (a copy of the agent makes its own)."""
         return [t for t in self.registry if not isinstance(t.function, Handoff)]
+
+
+OWNER = "owner"  # the session metadata key of the agent that made the session
+
+
+def stamp_owner(session: AgentSession, agent: Agent, via: str | None = None) -> AgentSession:
+    """Record on a new ``session`` which agent made it (and ``via`` which server, if one did); a stamp
+    already there stays (a server stamps before the runner does)."""
+    session.metadata.setdefault(OWNER, {"agent": agent.name, "fingerprint": agent.fingerprint,
+                                        **({"via": via} if via else {})})
+    return session
+

@@ -129,6 +129,13 @@ class Tree:
             self.nested_cost += paid
         self.longest_completion = max(self.longest_completion, (m.completion_tokens or 0) if m is not None else 0)
 
+    def spent_elsewhere(self, tokens: int, cost: float) -> None:
+        """What runs in another process spent for this tree (an agio agent called over MCP or A2A reports it)."""
+        self.spent_tokens += tokens
+        self.spent_cost += cost
+        self.nested_tokens += tokens
+        self.nested_cost += cost
+
     def start_nested(self) -> str | None:
         """A nested run is about to start; why not (a line) past ``max_nested_runs``."""
         if self.nested_runs >= self.max_runs:
@@ -158,7 +165,7 @@ def needs_scope(tool: Any) -> bool:
 def join_tree(run: AgentRun, config: ExecutionConfig) -> Tree | None:
     """The tree ``run`` spends from: a new one for an outermost run (its config's limits hold for every run
     nested in it), the outermost run's for a nested one (None when that is not in this process)."""
-    if run.parent_run_id is None:
+    if run.tree_root_id == run.id:  # an outermost run, or one served to a run of another process (remote.py)
         tree = _TREES[run.id] = Tree(run.id, config.max_tokens, config.max_cost, config.max_nested_runs)
         return tree
     return _TREES.get(run.tree_root_id)
@@ -169,8 +176,8 @@ def tree_of(run: AgentRun) -> Tree | None:
 
 
 def forget_tree(run: AgentRun) -> None:
-    """The outermost run ended: its tree's budget goes with it."""
-    if run.parent_run_id is None:
+    """The root of a tree ended (an outermost run, or a run served to another process): its budget goes."""
+    if run.tree_root_id == run.id:
         _TREES.pop(run.id, None)
 
 

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 
-from ..agent import Agent
+from ..agent import Agent, stamp_owner
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
                     RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
 from ..core.conversation import is_memory_step
@@ -205,6 +205,8 @@ class StepRunner:
                 new_session = session if repo.get_session(session_id) is None else None
             else:
                 new_session = None if repo.get_session(session_id) is not None else AgentSession(session_id=session_id)
+            if new_session is not None:
+                stamp_owner(new_session, self.agent)  # which agent made it: servers continue only their own
             steps = repo.get_steps(session_id) if new_session is None else []
             if history:
                 if steps:
