@@ -56,7 +56,6 @@ class TinyDBRepository(TinyDBMaintenance):
         # commit holding ``_lock``; taken after ``_lock`` when both are needed, never before it
         self._claim_lock = threading.Lock()
         self._seq_index: dict[str, dict[int, str]] = {}  # session -> sequence -> current step id
-        self._runs_index: RunIndex | None = None  # the run query's index, made on its first use
         self._wal = WriteAheadLog(self.root, self._make_durable)
         _live.add(self)
         self.recover_interrupted()  # runs left `running` by a process that died are found on open
@@ -504,6 +503,7 @@ class TinyDBRepository(TinyDBMaintenance):
         """(Re)open the index journal, and what is derived from it in memory (made again on first use)."""
         self._index = Journal(self.root / "index.jsonl", INDEX_KEYS, self.lock_timeout)
         self._index_runs: dict[str, dict[str, dict[str, Any]]] | None = None  # session -> run id -> index record
+        self._runs_index: RunIndex | None = None  # the run query's index, made on its first use
         self._index.on_change = self._follow_index_runs
 
     def _runs_of_session(self, session_id: str) -> Iterable[dict[str, Any]]:
