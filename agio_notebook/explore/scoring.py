@@ -24,10 +24,11 @@ Scorer = Callable[["ScoredRun"], Any]
 
 @dataclass
 class ScoredRun:
-    """What a scorer sees of a run."""
+    """What a scorer sees of a run (in an evaluation, also its ``sample``: the dataset row)."""
 
     run: AgentRun
     steps: list[Step] = field(default_factory=list)
+    sample: dict[str, Any] | None = None
 
     @property
     def final_text(self) -> str:
