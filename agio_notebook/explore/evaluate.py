@@ -127,6 +127,9 @@ def _scorers(scorers: Any) -> list[tuple[str, Callable[..., Any]]]:
     if isinstance(scorers, Mapping):
         pairs = [(str(k), v) for k, v in scorers.items()]
     elif isinstance(scorers, Sequence) and not isinstance(scorers, str):
+        bad = next((i for i, s in enumerate(scorers) if not callable(s)), None)
+        if bad is not None:
+            raise EvaluationError(f"scorers[{bad}] is a {type(scorers[bad]).__name__}, not a function")
         pairs = [(scorer_name(s), s) for s in scorers]
     else:
         raise EvaluationError(f"scorers must be a scorer, a list of scorers or a dict of name -> scorer, got "
