@@ -18,7 +18,7 @@ import hashlib
 import inspect
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
@@ -43,6 +43,13 @@ SCORED = (RunStatus.COMPLETED, RunStatus.MAX_STEPS, RunStatus.BUDGET_EXCEEDED)  
 
 class EvaluationError(AgioError, ValueError):
     """An evaluation that cannot run or be scored: one clear line saying why."""
+
+
+@dataclass
+class SampleRun(ScoredRun):
+    """What a scorer sees in an evaluation: the run, and ``sample``, its row of the dataset."""
+
+    sample: dict[str, Any] = field(default_factory=dict)
 
 
 # -- checking the inputs --------------------------------------------------------------------------------
@@ -437,8 +444,8 @@ async def _score_all(work: list[tuple[Row, dict[str, Any]]], scorers: list[tuple
 
     async def one(row: Row, sample: dict[str, Any]) -> None:
         async with limit:
-            run = ScoredRun.load(row.run_id, repository)  # type: ignore[arg-type]
-            run.sample = sample
+            loaded = ScoredRun.load(row.run_id, repository)  # type: ignore[arg-type]
+            run = SampleRun(loaded.run, loaded.steps, sample)
             where = f"sample {row.sample!r}, epoch {row.epoch} of variant {row.variant!r}"
             for name, fn in scorers:
                 try:

@@ -24,11 +24,10 @@ Scorer = Callable[["ScoredRun"], Any]
 
 @dataclass
 class ScoredRun:
-    """What a scorer sees of a run (in an evaluation, also its ``sample``: the dataset row)."""
+    """What a scorer sees of a run."""
 
     run: AgentRun
     steps: list[Step] = field(default_factory=list)
-    sample: dict[str, Any] | None = None
 
     @property
     def final_text(self) -> str:
