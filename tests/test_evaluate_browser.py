@@ -15,6 +15,7 @@ from nbformat.sign import NotebookNotary
 from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import sync_playwright
 
+from evaluate_support import SETUP as EVALUATE_SETUP
 from kernel_support import KERNEL_NAME
 from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, run_all, running_lab
 
@@ -23,24 +24,7 @@ MIME = "application/vnd.agio.evaluation+json"
 
 CELLS = [
     "%load_ext agio_notebook",
-    '''import agio_notebook as agio
-from agio_notebook import Agent, FunctionModel
-
-def numbers(messages):
-    return [int(w) for w in messages[-1]["content"].replace("?", "").split() if w.isdigit()]
-
-def careful(messages, tools):
-    a, b = numbers(messages)
-    return str(a + b)
-
-def hasty(messages, tools):
-    a, b = numbers(messages)
-    return str(a + b + (a % 3 == 0)) + " <b>sure</b>"
-
-data = [{"id": f"q{i}", "question": f"What is {i} plus {i + 2}?", "answer": str(2 * i + 2)} for i in range(9)]
-
-def correct(run, sample):
-    return run.final_text.split()[0] == sample["answer"]''',
+    EVALUATE_SETUP,
     '''ev = agio.evaluate({"hasty": Agent(model=FunctionModel(hasty), name="hasty"),
                     "careful": Agent(model=FunctionModel(careful), name="careful")},
                    data, [correct], epochs=2, seed=3, prompt="{question}", name="browser")

@@ -7,30 +7,11 @@ import re
 
 import pytest
 
+from evaluate_support import SETUP as EVALUATE_SETUP
 from kernel_support import of_type, offline_kernel
 
 MIME = "application/vnd.agio.evaluation+json"
-SETUP = r'''
-%load_ext agio_notebook
-import agio_notebook as agio
-from agio_notebook import Agent, FunctionModel
-
-def numbers(messages):
-    return [int(w) for w in messages[-1]["content"].replace("?", "").split() if w.isdigit()]
-
-def careful(messages, tools):
-    a, b = numbers(messages)
-    return str(a + b)
-
-def hasty(messages, tools):
-    a, b = numbers(messages)
-    return str(a + b + (a % 3 == 0)) + " <b>sure</b>"
-
-data = [{"id": f"q{i}", "question": f"What is {i} plus {i + 2}?", "answer": str(2 * i + 2)} for i in range(9)]
-
-def correct(run, sample):
-    return run.final_text.split()[0] == sample["answer"]
-'''
+SETUP = "%load_ext agio_notebook\n" + EVALUATE_SETUP
 
 
 @pytest.fixture(scope="module")

@@ -53,25 +53,38 @@ class SampleRun(ScoredRun):
 
 
 # -- checking the inputs --------------------------------------------------------------------------------
+def _pairs(given: Any, name_of: Callable[[int, Any], str], refusal: str) -> list[tuple[str, Any]]:
+    """``(name, value)`` pairs of a dict (its keys name them) or of a list (``name_of`` names them)."""
+    if isinstance(given, Mapping):
+        return [(str(k), v) for k, v in given.items()]
+    if isinstance(given, Sequence) and not isinstance(given, str):
+        return [(name_of(i, v), v) for i, v in enumerate(given)]
+    raise EvaluationError(f"{refusal}, got {type(given).__name__}")
+
+
+def _repeated(names: Sequence[str]) -> str | None:
+    """The first name that comes twice."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
 def _variants(agent_or_variants: Any) -> list[tuple[str, Agent]]:
     if isinstance(agent_or_variants, Agent):
-        pairs = [(agent_or_variants.name or "agent", agent_or_variants)]
-    elif isinstance(agent_or_variants, Mapping):
-        pairs = [(str(k), v) for k, v in agent_or_variants.items()]
-    elif isinstance(agent_or_variants, Sequence) and not isinstance(agent_or_variants, str):
-        pairs = [(getattr(v, "name", None) or f"variant {i + 1}", v) for i, v in enumerate(agent_or_variants)]
-    else:
-        raise EvaluationError(f"evaluate takes an Agent, a list of Agents or a dict of label -> Agent, got "
-                              f"{type(agent_or_variants).__name__}")
+        agent_or_variants = [agent_or_variants]
+    pairs = _pairs(agent_or_variants, lambda i, v: getattr(v, "name", None) or f"variant {i + 1}",
+                   "evaluate takes an Agent, a list of Agents or a dict of label -> Agent")
     if not pairs:
         raise EvaluationError("evaluate was given no variants")
     for label, agent in pairs:
         if not isinstance(agent, Agent):
             raise EvaluationError(f"variant {label!r} is a {type(agent).__name__}, not an agio Agent")
-    labels = [label for label, _ in pairs]
-    dupes = sorted({label for label in labels if labels.count(label) > 1})
-    if dupes:
-        raise EvaluationError(f"two variants are labelled {dupes[0]!r}; give them distinct labels with a dict")
+    twice = _repeated([label for label, _ in pairs])
+    if twice is not None:
+        raise EvaluationError(f"two variants are labelled {twice!r}; give them distinct labels with a dict")
     return pairs
 
 
@@ -95,9 +108,9 @@ def _sample_ids(frame: pd.DataFrame) -> list[str]:
     if "id" not in frame.columns:
         return [str(i) for i in range(len(frame))]
     ids = [str(v) for v in frame["id"]]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise EvaluationError(f"the dataset's id column repeats {dupes[0]!r}; sample ids must be unique")
+    twice = _repeated(ids)
+    if twice is not None:
+        raise EvaluationError(f"the dataset's id column repeats {twice!r}; sample ids must be unique")
     return ids
 
 
@@ -131,25 +144,20 @@ def _arity(fn: Callable[..., Any]) -> int:
 def _scorers(scorers: Any) -> list[tuple[str, Callable[..., Any]]]:
     if callable(scorers):
         scorers = [scorers]
-    if isinstance(scorers, Mapping):
-        pairs = [(str(k), v) for k, v in scorers.items()]
-    elif isinstance(scorers, Sequence) and not isinstance(scorers, str):
+    if isinstance(scorers, Sequence) and not isinstance(scorers, str):
         bad = next((i for i, s in enumerate(scorers) if not callable(s)), None)
         if bad is not None:
             raise EvaluationError(f"scorers[{bad}] is a {type(scorers[bad]).__name__}, not a function")
-        pairs = [(scorer_name(s), s) for s in scorers]
-    else:
-        raise EvaluationError(f"scorers must be a scorer, a list of scorers or a dict of name -> scorer, got "
-                              f"{type(scorers).__name__}")
+    pairs = _pairs(scorers, lambda i, s: scorer_name(s),
+                   "scorers must be a scorer, a list of scorers or a dict of name -> scorer")
     if not pairs:
         raise EvaluationError("evaluate needs at least one scorer")
     for name, fn in pairs:
         if not callable(fn):
             raise EvaluationError(f"scorer {name!r} is a {type(fn).__name__}, not a function")
-    names = [n for n, _ in pairs]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise EvaluationError(f"two scorers are named {dupes[0]!r}; pass a dict of name -> scorer")
+    twice = _repeated([n for n, _ in pairs])
+    if twice is not None:
+        raise EvaluationError(f"two scorers are named {twice!r}; pass a dict of name -> scorer")
     return pairs
 
 
