@@ -12,6 +12,7 @@ or version is re-embedded, not compared across models.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,9 +38,7 @@ class LocalEmbeddings:
 
     @property
     def version(self) -> str:
-        from importlib.metadata import version
-
-        return version("wordllama")
+        return _version()
 
     @property
     def label(self) -> str:
@@ -50,6 +49,14 @@ class LocalEmbeddings:
 
         vectors = np.asarray(_model(self.dim).embed(list(texts), norm=True), dtype=np.float32)
         return vectors.reshape(len(texts), self.dim)
+
+
+@functools.cache
+def _version() -> str:
+    """The installed package's version (read once: a metadata lookup costs milliseconds)."""
+    from importlib.metadata import version
+
+    return version("wordllama")
 
 
 _loaded: dict[int, Any] = {}
