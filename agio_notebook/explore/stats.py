@@ -72,10 +72,12 @@ def bootstrap_means(sums: np.ndarray, counts: np.ndarray, resamples: int, seed: 
     rng = np.random.default_rng(seed)
     out = np.empty(resamples)
     rows = max(1, _CHUNK // max(1, g))
+    balanced = bool(np.all(counts == counts[0]))  # every cluster the same size: the denominator is fixed
     for start in range(0, resamples, rows):
         stop = min(resamples, start + rows)
         idx = rng.integers(0, g, size=(stop - start, g), dtype=np.int32)
-        out[start:stop] = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+        total = g * counts[0] if balanced else counts[idx].sum(axis=1)
+        out[start:stop] = sums[idx].sum(axis=1) / total
     return out
 
 
