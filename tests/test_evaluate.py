@@ -123,8 +123,8 @@ def test_the_same_seed_and_recorded_models_give_the_same_table(repo):
     def flaky_model():  # a recorded model: the same answers in the same order, whatever runs when
         return ScriptedModel(["4", "5", "4", "4", "9", "6", "6", "6"], loop=True, name="recorded")
 
-    def score(run):
-        return float(run.final_text.strip() in ("4", "6"))
+    def score(run):  # graded, so resampling has room to differ between seeds
+        return {"4": 1.0, "6": 0.7, "5": 0.4}.get(run.final_text.strip(), 0.0)
 
     first = agio.evaluate(Agent(model=flaky_model(), name="r"), DATA[:8], [score], epochs=1, seed=42,
                           prompt="{question}", concurrency=1, name="r1", repository=repo)

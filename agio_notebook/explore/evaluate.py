@@ -205,6 +205,8 @@ class Evaluation:
         self.scorers: list[str] = doc["scorers"]
         self.samples: list[str] = doc["samples"]
         self.rows = [Row(**r) for r in doc["rows"]]
+        self._runs: dict[tuple[str, str], list[str]] | None = None
+        self._by: dict[tuple[str, str], tuple[list[float], list[str]]] | None = None
 
     @property
     def models(self) -> dict[str, str | None]:
@@ -232,9 +234,16 @@ class Evaluation:
         return frame
 
     def _scores(self, variant: str, scorer: str) -> tuple[list[float], list[str]]:
-        pairs = [(r.scores[scorer], r.sample) for r in self.rows
-                 if r.variant == variant and scorer in r.scores and not math.isnan(r.scores[scorer])]
-        return [v for v, _ in pairs], [s for _, s in pairs]
+        """(scores, their samples) of a variant and scorer, read from the rows in one pass for all."""
+        if self._by is None:
+            self._by = {}
+            for r in self.rows:
+                for name, value in r.scores.items():
+                    if not math.isnan(value):
+                        values, samples = self._by.setdefault((r.variant, name), ([], []))
+                        values.append(value)
+                        samples.append(r.sample)
+        return self._by.get((variant, scorer), ([], []))
 
     def estimate(self, variant: str, scorer: str) -> stats.Estimate:
         values, samples = self._scores(variant, scorer)
@@ -268,7 +277,13 @@ class Evaluation:
         return {s: sum(v) / len(v) for s, v in sums.items()}
 
     def runs_of(self, variant: str, sample: str) -> list[str]:
-        return [r.run_id for r in self.rows if r.variant == variant and r.sample == sample and r.run_id]
+        """The runs of a sample in a variant, epoch by epoch."""
+        if self._runs is None:
+            self._runs = {}
+            for r in self.rows:
+                if r.run_id:
+                    self._runs.setdefault((r.variant, r.sample), []).append(r.run_id)
+        return list(self._runs.get((variant, sample), ()))
 
     def compare(self, a: str | None = None, b: str | None = None, *, scorer: str | None = None) -> Comparison:
         """Variant ``b`` against baseline ``a`` on the same samples (default: the first two variants)."""
