@@ -49,12 +49,13 @@ up_to_date() {  # up_to_date NAME HASH: was step NAME last done with these input
   [ "${AGIO_SETUP_FORCE:-0}" != 1 ] && [ "$(cat "$stamps/$1" 2>/dev/null)" = "$2" ]
 }
 
-# --lab installs what the tutorials need; otherwise the test tools and Parquet export too (a superset:
+# --lab installs what the tutorials need (and the local embedding model for memory); otherwise the test
+# tools, Parquet export and Ray too (a superset:
 # lab accepts it)
-extras=test,parquet,ray
-[ "$for_lab" = 1 ] && extras=tutorials
+extras=test,parquet,ray,embeddings
+[ "$for_lab" = 1 ] && extras=tutorials,embeddings
 python_inputs=$( (cat pyproject.toml; .venv/bin/python -VV) | sha256sum | cut -d' ' -f1)
-if up_to_date python "$python_inputs test,parquet,ray" || up_to_date python "$python_inputs $extras"; then
+if up_to_date python "$python_inputs test,parquet,ray,embeddings" || up_to_date python "$python_inputs $extras"; then
   echo "== agio-notebook already installed (pyproject.toml unchanged)"
 else
   echo "== installing agio-notebook (editable) with the extras $extras"

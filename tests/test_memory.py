@@ -69,7 +69,11 @@ def test_memory_changes_what_the_model_sees(repo):
     assert len(mem) == 1 and mem[0].content == seen.systems[0].split("\n\n", 1)[1]
     event = next(e for e in result.events if e.type is E.MEMORY_READ)
     assert [(i["kind"], i["id"]) for i in event.payload["items"]] == [("skill", skill.id), ("experience", exp.id)]
-    assert event.payload["text"] == mem[0].content and event.payload["mode"] == "bm25"
+    assert event.payload["text"] == mem[0].content and event.payload["mode"] == "hybrid"  # the local model is installed
+    assert event.payload["embeddings"].startswith("wordllama/l2_supercat ")
+    for item in event.payload["items"]:  # which retriever found each record, and its scores
+        assert set(item["found_by"]) <= {"bm25", "embeddings"} and item["found_by"]
+        assert -1 <= item["scores"]["cosine"] <= 1 and 0 <= item["scores"]["coverage"] <= 1
     stored = [e.type for e in repo.get_events(result.run_id, 0, 100)]
     assert E.MEMORY_READ in stored  # durable with the step before it was announced
     # usage counts moved
@@ -209,7 +213,8 @@ def test_hybrid_retrieval_with_an_embeddings_endpoint(repo):
         memory.add_experience("Renting an automobile overseas", lesson="take photos of the vehicle first",
                               scope="travel", repository=repo)
         memory.add_experience("Booking a train ticket", lesson="book early", scope="travel", repository=repo)
-        assert not memory.search("car hire abroad", scope="travel", repository=repo).experiences  # BM25 alone
+        assert not memory.search("car hire abroad", scope="travel", embeddings=False,
+                                 repository=repo).experiences  # BM25 alone
         runner, seen = make(repo, name="travel", system=None, embeddings=emb, experiences=1)
         result = asyncio.run(runner.run(None, "car hire abroad"))
         assert "take photos of the vehicle first" in seen.systems[0]
@@ -286,5 +291,7 @@ def test_two_processes_share_memory_and_its_index(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "2"  # the other process indexed what it found and what it added
-    got = memory.retrieval.retrieve(here, "train ticket").experiences
+    got = memory.retrieval.retrieve(here, "train ticket", embeddings=False).experiences
     assert [e.situation for e, _ in got] == ["booking a train ticket"]  # and this one follows its append
+    got = memory.retrieval.retrieve(here, "train ticket").experiences  # so do the vectors
+    assert [e.situation for e, _ in got][0] == "booking a train ticket" and len(got) == 2

@@ -192,6 +192,7 @@ def _awaits_on_asyncio(shell: Any) -> bool:
 
 def load_ipython_extension(ipython: Any) -> None:
     from .batch_cell import install
+    from .evaluation_view import install as install_evaluation_view
     from .frontend import say_hello
     from .live_view import warm_up as warm_live_views
     from .pause_view import warm_up as warm_pause_views
@@ -200,6 +201,7 @@ def load_ipython_extension(ipython: Any) -> None:
     if await_agio_cells not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(await_agio_cells)
     install(ipython)
+    install_evaluation_view(ipython)
     say_hello()
     warm_live_views()
     warm_pause_views()
