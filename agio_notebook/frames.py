@@ -208,6 +208,29 @@ def runs(session_id: str | None = None, *, repository: Repository | None = None)
     return _run_frame(repo.iter_run_dicts(_filters(repo, session_id)[0]))
 
 
+def outputs(agent: str | None = None, session_id: str | None = None, *,
+            repository: Repository | None = None) -> pd.DataFrame:
+    """Typed agents' answers (``Agent(output_type=...)``), one row per run that gave one, oldest first:
+    ``run_id``, ``session_id``, ``agent``, ``output_type``, ``ended_at``, then one column per field of the
+    answer (an answer that is not an object is one ``output`` column; a field named like one of the first
+    five is ``output.<name>``)."""
+    repo = repository or open_repository()
+    docs = [d for d in repo.iter_run_dicts(_filters(repo, session_id)[0])
+            if d.get("output") is not None and (agent is None or d.get("agent_name") == agent)]
+    docs.sort(key=lambda d: d.get("started_at") or 0.0)
+    fixed = {"run_id": _text([d["id"] for d in docs]), "session_id": _text([d["session_id"] for d in docs]),
+             "agent": _text([d.get("agent_name") for d in docs]),
+             "output_type": _text([d.get("output_type") for d in docs]),
+             "ended_at": _utc([d.get("ended_at") for d in docs])}
+    values = [d["output"] for d in docs]
+    if values and all(isinstance(v, dict) for v in values):
+        fields = pd.json_normalize(values, max_level=0)
+        fields.columns = [f"output.{c}" if c in fixed else c for c in fields.columns]
+    else:
+        fields = pd.DataFrame({"output": pd.Series(values, dtype=object)})
+    return pd.concat([pd.DataFrame(fixed), fields.reset_index(drop=True)], axis=1)
+
+
 def run_metrics(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
     """Per-run metrics only, indexed by run id: counts, tokens and times."""
     frame = runs(session_id, repository=repository)

@@ -15,7 +15,7 @@ from ..storage.base import Repository
 from ..storage.ids import resolve_run_id
 from ..tools.context import history_changed
 from .retry import attempt_family
-from .runner import claim_session
+from .session_claims import claim_session
 
 
 @dataclass(frozen=True)

@@ -50,10 +50,10 @@ def read_memory(agent: Agent, repository: Repository, query: str, rec: RunRecord
         got = retrieve(store, query, scope=config.scope or agent.name, skills=config.skills,
                        experiences=config.experiences, embeddings=config.embeddings, min_score=config.min_score)
     if not got:
-        set_system_prompt(rec.messages, agent.system_prompt, None)
+        set_system_prompt(rec.messages, rec.instructions, None)
         return None
     block = format_block(got)
-    set_system_prompt(rec.messages, agent.system_prompt, block)
+    set_system_prompt(rec.messages, rec.instructions, block)
     items = got.items()  # each record with its kind, score, and the retriever(s) that found it
     store.count_use(got.records)
     took_ms = (time.perf_counter() - t0) * 1000.0  # the retrieval's own time, not the run's

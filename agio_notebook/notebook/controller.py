@@ -31,7 +31,7 @@ from ..execution.attempts import list_attempts, use_attempt
 from ..execution.feedback import feedback_and_proposal
 from ..execution.fork import attempt_steps
 from ..execution.retry import plan_retry
-from ..execution.runner import active_run_ids
+from ..execution.session_claims import active_run_ids
 from ..models import OpenAIModel, default_model
 from ..models.settings import merge_settings
 from ..storage import iter_events, open_repository
