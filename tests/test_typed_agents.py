@@ -16,7 +16,6 @@ import pytest
 import agio_notebook
 from agio_notebook import Agent, FunctionModel, Reply, ScriptedModel, StepRunner, tool
 from agio_notebook.core import RunStatus, StepRole
-from agio_notebook.models.scripted import call
 from agio_notebook.storage import open_repository
 from agio_notebook.tools.context import RunContext
 from agio_notebook.tools.output import FINAL_RESULT
