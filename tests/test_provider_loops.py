@@ -2,7 +2,9 @@
 connections alive, so a client reused across loops fails): in one script (``loop_mix.py``: run_sync,
 asyncio.run, a batch, threads, a cancel, run_coroutine, Ray workers) and in one real kernel (``%%agio``,
 top-level ``await``, a batch, a worker thread, a kernel interrupt mid-request), with no error and no
-"Task exception was never retrieved" anywhere."""
+"Task exception was never retrieved" anywhere; and an MCP server's tools from the same loops. (The other
+clients are not bound to a loop: memory's embeddings client is synchronous, and web_fetch opens a
+synchronous client per call.)"""
 
 from __future__ import annotations
 
@@ -158,3 +160,38 @@ def test_the_model_pickles_without_its_clients_and_works_on_the_other_side(proxy
     assert asyncio.run(answer(copy)) == "pickled" and copy.base_url == model.base_url
     with pytest.raises(TypeError, match="client object cannot be pickled"):
         pickle.dumps(OpenAIModel(MODEL, client=model._client))
+
+
+def test_an_mcp_server_answers_every_loop():
+    """MCP sessions live on a thread of their own: a tool of one server from run_sync (twice), asyncio.run on
+    two threads at once and a batch (the scheduler's loop)."""
+    import threading
+
+    from agio_notebook import Agent, FunctionModel, Reply, StepRunner
+    from agio_notebook.scheduling import batch
+    from agio_notebook.storage import InMemoryRepository
+    from agio_notebook.tools.mcp import close_mcp_servers, mcp_tools
+
+    def reply(messages, tools):
+        if messages[-1]["role"] == "tool":
+            return "it is " + json.loads(messages[-1]["content"])["timezone"]
+        return Reply.call("get_current_time", timezone="UTC")
+
+    repo = InMemoryRepository()
+    try:
+        agent = Agent(model=FunctionModel(reply), tools=mcp_tools([sys.executable, "-m", "mcp_server_time"]),
+                      name="clock")
+        runner = StepRunner(agent, repository=repo)
+        answers = [runner.run_sync(None, "time?").final_text for _ in range(2)]
+        box: list[str] = []
+        threads = [threading.Thread(target=lambda: box.append(asyncio.run(runner.run(None, "time?")).final_text))
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        answers += box
+        answers += batch(agent, ["time?", "time?"], repository=repo).wait(60).results()["final_text"].tolist()
+        assert answers == ["it is UTC"] * 6
+    finally:
+        close_mcp_servers()
