@@ -5,8 +5,6 @@ and nothing stored changes. Steps of a run's retries, and of the run a retry ret
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from agio_notebook import Agent, ScriptedModel, StepRunner
@@ -14,11 +12,8 @@ from agio_notebook.core import InvalidOperationError
 from agio_notebook.execution import fork_session
 from agio_notebook.notebook.controller import Controller
 from agio_notebook.storage import TinyDBRepository
+from explore_support import go, repo  # noqa: F401 - the fixture
 from kernel_support import Kernel, install_kernelspec
-
-
-def go(coro):
-    return asyncio.run(coro)
 
 
 def two_runs(repo) -> tuple[StepRunner, str, str, str]:
@@ -32,13 +27,6 @@ def two_runs(repo) -> tuple[StepRunner, str, str, str]:
 def snapshot(repo, session: str) -> tuple:
     return ([(s.id, s.superseded) for s in repo.get_steps(session, include_superseded=True)],
             sorted(r.id for r in repo.list_runs()), sorted(s.session_id for s in repo.list_sessions()))
-
-
-@pytest.fixture
-def repo(tmp_path):
-    r = TinyDBRepository(tmp_path / "store")
-    yield r
-    r.close()
 
 
 def test_a_retry_from_another_runs_step_is_refused_naming_the_owner(repo):
