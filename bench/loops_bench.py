@@ -36,9 +36,13 @@ from agio_notebook.storage import InMemoryRepository  # noqa: E402
 CALLS = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 
 
+LOOPS: list[asyncio.AbstractEventLoop] = []
+
+
 def one_loop(runner: StepRunner) -> Callable[[int], bool]:
     """Every call on one loop that stays open (the way a notebook's worker loop does)."""
     loop = asyncio.new_event_loop()
+    LOOPS.append(loop)
     return lambda i: loop.run_until_complete(runner.run(None, f"q{i}")).status.value == "completed"
 
 
@@ -162,12 +166,17 @@ def main() -> None:
         print(f"| a model call, the loop's first (new client, new connection), p50 | {statistics.median(first):.2f} |")
         print(f"| a model call, the loop's second (warm), p50 | {statistics.median(warm):.2f} |")
         print(f"| added by a new loop, p50 | {statistics.median(first) - statistics.median(warm):.2f} |")
-        p50 = {name: statistics.median(t for t, _ in samples) for name, samples in results.items()}
-        http = p50["a new loop per call (run_sync)"] - p50["one loop (keep-alive)"]
-        bare = p50["offline model, a new loop per call"] - p50["offline model, one loop"]
-        print(f"| a new loop per call against one loop, p50: endpoint {http:.2f}, offline {bare:.2f}; "
-              f"the client's share | {http - bare:.2f} |")
+        def paired(a: str, b: str) -> float:  # call by call (interleaved): the machine's noise cancels
+            return statistics.median(x - y for (x, _), (y, _) in zip(results[a], results[b]))
+
+        http = paired("a new loop per call (run_sync)", "one loop (keep-alive)")
+        bare = paired("offline model, a new loop per call", "offline model, one loop")
+        print(f"| a new loop per call against one loop, paired median: endpoint {http:.2f}, offline {bare:.2f}; "
+              f"the endpoint's share | {http - bare:.2f} |")
     finally:
+        for loop in LOOPS:  # as asyncio.run ends a loop: its clients close with it
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
         proxy.stop()
 
 

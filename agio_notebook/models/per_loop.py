@@ -64,6 +64,7 @@ class PerLoop(Generic[T]):
                 if self._values.get(loop, (None,))[0] is value:
                     del self._values[loop]
             await self._close(value)
+            await asyncio.sleep(0)  # closed connections finish (their last callbacks) before the loop closes
 
     def close_open(self, timeout: float) -> None:
         """Close the values of loops that are still open (at exit: daemon threads' loops never close, and a
