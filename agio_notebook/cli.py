@@ -91,8 +91,7 @@ def _migrate(args: argparse.Namespace) -> int:
     finally:
         source.close()
         target.close()
-    print(f"copied {report.sessions} sessions, {report.runs} runs, {report.steps} steps and {report.events} events "
-          f"to {target.root}")
+    print(report.to_text(str(target.root)))
     return 0
 
 

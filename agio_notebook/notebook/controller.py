@@ -30,7 +30,7 @@ from ..execution.pauses import parse_breakpoints
 from ..execution.attempts import list_attempts, use_attempt
 from ..execution.feedback import feedback_and_proposal
 from ..execution.fork import attempt_steps
-from ..execution.retry import plan_retry
+from ..execution.retry import check_step_of_run, plan_retry
 from ..execution.session_claims import active_run_ids
 from ..models import OpenAIModel, default_model
 from ..models.settings import merge_settings
@@ -316,7 +316,10 @@ class Controller:
         if run.superseded_by is not None and run.start_sequence is not None:
             # a retry of a replaced attempt starts from that attempt's steps, as its transcript shows them;
             # the step is checked against them before anything changes
-            own = {s.sequence: s for s in attempt_steps(self.repository, run_id)}
+            steps = attempt_steps(self.repository, run_id)
+            own = {s.sequence: s for s in steps}
+            if from_seq is not None:
+                check_step_of_run(self.repository, run, from_seq, steps, "retry")
             if from_seq is not None and (from_seq not in own or own[from_seq].role is StepRole.TOOL):
                 raise InvalidOperationError(f"attempt {run_id[:8]} has no step {from_seq} to retry from "
                                             f"(its steps: {', '.join(map(str, sorted(own)))}; not a tool result)")

@@ -71,6 +71,29 @@ function renderSide(doc: Document, info: Record<string, any> | null, ops: [strin
   return cell;
 }
 
+/** One difference of setup, short: a system prompt is named (the header shows it word by word). */
+function setupLine(c: Record<string, any>): string {
+  return c.name === 'system prompt' ? 'system prompt differs' : `${c.name}: ${JSON.stringify(c.a)} → ${JSON.stringify(c.b)}`;
+}
+
+/** Where the two sides' setups first differ (system prompt word by word, model, settings, tools). */
+function renderSetup(doc: Document, changes: Record<string, any>[]): HTMLElement | null {
+  if (!changes.length) {
+    return null;
+  }
+  const node = el(doc, 'div', ['agio-diff-setup']);
+  for (const c of changes) {
+    if (c.name === 'system prompt') {
+      const line = el(doc, 'div', [], 'system prompt: A ');
+      line.append(renderOps(doc, c.text_a), ' · B ', renderOps(doc, c.text_b));
+      node.append(line);
+    } else {
+      node.append(el(doc, 'div', [], setupLine(c)));
+    }
+  }
+  return node;
+}
+
 /** The side-by-side diff table. */
 export function renderDiff(data: unknown, doc: Document): HTMLElement {
   const root = el(doc, 'div', ['agio-diff']);
@@ -83,6 +106,10 @@ export function renderDiff(data: unknown, doc: Document): HTMLElement {
       `${changed} of ${rows.length} step pairs differ · tokens ${d.a.tokens} → ${d.b.tokens} (${signed(d.delta.tokens)}) · ` +
       `cost ${formatCost(d.a.cost)} → ${formatCost(d.b.cost)}`));
     root.append(head);
+    const setup = renderSetup(doc, d.setup ?? []);
+    if (setup) {
+      root.append(setup);
+    }
     const table = el(doc, 'table', ['agio-diff-table']);
     const tr = el(doc, 'tr');
     tr.append(el(doc, 'th', [], `A: ${d.a.label}`), el(doc, 'th', [], `B: ${d.b.label}`));
@@ -92,6 +119,7 @@ export function renderDiff(data: unknown, doc: Document): HTMLElement {
       const right = renderSide(doc, r.b, r.text_b);
       const changes: string[] = (r.arguments ?? []).map(
         (c: any) => `${c.tool}.${c.name}: ${JSON.stringify(c.a)} → ${JSON.stringify(c.b)}`);
+      changes.push(...(r.setup ?? []).map(setupLine));
       if (r.result_changed) {
         changes.push('tool result differs');
       }
