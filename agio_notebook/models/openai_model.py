@@ -28,6 +28,9 @@ from .per_loop import PerLoop
 from .settings import check_settings, merge_settings
 
 
+_NO_KEY = "not-needed"  # what a local server without keys is sent
+
+
 class OpenAIModel:
     """``settings`` and ``temperature``/``extra_body`` are the model's own defaults; settings given per agent
     or per run (``stream(..., settings=...)``) override them key by key.
@@ -49,7 +52,7 @@ class OpenAIModel:
         self._options: dict[str, Any] | None = None
         self._factory = client if callable(client) else None
         if client is None:
-            self._options = {"api_key": api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            self._options = {"api_key": api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY,
                              "base_url": base_url or os.environ.get("OPENAI_BASE_URL") or None,
                              "organization": organization, "max_retries": max_retries, "timeout": timeout}
         self._setup(client)
@@ -65,7 +68,8 @@ class OpenAIModel:
         self._client = client
         # the key (given, or the one a client holds) is masked by value wherever it would show; a key from
         # OPENAI_API_KEY is a secret-named variable, masked already
-        register_secret(getattr(client, "api_key", None))
+        key = getattr(client, "api_key", None)
+        register_secret(key if key != _NO_KEY else None)
         self._clients: PerLoop[Any] = PerLoop(self._loop_client, _close_client)
 
     def _loop_client(self) -> Any:
