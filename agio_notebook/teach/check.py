@@ -21,7 +21,7 @@ from ..storage import InMemoryRepository
 from ..storage.base import Repository
 from .catalog import exercise as exercise_named
 from .exercise import Exercise, Scenario, Trial
-from .guard import Watch, environment, sandboxed
+from .guard import HUNG, Watch, environment, sandboxed
 from .kinds import WrongKindError, as_solution, guarded_agent, guarded_model, guarded_tool
 from .report import CheckResult, ScenarioResult, Transcript
 from .running import SolutionError, call_solution, run_agent, scenario_model
@@ -156,7 +156,17 @@ def check(exercise: Exercise | str, solution: Any, *, seed: int | None = None, s
         async def all_scenarios() -> list[ScenarioResult]:
             learners = [Learner(normalised, solution, Watch(), exercise.time_limit, exercise.asks_for_what)
                         for _ in drawn]
-            return list(await asyncio.gather(*(judge(exercise, lr, s) for lr, s in zip(learners, drawn))))
+            if exercise.concurrent:
+                return list(await asyncio.gather(*(judge(exercise, lr, s) for lr, s in zip(learners, drawn))))
+            done: list[ScenarioResult] = []
+            for learner, scenario in zip(learners, drawn):
+                hung = next((r for r in done if r.hung), None)
+                if hung is not None:  # the same code would hang again: said once, the check ends in time
+                    done.append(ScenarioResult.of(scenario, hung.reason, None, from_code=True))
+                    continue
+                done.append(await judge(exercise, learner, scenario))
+                done[-1].hung = any(HUNG in line for line in learner.watch.incidents)
+            return done
 
         values = exercise.environment(exercise.rng(seed)) if exercise.environment is not None else {}
         with sandboxed(), environment(values):

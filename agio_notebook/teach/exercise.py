@@ -154,7 +154,9 @@ class Exercise:
     learner cannot hard-code, a new draw per ``check()``, the same for the same seed). ``drive`` runs one
     scenario with a solution when the default for the kind does not fit. ``preflight(solution)`` names a
     problem that would fail every scenario for one reason (a wrong signature), said once instead.
-    ``time_limit`` caps each call of the learner's code, in seconds. ``reference`` is the reference
+    ``time_limit`` caps each call of the learner's code, in seconds; once a call overran, the scenarios after it
+    are not run (the same code would hang again). ``concurrent`` runs the scenarios at once (for scenarios
+    that wait on purpose; a learner's code that keeps state between calls wants them one after another). ``reference`` is the reference
     solution's code (a cell), revealed by :meth:`solution` or after the last hint.
     """
 
@@ -174,6 +176,7 @@ class Exercise:
     preflight: Callable[[Any], str | None] | None = None
     time_limit: float = DEFAULT_CAP
     reference: str = ""
+    concurrent: bool = False  # scenarios at once (each waits on time limits); else one after another
     # what the check puts in the environment while it runs (None removes a variable), from the seed's draw
     environment: Callable[[random.Random], dict[str, str | None]] | None = None
     _hints_given: int = field(default=0, init=False, repr=False)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 DEFAULT_CAP = 3.0  # seconds one call of the learner's code may take (offline code takes milliseconds)
+HUNG = "did not return within"  # the words of an overrun's reason
 
 
 class Abandoned(BaseException):
@@ -96,7 +97,7 @@ async def call_guarded(fn: Callable[..., Any], *args: Any, what: str, watch: Wat
         return await asyncio.wait_for(asyncio.shield(done), cap)
     except TimeoutError:
         _stop(thread, inner)
-        line = (f"your {what} did not return within {cap:g} s and was stopped: does it wait for something "
+        line = (f"your {what} {HUNG} {cap:g} s and was stopped: does it wait for something "
                 "(input(), a sleep, a lock) or loop forever?")
         if watch is not None:
             watch.note(line)
@@ -126,11 +127,20 @@ def _close_unawaited(exc: BaseException) -> None:
     RuntimeWarning to a reason that already says it."""
     if not forgot_await(exc):
         return
+    def close(value: Any) -> None:
+        if inspect.iscoroutine(value) and inspect.getcoroutinestate(value) == inspect.CORO_CREATED:
+            value.close()
+
     tb = exc.__traceback__
     while tb is not None:
         for value in list(tb.tb_frame.f_locals.values()):
-            if inspect.iscoroutine(value) and inspect.getcoroutinestate(value) == inspect.CORO_CREATED:
-                value.close()
+            close(value)
+            if isinstance(value, (list, tuple, set)):
+                for item in value:
+                    close(item)
+            elif isinstance(value, dict):
+                for item in value.values():
+                    close(item)
         tb = tb.tb_next
 
 

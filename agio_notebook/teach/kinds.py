@@ -11,7 +11,7 @@ from typing import Any, Callable
 from ..agent import Agent
 from ..models import FunctionModel, Reply, ToolCallSpec
 from ..tools import Tool, tool
-from .guard import Watch, call_guarded
+from .guard import Watch, call_guarded, explain
 
 
 class WrongKindError(TypeError):
@@ -126,8 +126,14 @@ def guarded_model(model: Any, watch: Watch, cap: float) -> Any:
 
         async def call(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
             watch.calls.append((copy.deepcopy(messages), copy.deepcopy(tools)))
-            value = await call_guarded(fn, copy.deepcopy(messages), tools, what=f"model function {model.name}()",
-                                       watch=watch, cap=cap)
+            try:
+                value = await call_guarded(fn, copy.deepcopy(messages), tools, what=f"model function {model.name}()",
+                                           watch=watch, cap=cap)
+            except TimeoutError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - said as the learner's error, then the run fails on it
+                watch.note(explain(exc, "model function"))
+                raise
             problem = reply_problem(value)
             if problem:
                 watch.note(f"your model function {problem}")

@@ -100,6 +100,12 @@ class Mention:
     positive: bool
     sentence: int
     text: str  # the sentence it is in
+    clause: tuple[str, ...] = ()  # the words of its clause
+
+    @property
+    def stated(self) -> bool:
+        """Said positively in a clause that is a phrase, not a keyword in a list ("exchange, ISO code")."""
+        return self.positive and len(self.clause) >= 3
 
 
 @dataclass
@@ -160,7 +166,8 @@ def read(text: str, concepts: dict[str, Iterable[str]]) -> list[Sentence]:
             for concept, forms in phrases.items():
                 for form in forms:
                     for i in _find(clause, form):
-                        sentence.mentions.append(Mention(concept, _negators_before(clause, i) % 2 == 0, n, raw))
+                        sentence.mentions.append(Mention(concept, _negators_before(clause, i) % 2 == 0, n, raw,
+                                                         tuple(clause)))
         out.append(sentence)
     return out
 

@@ -41,6 +41,7 @@ class ScenarioResult:
     steps: list[Any] = field(default_factory=list, repr=False)
     variant: bool = False
     from_code: bool = False
+    hung: bool = field(default=False, repr=False)  # the learner's code overran its cap here
 
     @classmethod
     def of(cls, scenario: Scenario, reason: str | None, trial: Trial | None, *,

@@ -156,6 +156,7 @@ async def drive(connect: Any, scenario: Scenario, repository: Repository) -> Tri
     """A local server that answers by the scenario's plan; ``connect(base_url)`` builds the agent, which
     runs with its own settings and limits; the server's record and the run's time are judged."""
     endpoint = LocalEndpoint(scenario.data["plan"], scenario.data["key"])
+    agent = None
     try:
         agent = await connect(endpoint.base_url)
         if not isinstance(agent, Agent):
@@ -178,6 +179,20 @@ async def drive(connect: Any, scenario: Scenario, repository: Repository) -> Tri
         return trial
     finally:
         endpoint.close()
+        await _close_client(agent)
+
+
+async def _close_client(agent: Any) -> None:
+    """Close the HTTP client the learner's model opened on this check's loop (its connections die with it)."""
+    client = getattr(getattr(agent, "model", None), "_client", None)
+    closing = getattr(client, "close", None)
+    if closing is not None:
+        try:
+            done = closing()
+            if inspect.isawaitable(done):
+                await done
+        except Exception:  # noqa: BLE001 - a client that cannot close is the learner's, and harmless here
+            pass
 
 
 def _kind(value: Any) -> str:
@@ -349,4 +364,4 @@ def connect(base_url):
     return Agent(model=model)  # add the settings and the time limits
 
 check(exercise("endpoint_settings"), connect)''',
-    scenarios=_scenarios, environment=environment)
+    scenarios=_scenarios, environment=environment, concurrent=True)

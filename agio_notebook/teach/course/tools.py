@@ -23,7 +23,7 @@ _ASKED = {"euro": "EUR", "euros": "EUR", "eur": "EUR", "pound": "GBP", "pounds":
 
 # what the docstring reader understands (see reading.py for negation and exclusivity)
 _CONCEPTS = {
-    "convert": ["convert", "converts", "converting", "conversion", "converted", "exchange", "exchanges",
+    "convert": ["convert", "converts", "converting", "conversion", "converted", "converter", "exchange", "exchanges",
                 "change", "changes", "turn", "turns", "translate", "translates", "calculate", "calculates",
                 "compute", "computes", "how much"],
     "usd": ["us dollars", "us dollar", "u s dollars", "usd", "dollars", "dollar", "american dollars"],
@@ -94,9 +94,9 @@ def read_converter(spec: dict[str, Any]) -> Reading:
                               "what it does")
     if not converts or not money:
         return Reading(False, f"its description, {description!r}, does not say that it converts money")
-    if not any(m.positive for m in converts):
+    if not any(m.stated for m in converts):
         return Reading(False, f"its description, {description!r}, says it does not convert money")
-    directions = {_direction(s.text, "description") for s in said if any(m.concept == "convert" and m.positive
+    directions = {_direction(s.text, "description") for s in said if any(m.concept == "convert" and m.stated
                                                                        for m in s.mentions)}
     directions |= {_direction(amount_doc, "amount")}
     currency = read(currency_doc, _CONCEPTS)
