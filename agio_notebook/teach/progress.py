@@ -92,7 +92,7 @@ def progress(repository: Repository | None = None) -> pd.DataFrame:
     journal.refresh()
     docs = list(journal.tables.get("checks", {}).values())
     frame = pd.DataFrame(docs, columns=COLUMNS)
-    frame["time"] = pd.to_datetime(frame["time"], utc=True, format="ISO8601")
+    frame["time"] = pd.to_datetime(frame["time"], utc=True, format="ISO8601").astype("datetime64[ns, UTC]")
     frame = frame.astype({"exercise": "string", "seed": "Int64", "passed": "bool", "score": "float64",
                           "failed": "Int64", "scenarios": "Int64", "solution": "string", "id": "string"})
     return frame.sort_values("time", kind="stable").reset_index(drop=True)
