@@ -135,6 +135,23 @@ def _mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _course(args: argparse.Namespace) -> int:
+    from .teach.export import export_nbgrader, export_otter
+
+    if not (args.nbgrader or args.otter):
+        raise AgioError("agio course export: say where, with --nbgrader DIR and/or --otter DIR")
+    names = [n.strip() for n in args.exercises.split(",") if n.strip()] if args.exercises else None
+    if args.points <= 0:
+        raise AgioError(f"--points must be more than 0, got {args.points:g}")
+    if args.nbgrader:
+        written = export_nbgrader(args.nbgrader, names, points=args.points, assignment=args.assignment)
+        print(f"nbgrader: {written} (then, in {args.nbgrader}: nbgrader generate_assignment {args.assignment})")
+    if args.otter:
+        written = export_otter(args.otter, names, points=args.points, assignment=args.assignment)
+        print(f"otter: {written} (then: otter assign {written} DIST)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agio", description="agio-notebook from the terminal")
     parser.add_argument("--store", default=None, help="store directory or URL (sqlite:///FILE, postgresql://…; "
@@ -167,8 +184,17 @@ def main(argv: list[str] | None = None) -> int:
     mcp.add_argument("--http", action="store_true", help="streamable HTTP (a bearer token is required) instead of stdio")
     mcp.add_argument("--host", default="127.0.0.1", help="HTTP: the address to bind (default: loopback only)")
     mcp.add_argument("--port", type=int, default=8765, help="HTTP: the port (0: a free one)")
+    course = sub.add_parser("course", help="the course's exercises as graded assignments: course export --nbgrader DIR "
+                                           "and/or --otter DIR")
+    course.add_argument("action", choices=["export"])
+    course.add_argument("--nbgrader", default=None, metavar="DIR", help="write an nbgrader course directory")
+    course.add_argument("--otter", default=None, metavar="DIR", help="write an otter-grader master notebook")
+    course.add_argument("--exercises", default=None, metavar="A,B", help="the exercises (default: all, in course order)")
+    course.add_argument("--points", type=float, default=5.0, help="points per exercise (default 5)")
+    course.add_argument("--assignment", default="agio", help="the assignment's name (default: agio)")
     args = parser.parse_args(argv)
-    handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store, "mcp": _mcp}[args.command]
+    handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store, "mcp": _mcp,
+               "course": _course}[args.command]
     from .storage import StoreDamageWarning
 
     with warnings.catch_warnings(record=True) as caught:
