@@ -15,8 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from agio_notebook import Agent, ExecutionConfig, Reply, tool
-from agio_notebook.exercises import (EXERCISES, CheckResult, Exercise, Scenario, UnknownExerciseError, check,
+from agio_notebook import Agent, Reply, tool
+from agio_notebook.exercises import (EXERCISES, Exercise, Scenario, UnknownExerciseError, check,
                                      exercise, exercises, expect)
 from agio_notebook.scoring import regex
 from agio_notebook.teach.guard import DEFAULT_CAP

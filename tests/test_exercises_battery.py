@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import os
 import re
 import time
 
@@ -391,6 +390,25 @@ async def fc_returns_result(session_id, candidates, repository):
     p, n = nums(repository.get_steps(session_id)[0].content)[:2]
     branches = list((await _branches(session_id, candidates, repository)).values())
     return next(r for r in branches if p * n / 100 in nums(r.final_text))
+
+
+async def fc_smallest_number(session_id, candidates, repository):
+    branches = (await _branches(session_id, candidates, repository)).values()
+    return min(branches, key=lambda r: (nums(r.final_text) or [1e9])[-1]).run_id
+
+
+async def fc_one_number(session_id, candidates, repository):
+    branches = list((await _branches(session_id, candidates, repository)).values())
+    return next((r for r in branches if len(nums(r.final_text)) == 1), branches[0]).run_id
+
+
+async def fc_agrees_with_its_tool(session_id, candidates, repository):
+    branches = list((await _branches(session_id, candidates, repository)).values())
+    for r in branches:
+        said = [s.content for s in r.steps if s.role is StepRole.TOOL]
+        if said and nums(said[-1])[0] in nums(r.final_text):
+            return r.run_id
+    return branches[0].run_id
 
 
 def fc_forgets_await(session_id, candidates, repository):
@@ -887,6 +905,9 @@ BATTERY = {
             ("the first that used a tool", fc_used_a_tool, "another branch answered"),
             ("the right number as a substring", fc_substring, "another branch answered"),
             ("a RunResult", fc_returns_result, "not a run id"),
+            ("the smallest number", fc_smallest_number, "another branch answered"),
+            ("the answer with one number", fc_one_number, "another branch answered"),
+            ("agrees with its own tool", fc_agrees_with_its_tool, "another branch answered"),
             ("forgets await", fc_forgets_await, "called an async function without `await`"),
             ("one candidate", fc_only_one, "candidates were tried"),
             ("new sessions, not forks", fc_no_fork, "is not in a fork of the session"),
@@ -942,6 +963,9 @@ BATTERY = {
             ("vague rule", lesson("Check the units."), "does not say which unit"),
             ("negated", lesson("Never convert forecasts to Celsius."), "as: answer in Fahrenheit"),
             ("opposite", lesson("Answer weather forecasts in Fahrenheit."), "as: answer in Fahrenheit"),
+            ("converts the wrong way", lesson("Convert forecasts from Celsius to Fahrenheit."),
+             "as: answer in Fahrenheit"),
+            ("a condition it cannot tell", lesson("When it is cold, answer forecasts in Celsius."), "only when cold"),
             ("scoped to the first city", ms_scoped, "as a rule for"),
             ("the default store", ms_default_store, "stored its lesson in the default store"),
             ("no lesson", ms_outcome_only, "has no lesson"),

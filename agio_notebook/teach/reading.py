@@ -29,8 +29,9 @@ _PAIRED = {("instead", "of"), ("rather", "than"), ("other", "than")}
 _EXCLUSIVE = {"only", "just", "alone", "solely", "purely", "bare", "exclusively", "merely"}
 _EXCLUSIVE_PAIRS = {("nothing", "but"), ("nothing", "else"), ("no", "other"), ("none", "but"), ("no", "more")}
 _NOT_NEGATING = {("nothing", "but"), ("none", "but")}  # "nothing but the number": only the number
-_CONDITIONS = {"for", "when", "whenever", "if", "in", "on", "during", "where", "whereas", "unless", "except",
-               "about", "to"}
+# words that open a condition limiting a rule ("for Oslo", "when it is cold"); a place or case named anywhere
+# in the sentence limits it too (scope_of)
+_CONDITIONS = {"for", "when", "whenever", "if", "where", "whereas", "unless", "except", "during"}
 UNIVERSAL = {"every", "all", "any", "each", "always", "whatever", "whichever", "everything", "anything",
              "everywhere", "wherever", "whenever", "regardless", "even", "everyone", "anyone"}
 STOPWORDS = {"the", "a", "an", "you", "your", "we", "i", "it", "its", "is", "are", "be", "been", "being", "was",
@@ -42,7 +43,8 @@ STOPWORDS = {"the", "a", "an", "you", "your", "we", "i", "it", "its", "is", "are
              "write", "writes", "report", "reports", "next", "time", "times", "from", "now", "on", "in", "for",
              "when", "if", "whenever", "only", "just", "use", "uses", "using", "used", "get", "gets", "got",
              "tell", "tells", "make", "made", "want", "wants", "wanted", "like", "need", "needs", "always",
-             "new", "same", "other", "another", "more", "very", "too", "even", "still", "it's", "being"}
+             "new", "same", "other", "another", "more", "very", "too", "even", "still", "it's", "being", "again",
+             "anymore", "ever", "onwards", "forward", "going", "here", "there", "way", "ones", "thing", "things"}
 
 
 def tokens(text: str) -> list[str]:
@@ -104,8 +106,8 @@ class Mention:
 
     @property
     def stated(self) -> bool:
-        """Said positively in a clause that is a phrase, not a keyword in a list ("exchange, ISO code")."""
-        return self.positive and len(self.clause) >= 3
+        """Said positively in a clause that is a phrase, not a keyword alone in a list ("dollar, exchange")."""
+        return self.positive and len(self.clause) >= 2
 
 
 @dataclass
@@ -153,6 +155,17 @@ class Sentence:
     @property
     def universal(self) -> bool:
         return any(t in UNIVERSAL for t in self.tokens)
+
+
+def parts(sentence: Sentence) -> list[Sentence]:
+    """The sentence's clauses, each read as a sentence of its own (a rule and its limit are judged where
+    they stand: "Don't use it for additions; use it for products")."""
+    out = []
+    for clause in clauses(sentence.tokens):
+        part = Sentence(" ".join(clause), sentence.index, clause)
+        part.mentions = [m for m in sentence.mentions if m.clause == tuple(clause)]
+        out.append(part)
+    return out
 
 
 def read(text: str, concepts: dict[str, Iterable[str]]) -> list[Sentence]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# a number standing on its own: not glued to a letter, digit or decimal point before it, not followed by
-# more digits; thousands separators (1,510.00) and a typographic minus are read
-_NUMBER = re.compile(r"(?<![\w.])([-−–]?)((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)(?![\d]|\.\d|,\d{3})")
+# a number standing on its own: not glued to a digit or decimal point before it (a currency code may be:
+# EUR34.50), not followed by more digits; thousands separators (1,510.00) and a typographic minus are read
+_NUMBER = re.compile(r"(?<![\d.])([-−–]?)((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)(?![\d]|\.\d|,\d{3})")
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 CURRENCY_NAMES = {"EUR": ("euro", "euros", "€"), "GBP": ("pound", "pounds", "sterling", "£"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import secrets
 import threading
 import time
 from contextlib import contextmanager

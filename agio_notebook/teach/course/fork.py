@@ -30,7 +30,7 @@ def _question(p: int, n: int) -> str:
 def candidates(kinds: list[str], p: int, n: int, names: list[str]) -> dict[str, Agent]:
     """The agents to try, by name: ``careful`` computes; ``guesser`` says a long, confident guess whose
     number holds the right one's digits; ``sloppy`` uses the calculator twice and reports the wrong
-    product; ``blunt`` answers a bare wrong number."""
+    product; ``blunt`` answers a bare number one too small (the shortest answer, the smallest number)."""
     right = p * n / 100
     shown = shown_number(right)
     scripts = {
@@ -39,7 +39,7 @@ def candidates(kinds: list[str], p: int, n: int, names: list[str]) -> dict[str, 
                     f"{shown_number(right * 10)}, give or take a little; I did this in my head."],
         "sloppy": [Reply.call("calculator", expression=f"{p} * {n}"), Reply.call("calculator", expression=f"{p} * {n}"),
                    f"{p}% of {n} is {shown_number(p * n)}."],
-        "blunt": [f"{shown_number(right + 1 if right >= 1 else right + 10)}."],
+        "blunt": [f"{shown_number(right - 1)}."],
     }
     return {name: Agent(model=ScriptedModel(scripts[kind], loop=True), tools=[calculator] if kind in
                         ("careful", "sloppy") else [], name=name) for kind, name in zip(kinds, names)}
@@ -103,11 +103,11 @@ def _chose_right(p: int, n: int) -> Any:
 
 def _scenarios(rng: random.Random) -> list[Scenario]:
     out = []
-    layouts = [("wrong first", ["guesser", "careful"], False), ("right first", ["careful", "blunt"], False),
+    layouts = [("a long guess first", ["guesser", "careful"], False), ("a terse answer first", ["blunt", "careful"], False),
                ("four candidates", ["sloppy", "guesser", "careful", "blunt"], True)]
     for name, kinds, variant in layouts:
         p = rng.choice([5, 10, 15, 20, 25, 30, 35, 40, 45, 60, 75])
-        n = rng.choice([x for x in range(20, 400, 4) if p * x % 100 == 0 and p * x // 100 >= 2])
+        n = rng.choice([x for x in range(20, 400, 4) if p * x % 100 == 0 and p * x // 100 >= 3])
         names = rng.sample(_NAMES, len(kinds))
         out.append(Scenario(name, _question(p, n), variant=variant, data={"p": p, "n": n, "kinds": kinds,
                                                                             "names": names},

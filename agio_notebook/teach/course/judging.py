@@ -11,7 +11,7 @@ from typing import Any
 from ...models import FunctionModel, Reply, ScriptedModel
 from ...tools import Tool, tool
 from ..exercise import Exercise, Scenario, Trial, judged
-from ..reading import read, scope_of
+from ..reading import parts, read, scope_of
 from ..values import numbers, parse_number, same
 from .messages import last_user, system_text, tool_results
 from .tools import WEATHER
@@ -175,10 +175,15 @@ def read_prompt(prompt: str) -> PromptReading:
     form: bool | None = None
     form_why = ("your prompt does not say that the reply is the number alone (e.g. 'Reply with only the number'; "
                 "'Be concise' does not say it)")
+    # "Don't use the calculator for additions; use it for products": "it" is the calculator named before it
+    prompt = re.sub(r"(calculator\b[^.!?\n]*?\b(?:use|call|invoke|run|try|ask))\s+(?:it|that)\b", r"\1 the calculator",
+                    prompt or "", flags=re.I)
     for s in read(prompt, _PROMPT):
-        tool_said = s.said("calculator")
-        if tool_said is not None and (s.said("use") is not None or not tool_said):
-            scope = scope_of(s, topic=_TOPIC, cases=())
+        for part in parts(s):
+            tool_said = part.said("calculator")
+            if tool_said is None or (part.said("use") is None and tool_said):
+                continue
+            scope = scope_of(part, topic=_TOPIC, cases=())
             if not tool_said:
                 calc, calc_why = False, f"your prompt tells the model not to use the calculator ({s.text!r})"
             elif scope.kind != "all":

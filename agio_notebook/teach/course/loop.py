@@ -139,8 +139,10 @@ _FILLER = ["Agenda: budget, hiring.", "Minutes of last week.", "Coffee rota: Ana
            "Parking is closed on Fridays.", "Reminder: submit expenses by the 5th.", "Printer on floor 2 is fixed."]
 _DISTRACTOR = "Notes from the FOUNDATION board: nothing about the meeting."
 _NOT_FOUND = re.compile(r"\b(?:not|never|no|nothing|couldn't|could not|can't|cannot|didn't|did not|unable to|"
-                        r"wasn't|was not|isn't|is not)\b(?:\W+\w+){0,3}?\W+(?:find|found|there|mentioned|anywhere)\b"
-                        r"|\bnowhere\b|\bno (?:page|mention|result|answer)s?\b|\bfound nothing\b", re.I)
+                        r"wasn't|was not|isn't|is not)\b(?:\W+\w+){0,3}?\W+(?:find|found|there|mentioned|anywhere|"
+                        r"notes|pages|listed|available|known|given)\b"
+                        r"|\bnowhere\b|\bno (?:page|mention|result|answer)s?\b|\bfound nothing\b"
+                        r"|\b(?:don't|do not|didn't|did not|doesn't|does not) (?:know|say)\b|\bunknown\b", re.I)
 
 
 def says_not_found(text: str) -> bool:

@@ -59,6 +59,8 @@ def unit_for(texts: list[str], city: str) -> tuple[str, str]:
                 why = (f"the forecaster read your lesson ({s.text!r}) as a rule {scope.describe()}; this forecast is "
                        f"for {city}: say it for every forecast")
                 continue
+            if celsius and fahrenheit:  # "convert Fahrenheit to Celsius": the unit converted to
+                celsius = _target(s.tokens) != "fahrenheit"
             if celsius or (fahrenheit is False and celsius is None):
                 unit, why = "C", ""
             else:
@@ -69,6 +71,18 @@ def unit_for(texts: list[str], city: str) -> tuple[str, str]:
                "the memory it retrieved has no lesson: the forecaster reads an experience's lesson (or a skill's "
                "text), not its situation or outcome")
     return unit, why
+
+
+def _target(tokens: list[str]) -> str:
+    """Of two units in one sentence, the one converted to ("to", "into", "in", "as" before it), else the
+    last one named."""
+    words = {"celsius": {"celsius", "centigrade", "°c", "° c", "ºc", "º c", "metric"},
+             "fahrenheit": {"fahrenheit", "°f", "° f", "ºf", "º f", "imperial"}}
+    found = [(i, u) for i, t in enumerate(tokens) for u, forms in words.items() if t in forms]
+    for i, unit in found:
+        if set(tokens[max(0, i - 2):i]) & {"to", "into", "in", "as"}:
+            return unit
+    return found[-1][1] if found else "celsius"
 
 
 def forecast_tool(table: dict[str, str]) -> Tool:

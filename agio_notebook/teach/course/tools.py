@@ -92,10 +92,10 @@ def read_converter(spec: dict[str, Any]) -> Reading:
     if not description:
         return Reading(False, "the tool has no description (its docstring's first line): the model does not know "
                               "what it does")
-    if not converts or not money:
-        return Reading(False, f"its description, {description!r}, does not say that it converts money")
-    if not any(m.stated for m in converts):
-        return Reading(False, f"its description, {description!r}, says it does not convert money")
+    if not any(m.stated for m in converts) or not money:
+        said_not = any(not m.positive for m in converts)
+        return Reading(False, f"its description, {description!r}, "
+                              f"{'says it does not convert' if said_not else 'does not say that it converts'} money")
     directions = {_direction(s.text, "description") for s in said if any(m.concept == "convert" and m.stated
                                                                        for m in s.mentions)}
     directions |= {_direction(amount_doc, "amount")}
@@ -159,9 +159,13 @@ def _schema(trial: Trial) -> dict[str, Any]:
     return trial.context["solution"].schema()["function"]
 
 
+_MINOR = {"JPY": 0.5}  # yen have no cents: a whole number of yen is a right answer too
+
+
 def _converted(amount: float, code: str) -> Any:
     expected = round(amount * RATES[code], 2)
     name = NAMES[code]
+    close = _MINOR.get(code, 0.006)
 
     def why(trial: Trial) -> str | None:
         calls = [args for name_, args in trial.calls if name_ == "convert_currency"]
@@ -172,26 +176,27 @@ def _converted(amount: float, code: str) -> Any:
             return (f"the model did not call convert_currency for {name}: it answered {trial.final_text!r} "
                     "(an 'only' in the currency's description limits the tool to the currencies it names)")
         args = calls[0]
-        if args.get("currency") not in RATES:
+        result = next((content for tname, status, content in trial.tool_results if tname == "convert_currency"), "")
+        status = next((status for tname, status, _ in trial.tool_results if tname == "convert_currency"), "ok")
+        said_amounts = [v for v, c in amounts(result) if c == code]
+        right = status == "ok" and any(same(v, expected, close) for v in said_amounts)
+        if not right and args.get("currency") not in RATES:
             reading = read_converter(_schema(trial))
             said = ("its description tells the model not to pass a code" if not reading.codes and
                     "code" in _schema(trial).get("parameters", {}).get("properties", {})
                     .get("currency", {}).get("description", "").lower() else "the docstring does not say what to pass")
             return (f"the model passed currency={args.get('currency')!r}, not a currency code: {said}; describe "
                     "the argument in an Args: section (currency: a three-letter ISO code such as 'EUR')")
-        result = next((content for tname, status, content in trial.tool_results if tname == "convert_currency"), "")
-        status = next((status for tname, status, _ in trial.tool_results if tname == "convert_currency"), "ok")
         if status != "ok":
             return f"the model called convert_currency({_args(args)}) and your tool failed: {result}"
-        said_amounts = [v for v, c in amounts(result) if c == code]
-        if not any(same(v, expected, 0.006) for v in said_amounts):
-            if any(same(v, expected, 0.006) for v in numbers(result)):
+        if not right:
+            if any(same(v, expected, close) for v in numbers(result)):
                 return (f"your tool answered {result!r} for convert_currency({_args(args)}): the number is right, "
                         f"but it does not say which currency (return e.g. '{expected:.2f} {code}')")
             return (f"the model called convert_currency({_args(args)}) and your tool answered {result!r}: "
                     f"{args.get('amount'):g} US dollars are {expected:,.2f} {code} (1 US dollar is RATES[{code!r}] "
                     f"= {RATES[code]:g} {code})")
-        if not any(same(v, expected, 0.006) and c == code for v, c in amounts(trial.final_text)):
+        if not any(same(v, expected, close) and c == code for v, c in amounts(trial.final_text)):
             return f"the model answered {trial.final_text!r}, which does not say {expected:,.2f} {code}"
         return None
 
@@ -336,7 +341,7 @@ def _says_what_works(asked: str) -> Any:
         results = trial.tool_results
         if not results:
             return "the model never called city_weather"
-        status, content = results[0][1], results[0][2]
+        content = results[0][2]
         if _is_weather(content):
             return (f"city_weather({asked!r}) returned {content!r}: weather for a city your tool does not know. Raise "
                     "an error instead")
@@ -389,7 +394,8 @@ TOOL_ERRORS = Exercise(
 Every exception a tool raises becomes a tool result the model reads (`Error (exception): ...`).
 Write `city_weather(city: str)` that returns `WEATHER[city]` for a city it knows (`WEATHER` has Paris,
 Tokyo, Oslo and Lima), and raises an error the model can act on when it does not: users misspell
-cities, and ask for cities you do not have.
+cities, and ask for cities you do not have (then the model can only tell the user what your error
+says).
 
 **What the model here reads.** The text of the tool's result. When it is not a weather report and
 names a city that looks like the one asked for, the model asks once more with that name, spelt as your
