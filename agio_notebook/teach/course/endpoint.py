@@ -121,7 +121,8 @@ class LocalEndpoint:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="agio-local-endpoint", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="agio-local-endpoint", daemon=True)
         self._thread.start()
 
     @property

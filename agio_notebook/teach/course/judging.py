@@ -61,10 +61,9 @@ def _recorded(name: str, city: str, report: str | None, answer: str, expected: f
 
     def why(trial: Trial) -> str | None:
         value = trial.value
-        if isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, (int, float)):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
             return f"your scorer returned {value!r} ({type(value).__name__}); return a number or a bool"
+        value = float(value)  # a bool, an int, a NumPy number
         if not 0.0 <= float(value) <= 1.0:
             return f"your scorer returned {value!r}: a score is between 0 and 1"
         if float(value) != expected:

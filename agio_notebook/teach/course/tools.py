@@ -112,6 +112,7 @@ def read_converter(spec: dict[str, Any]) -> Reading:
     if not directions:
         return Reading(False, "your docstring does not say which way the tool converts: from US dollars to the "
                               "currency given as currency")
+    only = _named_targets(description)
     code_said = [s.said("code") for s in currency if s.said("code") is not None]
     examples = [c for c in re.findall(r"\b[A-Z]{3}\b", currency_doc) if c in _CODES]
     exclusive_examples: set[str] = set()
@@ -123,7 +124,26 @@ def read_converter(spec: dict[str, Any]) -> Reading:
         s.said("name") for s in currency)
     if code_said and not any(code_said):
         codes = False
-    return Reading(True, codes=codes, only=exclusive_examples)
+    return Reading(True, codes=codes, only=exclusive_examples | only)
+
+
+_GENERIC = {"another", "other", "any", "foreign", "a", "target", "currencies", "currency", "whichever", "many"}
+_NAMED = {"euro": "EUR", "euros": "EUR", "eur": "EUR", "pound": "GBP", "pounds": "GBP", "gbp": "GBP",
+          "sterling": "GBP", "yen": "JPY", "jpy": "JPY"}
+
+
+def _named_targets(description: str) -> set[str]:
+    """The currencies a description limits the tool to ("Convert US dollars to euros."): those it names
+    after "to"/"into", when it names no currency in general ("another currency") there."""
+    toks = re.findall(r"[a-z]+", description.lower())
+    named: set[str] = set()
+    for i, t in enumerate(toks):
+        if t in ("to", "into"):
+            after = toks[i + 1:i + 6]
+            if any(w in _GENERIC for w in after[:2]):
+                return set()
+            named |= {_NAMED[w] for w in after if w in _NAMED}
+    return named
 
 
 def _target(query: str) -> tuple[str, str]:
