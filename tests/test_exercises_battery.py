@@ -14,6 +14,7 @@ import pytest
 
 from agio_notebook import Agent, ExecutionConfig, FunctionModel, OpenAIModel, Reply, ScriptedModel, StepRole, StepRunner, memory, tool
 from agio_notebook.exercises import EXERCISES, RATES, WEATHER, calculator, check, literal_model
+from agio_notebook.teach import TUTORIALS
 from agio_notebook.teach.guard import DEFAULT_CAP
 from agio_notebook.teach.solutions import reference
 
@@ -1021,6 +1022,23 @@ BATTERY = {
     },
 }
 
+COURSE = ["quickstart", "function_model", "step_debugger", "metrics_and_plots", "retry_and_fork", "compare_and_choose",
+          "evaluate_a_prompt", "learn_from_feedback", "code_interpreter", "mcp_tools", "compose_agents",
+          "openai_endpoint"]
+TAUGHT_IN = {"scoring.": "compare_and_choose", "regex(": "compare_and_choose", "called_before_answer": "compare_and_choose",
+             "diff(": "compare_and_choose", "sweep": "compare_and_choose", "batch": "evaluate_a_prompt",
+             "memory.": "learn_from_feedback", "add_experience": "learn_from_feedback", "python_sandbox": "code_interpreter",
+             "mcp": "mcp_tools", "as_tool": "compose_agents", "handoff": "compose_agents",
+             "OpenAIModel": "openai_endpoint", "timeout": "openai_endpoint", "pause.edit": "step_debugger",
+             "context(": "step_debugger", ".fork(": "retry_and_fork", ".retry(": "retry_and_fork"}
+
+
+def later_tools(name: str, text: str) -> list[str]:
+    """What ``text`` recommends that only a tutorial after the exercise's own teaches."""
+    here = COURSE.index(TUTORIALS[name])
+    return [term for term, where in TAUGHT_IN.items() if term in text and COURSE.index(where) > here]
+
+
 WRONG = [pytest.param(name, i, id=f"{name}-{cls}") for name, b in BATTERY.items()
          for i, (cls, _, _) in enumerate(b["wrong"])]
 RIGHT = [pytest.param(name, i, id=f"{name}-{label}") for name, b in BATTERY.items()
@@ -1044,6 +1062,13 @@ def test_a_wrong_solution_fails_with_the_reason_the_learner_needs(name: str, ind
         text = result.summary()
         assert reason in text, f"{cls} at seed {seed}: {text}"
         assert f"seed {seed}" in result.headline()
+        assert not later_tools(name, text), later_tools(name, text)  # feedback only names what was taught
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_instructions_and_hints_only_name_what_the_course_has_taught(name: str) -> None:
+    ex = EXERCISES[name]
+    assert not later_tools(name, ex.instructions + "".join(ex.hints) + ex.starter)
 
 
 @pytest.mark.parametrize(("name", "index"), RIGHT)

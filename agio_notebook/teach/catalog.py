@@ -13,21 +13,23 @@ from .course.memory import MEMORY_SECOND_RUN
 from .course.tools import TOOL_DOCSTRING, TOOL_ERRORS
 from .solutions import source
 
-# in the order the course teaches them (notebooks/course.ipynb): each tutorial ends with its exercise
-EXERCISES: dict[str, Exercise] = {e.name: e for e in (
-    TOOL_DOCSTRING,  # quickstart (and mcp_tools again)
-    FUNCTION_MODEL,  # function_model
-    EDIT_TOOL_CALL,  # step_debugger
-    STOPPING_RULE,  # metrics_and_plots
-    FORK_COMPARE_CHOOSE,  # retry_and_fork
-    WRITE_SCORER,  # compare_and_choose
-    PASS_EVALUATION,  # evaluate_a_prompt
-    MEMORY_SECOND_RUN,  # learn_from_feedback
-    TOOL_ERRORS,  # code_interpreter
-    DELEGATE_TO_AGENT,  # compose_agents
-    ENDPOINT_SETTINGS,  # openai_endpoint
-)}
-
+# the tutorial that ends with each exercise, in the order the course teaches them (notebooks/course.ipynb)
+TUTORIALS: dict[str, str] = {
+    "tool_docstring": "quickstart",  # and mcp_tools again
+    "function_model": "function_model",
+    "edit_tool_call": "step_debugger",
+    "stopping_rule": "metrics_and_plots",
+    "fork_compare_choose": "retry_and_fork",
+    "write_scorer": "compare_and_choose",
+    "pass_evaluation": "evaluate_a_prompt",
+    "memory_second_run": "learn_from_feedback",
+    "tool_errors": "code_interpreter",
+    "delegate_to_agent": "compose_agents",
+    "endpoint_settings": "openai_endpoint",
+}
+EXERCISES: dict[str, Exercise] = {e.name: e for e in sorted(
+    (TOOL_DOCSTRING, FUNCTION_MODEL, EDIT_TOOL_CALL, STOPPING_RULE, FORK_COMPARE_CHOOSE, WRITE_SCORER, PASS_EVALUATION,
+     MEMORY_SECOND_RUN, TOOL_ERRORS, DELEGATE_TO_AGENT, ENDPOINT_SETTINGS), key=lambda e: list(TUTORIALS).index(e.name))}
 for _exercise in EXERCISES.values():
     _exercise.reference = source(_exercise.name)
 
