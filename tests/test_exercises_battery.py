@@ -853,7 +853,7 @@ BATTERY = {
             ("answers at once", fm_answers_at_once, "answered without calling add"),
             ("never answers", fm_never_answers, "kept calling tools until max_steps"),
             ("add(0, 0), then its own sum", fm_zero_args, "not with the question's numbers"),
-            ("ignores the tool's result", fm_own_sum, "does not answer with add's result"),
+            ("ignores the tool's result", fm_own_sum, "does not answer with what add returned"),
             ("off by one", fm_off_by_one, "which does not contain"),
             ("hard-coded numbers", fm_hard_coded, "not with the question's numbers"),
             ("a message dict", fm_message_dict, "returned a message dict"),

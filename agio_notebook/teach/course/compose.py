@@ -12,7 +12,7 @@ from ...tools import Tool, tool
 from ..exercise import Exercise, Scenario, Trial, judged
 from ..values import numbers, same, words
 from .messages import last_user, tool_results
-from .probe import ask_again, with_last_tool_result
+from .probe import follows_the_tool
 
 # topic -> (the word forms a question may use, a fact with a number in it, the number's range)
 FACTS = {"owls": (("owl", "owls"), "owls turn their heads up to {n} degrees", (250, 290)),
@@ -104,18 +104,7 @@ def _delegated(topic: str, number: int) -> Any:
 
 
 def _follows(topic: str, other: int) -> Any:
-    template = FACTS[topic][1]
-
-    async def probe(trial: Trial, learner: Any) -> str | None:
-        text, reply = await ask_again(trial, learner, with_last_tool_result(template.format(n=other)))
-        if reply is None and text is None:
-            return None
-        if text is None or not any(same(n, other) for n in numbers(text)):
-            return (f"your model does not answer with what the researcher found: given the same conversation with "
-                    f"the researcher answering {template.format(n=other)!r}, it answered "
-                    f"{(text if text is not None else reply)!r}")
-        return None
-    return probe
+    return follows_the_tool(FACTS[topic][1].format(n=other), other, "the researcher")
 
 
 def _scenarios(rng: random.Random) -> list[Scenario]:

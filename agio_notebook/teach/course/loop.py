@@ -10,7 +10,7 @@ from ...core import ExecutionConfig, RunStatus
 from ...tools import Tool, tool
 from ..exercise import Exercise, Scenario, Trial, judged
 from ..values import clock, numbers, same, shown_number, times
-from .probe import ask_again, with_last_tool_result
+from .probe import follows_the_tool
 
 
 @tool
@@ -65,17 +65,8 @@ def _added(a: int, b: int) -> Any:
 
 def _reads_the_result(a: int, b: int, rng: random.Random) -> Any:
     other = a + b + rng.choice([111, 222, 1000, -333, 77])
-
-    async def probe(trial: Trial, learner: Any) -> str | None:
-        text, reply = await ask_again(trial, learner, with_last_tool_result(str(other)))
-        if reply is None and text is None:
-            return None
-        if text is None or not any(same(n, other) for n in numbers(text)):
-            return (f"your model does not answer with add's result: given the same conversation with add "
-                    f"returning {other}, it answered {(text if text is not None else reply)!r}. Answer with the "
-                    "content of the last message, not with a sum of your own")
-        return None
-    return probe
+    return follows_the_tool(str(other), other, "add", ". Answer with the content of the last message, not with a "
+                                                      "sum of your own")
 
 
 def _function_scenarios(rng: random.Random) -> list[Scenario]:
@@ -154,14 +145,21 @@ def _searched(trial: Trial) -> list[Any]:
     return [args.get("page") for name, args in trial.calls if name == "search"]
 
 
+def _read_in_order(trial: Trial, rule: str) -> str | None:
+    """What every stopping scenario needs first: the loop stopped, and read page 1, 2, 3... in order."""
+    read = _searched(trial)
+    if _hit_limit(trial):
+        return f"your model never stopped: it ran until max_steps ({_LIMIT} model calls); {rule}"
+    if read != list(range(1, len(read) + 1)):
+        return f"your model read pages {read}: read page 1, 2, 3... in order"
+    return None
+
+
 def _found(page: int, minutes: int) -> Any:
     def why(trial: Trial) -> str | None:
         read = _searched(trial)
-        if _hit_limit(trial):
-            return (f"your model never stopped: it ran until max_steps ({_LIMIT} model calls); answer as soon as a "
-                    "page says FOUND")
-        if read != list(range(1, len(read) + 1)):
-            return f"your model read pages {read}: read page 1, 2, 3... in order"
+        if (first := _read_in_order(trial, "answer as soon as a page says FOUND")) is not None:
+            return first
         if len(read) < page:
             seen = f"page {len(read)} ({trial.tool_results[-1][2]!r})" if read else "no page"
             return f"your model stopped after {seen}, before page {page}, which says FOUND"
@@ -179,11 +177,8 @@ def _found(page: int, minutes: int) -> Any:
 
 def _gave_up(trial: Trial) -> str | None:
     read = _searched(trial)
-    if _hit_limit(trial):
-        return (f"your model never stopped: it ran until max_steps ({_LIMIT} model calls); give up after 3 pages "
-                "without FOUND")
-    if read != list(range(1, len(read) + 1)):
-        return f"your model read pages {read}: read page 1, 2, 3... in order"
+    if (first := _read_in_order(trial, "give up after 3 pages without FOUND")) is not None:
+        return first
     if len(read) != 3:
         return f"your model read {len(read)} page(s): read 3 pages before giving up, and no more"
     if times(trial.final_text) or not says_not_found(trial.final_text):

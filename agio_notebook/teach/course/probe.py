@@ -11,8 +11,9 @@ import copy
 from typing import Any, Callable
 
 from ...models import FunctionModel, Reply
-from ..exercise import Trial
+from ..exercise import Probe, Trial
 from ..running import SolutionError, call_solution
+from ..values import numbers, same
 
 Messages = list[dict[str, Any]]
 
@@ -43,3 +44,17 @@ def with_last_tool_result(content: str) -> Callable[[Messages], Messages]:
         messages[-1] = {**messages[-1], "content": content}
         return messages
     return change
+
+
+def follows_the_tool(result: str, number: float, source: str, advice: str = "") -> Probe:
+    """A probe: the learner's last call again, with ``source`` (the tool, as a reason names it) answering
+    ``result``; the answer must then say ``number``, or the model is not reading what the tool said."""
+    async def probe(trial: Trial, learner: Any) -> str | None:
+        text, reply = await ask_again(trial, learner, with_last_tool_result(result))
+        if reply is None and text is None:
+            return None
+        if text is None or not any(same(n, number) for n in numbers(text)):
+            return (f"your model does not answer with what {source} returned: given the same conversation with "
+                    f"{source} returning {result!r}, it answered {(text if text is not None else reply)!r}{advice}")
+        return None
+    return probe
