@@ -436,3 +436,14 @@ def test_delegate_to_agent_needs_the_researchers_nested_run() -> None:
                      [Scenario(scenario.name, scenario.query, tools=[fake_researcher], expect=scenario.expect)])
     result = check(faked, reference("delegate_to_agent"))
     assert result.failed[0].reason == "the researcher's nested run did not complete (never stored)"
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_each_starter_runs_as_given_and_shows_what_is_left_to_do(name: str, capsys) -> None:
+    """The cell %agio exercise inserts: the right kind and signature, unsolved, its check a table of reasons."""
+    namespace: dict = {}
+    exec(EXERCISES[name].starter.replace("check(exercise(", "result = check(exercise("), namespace)
+    result = namespace["result"]
+    assert not result.passed and result.failed, name
+    assert not (result.problem or "").startswith(("exercise ", "the model calls")), result.problem  # kind, signature
+    assert all(s.reason for s in result.failed)

@@ -1,9 +1,10 @@
 """``check(exercise, solution)``: every scenario run offline, in a throwaway store, and judged.
 
 Scenario values are drawn from a seed (new at every check, shown in the result, ``seed=`` repeats it).
-The scenarios run at once, each with its own store, and the learner's code runs in threads that are
-abandoned when a call overruns its cap: a solution that hangs fails within its cap, not the notebook's
-patience. A solution that raises fails its scenario with the reason; it never stops the check. A
+The scenarios run one after another (at once for an exercise whose scenarios wait on purpose), each with
+its own store, and the learner's code runs in threads that are abandoned when a call overruns its cap:
+a solution that hangs fails within its cap, not the notebook's patience, and the scenarios after it are
+not run. A solution that raises fails its scenario with the reason; it never stops the check. A
 problem that would fail every scenario for one reason (a wrong kind or signature) is said once.
 """
 
@@ -23,6 +24,7 @@ from .catalog import exercise as exercise_named
 from .exercise import Exercise, Scenario, Trial
 from .guard import HUNG, Watch, environment, sandboxed
 from .kinds import WrongKindError, as_solution, guarded_agent, guarded_model, guarded_tool
+from .progress import record as keep
 from .report import CheckResult, ScenarioResult, Transcript
 from .running import SolutionError, call_solution, run_agent, scenario_model
 
@@ -174,8 +176,6 @@ def check(exercise: Exercise | str, solution: Any, *, seed: int | None = None, s
         problem = _one_cause(scenarios)
     result = CheckResult(exercise.name, scenarios, transcript, seed=seed, problem=problem)
     if record:
-        from .progress import record as keep
-
         keep(result, solution, repository)
     if strict and not result.passed:
         raise AssertionError(result.summary())
