@@ -447,3 +447,22 @@ def test_each_starter_runs_as_given_and_shows_what_is_left_to_do(name: str, caps
     assert not result.passed and result.failed, name
     assert not (result.problem or "").startswith(("exercise ", "the model calls")), result.problem  # kind, signature
     assert all(s.reason for s in result.failed)
+
+
+def test_course_export_says_what_is_wrong_in_one_line(tmp_path, capsys) -> None:
+    from agio_notebook.cli import main
+    from agio_notebook.exercises import points
+
+    assert main(["course", "export", "--nbgrader", str(tmp_path / "nb"), "--exercises", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("agio: no exercise 'nope'; the exercises are: tool_docstring") and err.count("\n") == 1
+    assert not (tmp_path / "nb").exists()  # checked before anything is written
+    assert main(["course", "export"]) == 1 and "--nbgrader DIR and/or --otter DIR" in capsys.readouterr().err
+    (tmp_path / "file").write_text("in the way")
+    assert main(["course", "export", "--otter", str(tmp_path / "file" / "otter")]) == 1
+    assert capsys.readouterr().err.startswith(f"agio: cannot write the assignment in {tmp_path / 'file' / 'otter'}")
+    assert main(["course", "export", "--otter", str(tmp_path / "ot"), "--points", "0"]) == 1
+    assert main(["course", "export", "--otter", str(tmp_path / "ot"), "--exercises", "stopping_rule"]) == 0
+    assert (tmp_path / "ot" / "agio.ipynb").exists()
+    with pytest.raises(ValueError, match=r"^points\(\) needs max > 0"):
+        points("stopping_rule", reference("stopping_rule"), 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..core import AgioError
 from .exercise import Exercise
 from .course.compose import DELEGATE_TO_AGENT
 from .course.debugger import EDIT_TOOL_CALL
@@ -34,7 +35,7 @@ for _exercise in EXERCISES.values():
     _exercise.reference = source(_exercise.name)
 
 
-class UnknownExerciseError(LookupError):
+class UnknownExerciseError(AgioError, LookupError):
     """No exercise by that name; the message lists them."""
 
 

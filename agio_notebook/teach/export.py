@@ -13,8 +13,9 @@ nbgrader's 30 s limit per cell.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_cell
@@ -93,10 +94,12 @@ def export_nbgrader(directory: str | Path, names: Sequence[str] | None = None, *
     chosen = _chosen(names)
     root = Path(directory)
     target = root / "source" / assignment / f"{assignment}.ipynb"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nbgrader_notebook(chosen, points), target)
     config = root / "nbgrader_config.py"
-    if not config.exists():
+    with _writing(root):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nbgrader_notebook(chosen, points), target)
+        if config.exists():
+            return target
         config.write_text("c = get_config()  # noqa: F821 - nbgrader's\n"
                           "c.CourseDirectory.course_id = \"agio\"\n"
                           "# nbgrader stops a cell after 30 s (ExecutePreprocessor.timeout); an agio check takes a few\n"
@@ -138,7 +141,17 @@ def export_otter(directory: str | Path, names: Sequence[str] | None = None, *, p
     grades one submission here, without Docker."""
     chosen = _chosen(names)
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
     target = root / f"{assignment}.ipynb"
-    nbformat.write(otter_notebook(chosen, points, assignment), target)
+    with _writing(root):
+        root.mkdir(parents=True, exist_ok=True)
+        nbformat.write(otter_notebook(chosen, points, assignment), target)
     return target
+
+
+@contextmanager
+def _writing(root: Path) -> Iterator[None]:
+    """A directory that cannot be written is one line."""
+    try:
+        yield
+    except OSError as exc:
+        raise ExportError(f"cannot write the assignment in {root}: {exc.strerror or exc}") from None

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core import AgioError
 from ..storage.base import Repository
 from .check import check
 from .exercise import Exercise
 from .report import CheckResult
 
 WIDTH = 96  # grader feedback boxes cut longer lines
+
+
+class GradingError(AgioError, ValueError):
+    """A grading call given something it cannot use; one line."""
 
 
 class ExerciseFailed(AssertionError):
@@ -47,7 +52,7 @@ def points(exercise: Exercise | str, solution: Any, max: float, *, seed: int | N
     """``max`` times the share of scenarios passed, rounded to 2 decimals; when that is less than ``max`` the
     summary is printed first, so the feedback says why."""
     if not isinstance(max, (int, float)) or isinstance(max, bool) or max <= 0:
-        raise ValueError(f"points() needs max > 0 (the points the exercise is worth), got {max!r}")
+        raise GradingError(f"points() needs max > 0 (the points the exercise is worth), got {max!r}")
     result = check(exercise, solution, seed=seed, record=False, repository=repository)
     got = round(float(max) * result.score, 2)
     if got < max:
