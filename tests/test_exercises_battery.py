@@ -777,6 +777,12 @@ def ep_first_token_only(base_url):
                  config=_limits(first_token_timeout=2))
 
 
+def ep_a_second_too_long(base_url):
+    return Agent(model=OpenAIModel("tutor-1", base_url=base_url), model_settings={"temperature": 0,
+                                                                                  "max_tokens": 200},
+                 config=_limits(first_token_timeout=3, idle_timeout=3))
+
+
 def ep_wrong_model(base_url):
     return Agent(model=OpenAIModel("gpt-4o-mini", base_url=base_url), model_settings={"temperature": 0,
                                                                                        "max_tokens": 200},
@@ -1014,6 +1020,7 @@ BATTERY = {
             ("no time limits", ep_no_limits, "was still waiting after"),
             ("limits the whole call", ep_whole_call, "cut off an answer that was still streaming"),
             ("first token only", ep_first_token_only, "in the middle of its answer"),
+            ("a second too long", ep_a_second_too_long, "gave up only after 3 s"),
             ("another model", ep_wrong_model, "this endpoint serves 'tutor-1'"),
             ("a model, not an agent", ep_returns_model, "not an Agent"),
             ("never calls the endpoint", ep_scripted, "never called the endpoint"),
