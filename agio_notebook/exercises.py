@@ -17,7 +17,7 @@ from .notebook.transcript import _mask_secrets
 from .notebook.view_model import fold
 from .storage.base import Repository
 from .teach import (EXERCISES, CheckResult, Exercise, Expectation, Hint, Scenario, ScenarioResult, Trial,
-                    UnknownExerciseError, WrongKindError, exercise, expect)
+                    UnknownExerciseError, WrongKindError, exercise, expect, judged)
 from .teach import check as _check
 from .teach.course.endpoint import local_endpoint
 from .teach.course.judging import calculator, literal_model, weather
@@ -71,4 +71,4 @@ def exercises() -> pd.DataFrame:
 __all__ = ["EXERCISES", "RATES", "WEATHER", "CheckResult", "Exercise", "ExerciseFailed", "Expectation", "Hint",
            "Scenario", "ScenarioResult", "Trial", "UnknownExerciseError", "WrongKindError", "add", "calculator",
            "check", "exercise", "exercises", "expect", "grade", "literal_model", "local_endpoint", "points",
-           "progress", "weather"]
+           "judged", "progress", "weather"]
