@@ -52,10 +52,14 @@ up_to_date() {  # up_to_date NAME HASH: was step NAME last done with these input
 # --lab installs what the tutorials need (and the local embedding model for memory); otherwise the test
 # tools, Parquet export and Ray too (a superset:
 # lab accepts it)
+# (--browser, as scripts/test.sh asks, adds the graders the course exports to: nbgrader and otter-grader)
 extras=test,parquet,ray,embeddings
+[ "$want_browser" = 1 ] && extras=test,parquet,ray,embeddings,graders
 [ "$for_lab" = 1 ] && extras=tutorials,embeddings
 python_inputs=$( (cat pyproject.toml; .venv/bin/python -VV) | sha256sum | cut -d' ' -f1)
-if up_to_date python "$python_inputs test,parquet,ray,embeddings" || up_to_date python "$python_inputs $extras"; then
+if up_to_date python "$python_inputs test,parquet,ray,embeddings,graders" \
+   || { [ "$want_browser" = 0 ] && up_to_date python "$python_inputs test,parquet,ray,embeddings"; } \
+   || up_to_date python "$python_inputs $extras"; then
   echo "== agio-notebook already installed (pyproject.toml unchanged)"
 else
   echo "== installing agio-notebook (editable) with the extras $extras"

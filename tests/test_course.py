@@ -1,5 +1,6 @@
 """The tutorials form a course: an index with order, goals and times; each tutorial starts with what the
-learner will be able to do and ends with a checked exercise; the README lists the course."""
+learner will be able to do and ends with its exercise unsolved (the starter and its check's table, the
+reference only on request); the catalog's order is the course's; the README lists the course."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from agio_notebook.teach import EXERCISES
+from agio_notebook.teach import EXERCISES, TUTORIALS
+from agio_notebook.teach.export import _split
+from agio_notebook.teach.solutions import solutions, source
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-TUTORIALS = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb") if p.stem != "course")
+TUTORIALS_ON_DISK = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb") if p.stem != "course")
 PLANNED = "planned"  # the exercise column of a tutorial listed before its exercise exists
 ROW = re.compile(r"^\| \[(\w+)\]\((\w+)\.ipynb\) \| (.+?) \| (.+?) \| (\d+) min \|$", re.M)
 
@@ -31,9 +34,9 @@ def _with_exercise() -> list[str]:
 def test_the_index_lists_every_tutorial_once_with_what_it_teaches_and_its_time() -> None:
     rows = _course_rows()
     listed = [r.group(2) for r in rows]
-    missing = sorted(set(TUTORIALS) - set(listed))
+    missing = sorted(set(TUTORIALS_ON_DISK) - set(listed))
     assert not missing, f"tutorials missing from the course index (add one row each to course.ipynb): {missing}"
-    assert sorted(listed) == TUTORIALS and len(set(listed)) == len(listed)
+    assert sorted(listed) == TUTORIALS_ON_DISK and len(set(listed)) == len(listed)
     for r in rows:
         assert r.group(1) == r.group(2) and (NOTEBOOKS / f"{r.group(2)}.ipynb").exists()
         assert len(r.group(3)) > 20 and int(r.group(5)) > 0
@@ -41,17 +44,32 @@ def test_the_index_lists_every_tutorial_once_with_what_it_teaches_and_its_time()
     assert len(_with_exercise()) >= 10
 
 
+def test_the_catalog_follows_the_course() -> None:
+    """Each exercise's tutorial is in the course, and the exercises come in the tutorials' order."""
+    order = [r.group(2) for r in _course_rows()]
+    assert set(TUTORIALS.values()) <= set(order)
+    assert list(EXERCISES) == sorted(EXERCISES, key=lambda name: order.index(TUTORIALS[name]))
+
+
 @pytest.mark.parametrize("name", _with_exercise())
-def test_each_tutorial_starts_with_its_goals_and_ends_with_a_checked_exercise(name: str) -> None:
+def test_each_tutorial_starts_with_its_goals_and_ends_with_its_exercise_unsolved(name: str) -> None:
     cells = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
     assert any(c.cell_type == "markdown" and "What you will be able to do" in c.source for c in cells[:2]), name
     code = [c for c in cells if c.cell_type == "code"]
     last = code[-1].source
-    called = re.search(r'check\(exercise\("(\w+)"\), \w+, strict=True\)', last)
-    assert called and called.group(1) in EXERCISES, last
+    called = re.search(r'check\((?:exercise\()?"(\w+)"\)?, (\w+)\)\s*$', last)
+    assert called and called.group(1) in EXERCISES, f"{name} must end with its exercise's check(...): {last!r}"
+    assert "strict=True" not in last  # strict is for graders: a tutorial shows the table
+    exercise_name, entry = called.groups()
+    assert entry == solutions(exercise_name).ENTRY
+    whole = "\n".join(c.source for c in code)
+    body = [line.strip() for line in _split(source(exercise_name))[1] if line.strip()
+            and not line.strip().startswith(("def ", "async def ", '"""', "return Reply.call"))]
+    shown = [line for line in body if line in whole]
+    assert len(shown) < max(2, len(body) // 2), f"{name} shows the reference solution of {exercise_name}: {shown}"
     assert cells[-1].cell_type == "markdown" and "Your turn" in cells[-1].source
     row = next(r for r in _course_rows() if r.group(2) == name)
-    assert f"`{called.group(1)}`" in row.group(4)  # the index names the exercise the tutorial ends with
+    assert f"`{exercise_name}`" in row.group(4)  # the index names the exercise the tutorial ends with
 
 
 def test_the_readme_tutorial_list_is_the_course() -> None:
