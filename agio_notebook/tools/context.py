@@ -103,23 +103,17 @@ def history_changed(session_id: str, repository: Any) -> None:
             warnings.warn(f"after the retry in session {session_id}: {type(exc).__name__}: {exc}", stacklevel=2)
 
 
-# A tool that calls an agent in another process (over MCP or A2A) passes its run's limits along: the
-# engine (execution/remote.py) installs these two, so this layer needs nothing above it.
-_outbound: Callable[[], dict[str, Any] | None] = lambda: None
-_inbound: Callable[[Any], None] = lambda meta: None
-
-
-def set_remote_limits(outbound: Callable[[], dict[str, Any] | None], inbound: Callable[[Any], None]) -> None:
-    global _outbound, _inbound
-    _outbound, _inbound = outbound, inbound
-
-
+# A tool that calls an agent in another process (over MCP or A2A) passes its run's limits along, through
+# the engine its call was handed (``ToolCallContext.engine``), so this layer needs nothing above it.
 def outbound_meta() -> dict[str, Any] | None:
     """What a remote call made from this context carries: the calling run's depth and what is left of its
     outermost run's budget (None outside a run)."""
-    return _outbound()
+    ctx = get_call()
+    return ctx.engine.outbound_meta() if ctx is not None and ctx.engine is not None else None
 
 
 def take_inbound_meta(meta: Any) -> None:
     """A remote call answered: what the remote runs spent (in its metadata) counts against this run's tree."""
-    _inbound(meta)
+    ctx = get_call()
+    if ctx is not None and ctx.engine is not None:
+        ctx.engine.take_inbound_meta(meta)
