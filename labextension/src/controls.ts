@@ -10,14 +10,9 @@
 
 import { el } from './dom';
 import { magicButton, safeArg } from './magic';
+import type { AttemptInfo } from './transcript';
 
-export interface AttemptInfo {
-  number: number;
-  run_id: string;
-  status: string;
-  current: boolean;
-  steps?: number;
-}
+export type { AttemptInfo };
 
 /** What the controls need of a transcript (render.ts's Transcript satisfies it). */
 export interface ControlsInput {

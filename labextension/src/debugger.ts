@@ -5,22 +5,9 @@
  */
 
 import { el } from './dom';
-import type { AgioEvent, Transcript } from './render';
-
-export interface SeenRow {
-  role: string;
-  text: string;
-  tokens: number;
-  tokens_estimated: boolean;
-  step: number | null;
-  edited: boolean;
-}
-
-/** What each model call saw: distinct messages once, and per call (its step number) their positions. */
-export interface Seen {
-  messages: SeenRow[];
-  calls: Record<string, number[]>;
-}
+import { icon } from './icons';
+import type { AgioEvent, SeenRow, Transcript } from './transcript';
+import { counted, seconds } from './words';
 
 const PLACES: Record<string, (name: string) => string> = {
   model: () => 'before the model call',
@@ -31,9 +18,16 @@ const PLACES: Record<string, (name: string) => string> = {
 
 function pauseLine(p: Record<string, any>): string {
   const place = (PLACES[String(p.kind)] ?? (() => String(p.kind)))(String(p.name ?? ''));
-  const took = typeof p.paused_ms === 'number' ? `, ${(p.paused_ms / 1000).toFixed(1)} s` : '';
+  const took = typeof p.paused_ms === 'number' ? `, ${seconds(p.paused_ms)}` : '';
   const edited = Array.isArray(p.edited) && p.edited.length ? ` · edited ${p.edited.join(', ')}` : '';
-  return `⏸ paused ${place} (step ${p.sequence}) → ${p.action ?? 'ended here'}${took}${edited}`;
+  return `paused ${place} (step ${p.sequence}) → ${p.action ?? 'ended here'}${took}${edited}`;
+}
+
+/** A pause of the run, marked with the pause icon (drawn, like the others: no emoji font needed). */
+function pauseMark(doc: Document, p: Record<string, any>): HTMLElement {
+  const mark = el(doc, 'div', ['agio-pause-mark'], pauseLine(p));
+  mark.prepend(icon(doc, 'pause'), ' ');
+  return mark;
 }
 
 /** The pauses of a run: each resumed one, and a pause the run ended at (no run_resumed after it). */
@@ -90,7 +84,7 @@ export function renderSeen(doc: Document, rows: SeenRow[]): HTMLElement {
   const details = el(doc, 'details', ['agio-seen']);
   const total = rows.reduce((sum, r) => sum + (Number(r.tokens) || 0), 0);
   const estimated = rows.some(r => r.tokens_estimated);
-  details.append(el(doc, 'summary', [], `What the model saw · ${rows.length} messages · ${estimated ? '~' : ''}${total} tokens${estimated ? ' (estimated)' : ''}`));
+  details.append(el(doc, 'summary', [], `What the model saw · ${counted(rows.length, 'message')} · ${estimated ? '~' : ''}${total} tokens${estimated ? ' (estimated)' : ''}`));
   const table = el(doc, 'table', ['agio-seen-table']);
   for (const r of rows) {
     const tr = el(doc, 'tr', r.edited ? ['agio-seen-row', 'agio-seen-edited'] : ['agio-seen-row']);
@@ -107,7 +101,7 @@ export function renderSeen(doc: Document, rows: SeenRow[]): HTMLElement {
 }
 
 function seenRows(t: Transcript, sequence: number): SeenRow[] | null {
-  const seen = (t as Transcript & { seen?: Seen }).seen;
+  const seen = t.seen;
   const positions = seen?.calls?.[String(sequence)];
   if (!seen || !Array.isArray(positions) || !Array.isArray(seen.messages)) {
     return null;
@@ -132,7 +126,7 @@ export function renderStepDebug(doc: Document, t: Transcript, sequence: number, 
   }
   for (const p of pauses(t.events)) {
     if (p.sequence === sequence && !p.tool_call_id) {
-      out.push(el(doc, 'div', ['agio-pause-mark'], pauseLine(p)));
+      out.push(pauseMark(doc, p));
     }
   }
   const rows = seenRows(t, sequence);
@@ -161,7 +155,7 @@ export function renderCardDebug(doc: Document, t: Transcript, toolCallId: string
   }
   for (const p of pauses(t.events)) {
     if (p.tool_call_id === toolCallId) {
-      out.push(el(doc, 'div', ['agio-pause-mark'], pauseLine(p)));
+      out.push(pauseMark(doc, p));
     }
   }
   return out;

@@ -187,7 +187,7 @@ describe('transcript controls', () => {
 
   it('the footer shows the run totals from the terminal event, as the Python renderer does', () => {
     const node = renderTranscript(transcript(), document);
-    expect(node.querySelector('.agio-metrics')!.textContent).toBe('3 steps · 0 tool calls · total 174 ms');
+    expect(node.querySelector('.agio-metrics')!.textContent).toBe('3 steps (1 model call) · 0 tool calls · tokens unknown · total 174 ms');
   });
 });
 
