@@ -8,7 +8,6 @@ import string
 from typing import Any
 
 from IPython import get_ipython
-from IPython.core.async_helpers import _asyncio_runner
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
@@ -19,6 +18,7 @@ from ..models.settings import parse_settings
 from .commands import COMMANDS, Command, arg, build_parser, help_text
 from .commands import mcp as mcp_commands
 from .controller import Controller, RunHandle
+from .worker import awaits_on_asyncio
 
 CELL = Command(
     "%%agio", "The cell body is the query; {name} inserts a variable ({{ and }} are literal braces). AGENT is "
@@ -174,7 +174,7 @@ def await_agio_cells(lines: list[str]) -> list[str]:
     """
     if len(lines) > 1 and _LOAD_LINE.match(lines[0].rstrip("\r\n")):
         lines = lines[1:]
-    if not lines or not _awaits_on_asyncio(get_ipython()):
+    if not lines or not awaits_on_asyncio(get_ipython()):
         return lines  # the magic runs as it is, and blocks
     first = lines[0].rstrip("\r\n")
     head = _CELL_HEAD.match(first)
@@ -184,11 +184,6 @@ def await_agio_cells(lines: list[str]) -> list[str]:
     if retry is not None and not "".join(lines[1:]).strip():
         return [f"{_AWAITED}({retry.group(1)!r})\n"]
     return lines
-
-
-def _awaits_on_asyncio(shell: Any) -> bool:
-    """Top-level ``await`` is on (``%autoawait``) and runs on asyncio, as in ipykernel."""
-    return bool(getattr(shell, "autoawait", False)) and getattr(shell, "loop_runner", None) is _asyncio_runner
 
 
 def load_ipython_extension(ipython: Any) -> None:

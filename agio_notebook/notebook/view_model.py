@@ -86,6 +86,7 @@ class RunView:
     _by_seq: dict[int, StepView] = field(default_factory=dict, repr=False)
     _cards: dict[str, ToolCard] = field(default_factory=dict, repr=False)
     _holder: str | None = field(default=None, repr=False)  # the agent holding the conversation now
+    _before_pause: dict[str, str] = field(default_factory=dict, repr=False)  # a paused card's status before
 
     @property
     def done(self) -> bool:
@@ -236,7 +237,9 @@ def _step_completed(view: RunView, event: StepEvent) -> None:
     if (extra.get("request") or {}).get("edited"):
         edited["request"] = extra["request"]["edited"]
     if edited and card is not None:
-        card.edited, card.result = edited, step.get("content")
+        card.edited = edited
+        if "result" in edited or "skipped" in edited:  # what the model read instead of the tool's own result
+            card.result = step.get("content")
         if "arguments" in edited:
             card.arguments = edited["arguments"]["sent"]
     elif edited:
@@ -308,8 +311,9 @@ def _action_ended(view: RunView, event: StepEvent) -> None:
 def _paused(view: RunView, event: StepEvent) -> None:
     view.paused = dict(event.payload)
     card = view._card(event.payload)
-    if card is not None and event.payload.get("kind") == "tool" and card.status == "pending":
-        card.status = "paused"  # waiting before the tool runs: it has not started
+    if card is not None and event.payload.get("kind") == "tool" and card.status in ("pending", "running"):
+        view._before_pause[card.tool_call_id] = card.status
+        card.status = "paused"  # waiting before the tool runs: it has not run yet
 
 
 @_on(_E.RUN_RESUMED)
@@ -320,7 +324,7 @@ def _resumed(view: RunView, event: StepEvent) -> None:
     if card is not None:
         card.pauses.append(dict(p))
         if card.status == "paused":
-            card.status = "pending"
+            card.status = view._before_pause.pop(card.tool_call_id, "pending")
     else:
         view._step(p["sequence"], "assistant").pauses.append(dict(p))
 

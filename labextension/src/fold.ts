@@ -74,6 +74,7 @@ interface Fold {
   handoffs: { from: string; to: string }[];
   holder?: string;
   paused: Record<string, any> | null;
+  beforePause: Map<string, string>; // a paused card's status before the pause
 }
 
 function stepFor(f: Fold, sequence: number, role: string): StepView {
@@ -159,8 +160,12 @@ const HANDLERS: Record<string, Handler> = {
       answered.displays = actions.flatMap((a: Record<string, any>) => actionDisplays(a ?? {}));
       const diffs = actions.map((a: Record<string, any>) => a?.output?.diff).filter((d: unknown) => typeof d === 'string');
       answered.diff = diffs.length ? diffs.join('') : undefined;
-      if (typeof st.extra?.edited?.arguments?.sent === 'string') {
-        answered.arguments = st.extra.edited.arguments.sent;
+      const edited = st.extra?.edited ?? {};
+      if (edited.result || edited.skipped) {
+        answered.result = st.content ?? ''; // what the model read instead of the tool's own result
+      }
+      if (typeof edited.arguments?.sent === 'string') {
+        answered.arguments = edited.arguments.sent;
       }
     }
     if (st.role === 'assistant') {
@@ -216,15 +221,17 @@ const HANDLERS: Record<string, Handler> = {
   run_paused: (f, p) => {
     f.paused = p;
     const card = f.cards.get(p.tool_call_id);
-    if (card && p.kind === 'tool' && card.status === 'pending') {
-      card.status = 'paused'; // waiting before the tool runs: it has not started
+    if (card && p.kind === 'tool' && (card.status === 'pending' || card.status === 'running')) {
+      f.beforePause.set(card.id, card.status);
+      card.status = 'paused'; // waiting before the tool runs: it has not run yet
     }
   },
   run_resumed: (f, p) => {
     f.paused = null;
     const card = f.cards.get(p.tool_call_id);
     if (card && card.status === 'paused') {
-      card.status = 'pending';
+      card.status = f.beforePause.get(card.id) ?? 'pending';
+      f.beforePause.delete(card.id);
     }
   },
   metrics: (f, p) => {
@@ -240,7 +247,7 @@ HANDLERS.action_failed = HANDLERS.action_completed;
 /** Fold the events into steps and tool cards (the same fold as the Python RunView). */
 export function foldEvents(t: Transcript): RunView {
   const f: Fold = { t, run: t.run ?? {}, runMetrics: t.run?.metrics ?? {}, bySeq: new Map(), cards: new Map(),
-    handoffs: [], paused: null };
+    handoffs: [], paused: null, beforePause: new Map() };
   for (const e of t.events) {
     HANDLERS[e.type]?.(f, e.payload, e.type);
   }
@@ -288,6 +295,22 @@ function countedMetrics(reported: Record<string, any>, steps: StepView[], cards:
     shown.tool_unfinished = unfinished;
   }
   return shown;
+}
+
+/** The run of an agent called as a tool, from its card: folded as if it ended with its caller when its
+ * own end never reached this stream (its cards and nested runs settle the same way). */
+export function foldNested(card: ToolCard): RunView | null {
+  if (!card.nested) {
+    return null;
+  }
+  const events = card.nested;
+  const view = foldEvents({ version: 1, run: null, session: null, events });
+  if (!card.nestedEnded || TERMINAL_STATUS.has(String(view.run.status))) {
+    return view;
+  }
+  const last = { type: 'run_cancelled', run_id: '', session_id: '', seq: 0, ts: 0,
+    payload: { run: { ...view.run, status: card.nestedEnded } } };
+  return foldEvents({ version: 1, run: null, session: null, events: [...events, last] });
 }
 
 /** A nested run's event goes to the card of the call that started it, one level of its path down. */

@@ -10,7 +10,7 @@ import { classToken, el } from './dom';
 import { renderFeedback, renderMemoryCard, renderTrace } from './memory';
 import { isSuperseded, renderControls } from './controls';
 import { renderCardDebug, renderStepDebug } from './debugger';
-import { Display, RunView, StepView, TERMINAL_STATUS, ToolCard, foldEvents } from './fold';
+import { Display, RunView, StepView, TERMINAL_STATUS, ToolCard, foldEvents, foldNested } from './fold';
 import { icon } from './icons';
 import { Transcript, parseTranscript } from './transcript';
 import { counted, seconds } from './words';
@@ -152,22 +152,16 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
   if (card.error !== undefined) {
     details.append(el(doc, 'pre', ['agio-tool-error'], `${card.errorType ?? 'error'}: ${card.error}`));
   }
-  if (card.nested) {
+  const nested = foldNested(card);
+  if (nested) {
     details.open = true;
-    details.append(renderNestedRun(doc, card.nested, card.nestedEnded));
+    details.append(renderNestedRun(doc, nested));
   }
   return details;
 }
 
 /** The run of an agent called as a tool, inside its card: its steps and cards, at any depth. */
-function renderNestedRun(doc: Document, events: RunView['transcript']['events'], ended?: string): HTMLElement {
-  let view = foldEvents({ version: 1, run: null, session: null, events });
-  if (ended && !TERMINAL_STATUS.has(String(view.run.status))) {
-    // fold again as if its run had ended so: its own cards and nested runs settle the same way
-    const last = { type: 'run_cancelled', run_id: '', session_id: '', seq: 0, ts: 0,
-      payload: { run: { ...view.run, status: ended } } };
-    view = foldEvents({ version: 1, run: null, session: null, events: [...events, last] });
-  }
+function renderNestedRun(doc: Document, view: RunView): HTMLElement {
   const box = el(doc, 'details', ['agio-nested-run']) as HTMLDetailsElement;
   box.open = true;
   box.dataset.agioRun = String(view.run.id ?? '');
