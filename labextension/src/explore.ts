@@ -5,7 +5,7 @@
  * the Python package's HTML fallbacks (agio_notebook/explore/diff.py and tree.py).
  */
 import { classToken, el } from './dom';
-import { magicButton, safeArg } from './magic';
+import { magicButton, shortArg } from './magic';
 
 export const DIFF_MIME_TYPE = 'application/vnd.agio.diff+json';
 export const TREE_MIME_TYPE = 'application/vnd.agio.tree+json';
@@ -170,7 +170,7 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
     }
     details.append(transcript);
     // with a kernel: open the run's full transcript, or make this attempt current, in a new cell
-    const runId = safeArg(node.id);
+    const runId = shortArg(node.id);
     if (runId) {
       const bar = el(doc, 'div', ['agio-controls', 'agio-tree-controls']);
       bar.append(magicButton(doc, 'Open transcript', () => `%agio replay ${runId}`, ['agio-tree-open']));

@@ -9,7 +9,7 @@
 
 import { el } from './dom';
 import { icon } from './icons';
-import { magicButton, safeArg } from './magic';
+import { magicButton, shortArg } from './magic';
 import { counted } from './words';
 
 export interface MemoryItem {
@@ -79,7 +79,7 @@ export function feedbackCommand(runId: string, rating: '+1' | '-1'): string {
  * notebook to ask, the command is shown to copy.
  */
 export function renderFeedback(doc: Document, runId: unknown): HTMLElement | null {
-  const id = safeArg(runId);
+  const id = shortArg(runId);
   if (id === null) {
     return null;
   }

@@ -74,11 +74,11 @@ describe('feedback buttons', () => {
     document.body.addEventListener('agio-run-magic', handler);
     (root.querySelector('.agio-feedback .agio-thumb-up') as HTMLButtonElement).click();
     (root.querySelector('.agio-feedback .agio-thumb-down') as HTMLButtonElement).click();
-    expect(asked).toEqual(['%agio feedback run00001aaaa +1', '%agio feedback run00001aaaa -1']);
+    expect(asked).toEqual(['%agio feedback run00001 +1', '%agio feedback run00001 -1']);
     document.body.removeEventListener('agio-run-magic', handler);
     (root.querySelector('.agio-feedback .agio-thumb-down') as HTMLButtonElement).click();
     expect(root.querySelector('.agio-feedback .agio-command-hint')!.textContent)
-      .toBe('run in a cell: %agio feedback run00001aaaa -1');
+      .toBe('run in a cell: %agio feedback run00001 -1');
     root.remove();
   });
 
