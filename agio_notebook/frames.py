@@ -18,6 +18,7 @@ from .core import StoreError, run_tree
 from .storage import Repository, open_repository
 from .storage.ids import resolve_filter, resolve_run_id, resolve_session_id
 from .views.ids import ShortIdFrame
+from .views.messages import MessagesFrame
 
 STEP_METRICS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "ttft_ms", "model_ms", "tool_ms",
                 "duration_ms")
@@ -324,7 +325,7 @@ def context(run_id: str, step: int, *, repository: Repository | None = None) -> 
     from .execution.seen import seen_rows
 
     rows = seen_rows(repository or open_repository(), run_id, step)
-    return pd.DataFrame({
+    return MessagesFrame({
         "role": _cat([r["role"] for r in rows], ROLES),
         "text": _text([r["text"] for r in rows]),
         "tokens": _int([r["tokens"] for r in rows]),
