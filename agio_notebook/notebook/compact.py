@@ -15,8 +15,8 @@ from ..views.ids import ID_CHARS
 TEXT_CHARS = 40
 
 COLUMNS: dict[str, list[str]] = {
-    "runs": ["run_id", "session_id", "kind", "status", "attempt", "query", "final_text", "steps", "tool_calls",
-             "total_tokens", "duration_ms", "started_at"],
+    "runs": ["store", "run_id", "session_id", "kind", "status", "attempt", "query", "final_text", "steps",
+             "tool_calls", "total_tokens", "duration_ms", "started_at"],  # store: with --every-store only
     "steps": ["run_id", "sequence", "attempt", "superseded", "role", "status", "content", "tool_names",
               "total_tokens", "duration_ms"],
     "tool_calls": ["run_id", "sequence", "name", "arguments", "status", "result", "error", "duration_ms"],

@@ -39,6 +39,7 @@ from ..storage.base import Repository
 from ..storage.ids import resolve_filter, resolve_run_id, resolve_session_id
 from .controls import attempts_frame
 from .live_view import LiveView, close_tree
+from .stores import own_store as own_store_path
 from .pause_view import show_pause
 from .pause_view import warm_up as warm_pause_views
 from .debug_marks import seen_payload
@@ -207,6 +208,8 @@ class Controller:
     def __init__(self, shell: Any = None, *, store: str | None = None):
         self.shell = shell
         self.store = store
+        # the default store this kernel started with: own stores sit beside it (notebook/stores.py)
+        self.base_store = store if store is not None else os.environ.get("AGIO_STORE") or ".agio"
         self.model: str | None = None
         self.base_url: str | None = None
         self.session_id: str | None = None
@@ -219,10 +222,21 @@ class Controller:
     def repository(self) -> Repository:
         return open_repository(self.store)
 
-    def configure(self, *, model: str | None = None, base_url: str | None = None, store: str | None = None) -> str:
+    def configure(self, *, model: str | None = None, base_url: str | None = None, store: str | None = None,
+                  own_store: str | None = None) -> str:
+        """``store`` (a path or URL) or ``own_store`` (a name: ``<default store>.NAME``, "" for the default
+        store again) becomes the kernel's store, for the magics and the Python API alike (``AGIO_STORE``)."""
+        if store is not None and own_store is not None:
+            raise InvalidOperationError("give --store or --own-store, not both")
+        if own_store is not None:
+            store = str(own_store_path(self.base_store, own_store).absolute()) if own_store else self.base_store
         if store is not None:
-            self.store = store
+            self.store = store or None
             self.session_id = None
+            if store:
+                os.environ["AGIO_STORE"] = store  # frames, memory and runners with no repository use it too
+            else:
+                os.environ.pop("AGIO_STORE", None)
         if model is not None:
             self.model = model
         if base_url is not None:
