@@ -91,6 +91,12 @@ def _handler(endpoint: LocalEndpoint) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            try:
+                self._answer()
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (a time limit): nothing to say
+                pass
+
+        def _answer(self) -> None:
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
                 return
