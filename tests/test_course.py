@@ -1,5 +1,7 @@
 """The tutorials form a course: an index with order, goals and times; each tutorial starts with what the
-learner will be able to do and ends with a checked exercise; the README lists the course."""
+learner will be able to do, keeps its runs in a store of its own, and ends with an exercise that starts
+unsolved (a starter whose check shows its table, never strict=True) and a closing sentence on what it showed
+about agents; the index says how the stores and the offline models work; the README lists the course."""
 
 from __future__ import annotations
 
@@ -42,16 +44,40 @@ def test_the_index_lists_every_tutorial_once_with_what_it_teaches_and_its_time()
 
 
 @pytest.mark.parametrize("name", _with_exercise())
-def test_each_tutorial_starts_with_its_goals_and_ends_with_a_checked_exercise(name: str) -> None:
+def test_each_tutorial_starts_with_its_goals_and_ends_with_an_unsolved_exercise(name: str) -> None:
     cells = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
     assert any(c.cell_type == "markdown" and "What you will be able to do" in c.source for c in cells[:2]), name
     code = [c for c in cells if c.cell_type == "code"]
+    assert code[0].source.splitlines() == ["%load_ext agio_notebook", f"%agio config --own-store {name}"]
     last = code[-1].source
-    called = re.search(r'check\(exercise\("(\w+)"\), \w+, strict=True\)', last)
+    called = re.search(r'^check\(exercise\("(\w+)"\), \w+\)$', last, re.M)  # the table, not an exception
     assert called and called.group(1) in EXERCISES, last
+    assert not any("strict=True" in c.source for c in code), "strict=True is for graders, not tutorials"
     assert cells[-1].cell_type == "markdown" and "Your turn" in cells[-1].source
+    assert f'exercise("{called.group(1)}").solution()' in cells[-1].source  # the reference, on request only
+    assert "**What this showed about agents:**" in cells[-1].source
     row = next(r for r in _course_rows() if r.group(2) == name)
     assert f"`{called.group(1)}`" in row.group(4)  # the index names the exercise the tutorial ends with
+
+
+@pytest.mark.parametrize("name", _with_exercise())
+def test_each_tutorial_says_what_its_offline_models_read_where_they_appear(name: str) -> None:
+    text = "\n".join(c.source for c in nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
+                     if c.cell_type == "markdown")
+    assert re.search(r"\breads?\b", text) and re.search(r"real model", text), name
+
+
+def test_the_index_says_how_stores_offline_models_and_a_real_endpoint_work() -> None:
+    text = "\n".join(c.source for c in nbformat.read(NOTEBOOKS / "course.ipynb", as_version=4).cells)
+    for needed in ("--own-store", "%agio runs --every-store", "read keywords, not sense", "OPENAI_API_KEY",
+                   "OPENAI_BASE_URL", "starts unsolved", ".solution()"):
+        assert needed in text, needed
+
+
+def test_the_course_folder_shows_the_tutorials_only() -> None:
+    """JupyterLab's file browser opens on notebooks/ (scripts/lab.sh): no test support or server files there."""
+    shown = sorted(p.name for p in NOTEBOOKS.iterdir() if not p.name.startswith("."))
+    assert shown == sorted(f"{n}.ipynb" for n in [*TUTORIALS, "course"]), shown
 
 
 def test_the_readme_tutorial_list_is_the_course() -> None:

@@ -63,7 +63,7 @@ class OneLineFrame(pd.DataFrame):
         return pd.DataFrame
 
     def _repr_html_(self) -> str | None:
-        with pd.option_context("display.max_columns", None, "display.width", None):
+        with pd.option_context("display.max_columns", None, "display.width", None, "display.expand_frame_repr", False):
             table = super()._repr_html_()
         if not table:
             return table
@@ -71,7 +71,7 @@ class OneLineFrame(pd.DataFrame):
         return f'<div class="agio-table" style="overflow-x:auto">{_NOWRAP.sub(_NOWRAP_CELL, table)}</div>'
 
     def __repr__(self) -> str:
-        with pd.option_context("display.max_columns", None, "display.width", None):
+        with pd.option_context("display.max_columns", None, "display.width", None, "display.expand_frame_repr", False):
             return super().__repr__()
 
 
@@ -84,9 +84,9 @@ class WideFrame(pd.DataFrame):
         return pd.DataFrame
 
     def _repr_html_(self) -> str | None:
-        with pd.option_context("display.max_columns", None, "display.width", None):
+        with pd.option_context("display.max_columns", None, "display.width", None, "display.expand_frame_repr", False):
             return super()._repr_html_()
 
     def __repr__(self) -> str:
-        with pd.option_context("display.max_columns", None, "display.width", None):
+        with pd.option_context("display.max_columns", None, "display.width", None, "display.expand_frame_repr", False):
             return super().__repr__()

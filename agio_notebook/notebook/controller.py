@@ -250,7 +250,7 @@ class Controller:
         agent = self.default_agent()
         key = "set" if os.environ.get("OPENAI_API_KEY") else "not set"
         return (f"model: {agent.model_name}" + (f" at {self.base_url}" if self.base_url else "")
-                + f" · store: {self.repository.root} · session: {self.session_id or '(new on next run)'}"
+                + f" · store: {self.repository.root} · session: {(self.session_id or '')[:8] or '(new on next run)'}"
                 + f" · OPENAI_API_KEY {key}")
 
     def default_agent(self) -> Agent:

@@ -193,6 +193,22 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
   return li;
 }
 
+/** What the colours mean: the timeline's phases, then the two bars (the Python view says the same). */
+function treeLegend(doc: Document): HTMLElement {
+  const legend = el(doc, 'div', ['agio-tree-legend', 'agio-label']);
+  const keys: [string, string][] = [['agio-phase-model', 'model'], ['agio-phase-tool', 'tool'],
+    ['agio-phase-approval', 'waiting for approval'], ['agio-phase-error', 'error'],
+    ['agio-tree-bar-tokens', 'tokens'], ['agio-tree-bar-latency', 'latency']];
+  legend.append('timeline: ');
+  keys.forEach(([cls, label], i) => {
+    if (i === 4) {
+      legend.append(' · bars: ');
+    }
+    legend.append(el(doc, 'span', ['agio-legend-swatch', cls]), ` ${label} `);
+  });
+  return legend;
+}
+
 /** The run tree: nested lists, each run a <details> whose body is its transcript. */
 export function renderTree(data: unknown, doc: Document): HTMLElement {
   const root = el(doc, 'div', ['agio-tree']);
@@ -201,7 +217,7 @@ export function renderTree(data: unknown, doc: Document): HTMLElement {
     const head = el(doc, 'div', ['agio-header']);
     head.append(el(doc, 'b', [], 'agio tree'), ' ',
       el(doc, 'span', ['agio-label'], `session ${String(d.session_id).slice(0, 8)} · click a run for its transcript`));
-    root.append(head);
+    root.append(head, treeLegend(doc));
     const ul = el(doc, 'ul', ['agio-tree-children', 'agio-tree-top']);
     ul.append(renderTreeNode(doc, d.root, d.scale ?? {}));
     root.append(ul);

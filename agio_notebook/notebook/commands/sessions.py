@@ -30,7 +30,7 @@ class PrintedId(str):
          arg("--run", default=None, help="a run (attempt) of the session whose steps to fork"))
 def fork(c: Any, args: Any) -> PrintedId:
     new = c.fork(args.session, args.at, attempt=args.run)
-    print(f"agio: forked into session {new}; the next %%agio cell continues there")
+    print(f"agio: forked into session {new[:8]}; the next %%agio cell continues there")
     return PrintedId(new)
 
 
