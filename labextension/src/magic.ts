@@ -13,8 +13,9 @@ export interface MagicRequest {
   code: string;
 }
 
-/** The line that loads agio: sent silently before a control's `%agio` cell runs (`needsAgio`). */
-export const LOAD_AGIO = '%load_ext agio_notebook';
+/** Loads agio, silently before a control's `%agio` cell runs (`needsAgio`): IPython's own call behind
+ * `%load_ext`, which prints nothing, also where agio is loaded already. */
+export const LOAD_AGIO = 'get_ipython().extension_manager.load_extension("agio_notebook")';
 
 /**
  * Whether a control's command needs agio loaded in the kernel first. The plugin then loads it silently
