@@ -22,13 +22,13 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, KERNEL_IDLE, open_with_kernel, run_all, running_lab
+from lab_support import CHROMIUM, CHROMIUM_ARGS, KERNEL_IDLE, close_session, open_with_kernel, run_all, running_lab
 from tutorial_answers import RIGHT, WRONG
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "test-output"
 TUTORIALS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb") if p.stem != "course")
-LONG = 240_000  # ms: a whole tutorial on a loaded machine
+LONG = 180_000  # ms: a whole tutorial on a loaded machine
 pytestmark = pytest.mark.timeout(900)
 
 # every code cell has run: a number in its prompt, none waiting ([*]) or never run ([ ])
@@ -138,8 +138,8 @@ def test_a_learner_runs_the_tutorial_clicks_every_control_and_does_the_exercise(
     page = browser.new_page(viewport={"width": 1300, "height": 1800})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    session = open_with_kernel(page, base, token, f"{name}.ipynb", workspace=f"learner-{name}")
     try:
-        open_with_kernel(page, base, token, f"{name}.ipynb")
         page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=LONG)
         page.wait_for_function(KERNEL_IDLE, timeout=LONG)
         code = [c.source for c in nbformat.read(root / f"{name}.ipynb", as_version=4).cells if c.cell_type == "code"]
@@ -163,6 +163,7 @@ def test_a_learner_runs_the_tutorial_clicks_every_control_and_does_the_exercise(
     finally:
         page.screenshot(path=str(OUT / f"learner-{name}.png"), full_page=True)
         page.close()
+        close_session(base, token, session)
 
 
 def cell_marks(page: Page) -> list[bool]:
