@@ -86,7 +86,7 @@ def test_memory_card_and_trace_graph_in_a_reopened_notebook(lab):
         run = page.locator(".jp-AgioRun .agio-run").first
         card = run.locator(".agio-step-memory details.agio-memory-card")
         card.wait_for(timeout=30000)  # only this package's build draws it
-        assert "1 skill(s), 0 experience(s) · bm25" in card.locator("summary").inner_text()
+        assert "1 skill, 0 experiences · bm25" in card.locator("summary").inner_text()
         card.locator("summary").click()
         assert "Always give the unit <b>in bold</b>." in card.locator("li").inner_text()
         assert "## Memory" in card.locator("pre.agio-memory-text").inner_text()

@@ -20,7 +20,7 @@ from .view_model import RunView, StepView, ToolCard
 
 STATUS_COLORS = {"completed": "#1a7f37", "running": "#0969da", "failed": "#cf222e", "cancelled": "#9a6700",
                  "max_steps": "#9a6700", "pending": "#57606a", "ok": "#1a7f37", "error": "#cf222e",
-                 "rejected": "#9a6700", "awaiting_approval": "#8250df", "interrupted": "#9a6700"}
+                 "rejected": "#9a6700", "awaiting_approval": "#8250df", "interrupted": "#9a6700", "paused": "#8250df"}
 
 _BOX = "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.45"
 _MONO = "font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:12px"
