@@ -43,9 +43,10 @@ planner = Agent(model=FunctionModel(outer_model), tools=[researcher], name="plan
 
 @pytest.fixture
 def lab(kernelspec_dir, tmp_path):
-    nb = new_notebook(cells=[new_code_cell(c) for c in CELLS],
-                      metadata={"kernelspec": {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}})
-    nbformat.write(nb, tmp_path / "nested.ipynb")
+    for name, cells in (("nested", CELLS), ("stopped", STOPPED)):
+        nb = new_notebook(cells=[new_code_cell(c) for c in cells],
+                          metadata={"kernelspec": {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}})
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
     env = {**os.environ, "AGIO_STORE": str(tmp_path / "store")}
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
         env.pop(name, None)
@@ -58,11 +59,7 @@ def test_a_nested_run_streams_in_its_tool_card_and_the_saved_notebook_shows_it(l
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 1600})
-        open_with_kernel(page, base, token, "nested.ipynb")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
-        run_all(page, agio_cells=1)
+        browser, page = run_in_lab(pw, base, token, "nested.ipynb")
         # live: the inner agent's run streams inside the outer tool card, half of it so far
         live = page.locator(".widget-vbox.agio-run").first
         live.wait_for(timeout=60000)
@@ -127,21 +124,22 @@ planner = Agent(model=FunctionModel(outer_model), tools=[researcher], name="plan
 ]
 
 
-def test_after_stop_a_nested_run_counts_what_it_shows(kernelspec_dir, tmp_path):
+def run_in_lab(pw, base: str, token: str, name: str):
+    """A browser with notebook ``name`` open on its kernel, Run All clicked; (browser, page)."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1200, "height": 1600})
+    open_with_kernel(page, base, token, name)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
+    run_all(page, agio_cells=1)
+    return browser, page
+
+
+def test_after_stop_a_nested_run_counts_what_it_shows(lab):
     """Stop while a nested run's tool runs: the cancelled nested card's footer counts its steps and its tool
     call (which never finished), the same in the transcript the extension draws and after reopening."""
-    nb = new_notebook(cells=[new_code_cell(c) for c in STOPPED],
-                      metadata={"kernelspec": {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}})
-    nbformat.write(nb, tmp_path / "stopped.ipynb")
-    env = {**os.environ, "AGIO_STORE": str(tmp_path / "store")}
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
-        env.pop(name, None)
-    with running_lab(tmp_path, env) as (base, token), sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 1600})
-        open_with_kernel(page, base, token, "stopped.ipynb")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
-        run_all(page, agio_cells=1)
+    base, token, _ = lab
+    with sync_playwright() as pw:
+        browser, page = run_in_lab(pw, base, token, "stopped.ipynb")
         live = page.locator(".widget-vbox.agio-run").first
         live.wait_for(timeout=60000)
         page.wait_for_function("[...document.querySelectorAll('.widget-vbox.agio-run .agio-nested-run .agio-tool-card')]"
