@@ -74,7 +74,7 @@ def learn(run_id, repository):  # a lesson too vague to act on
     memory.add_experience("a weather forecast question", lesson="Be more careful.", repository=repository)
 
 check(exercise("memory_second_run"), learn)
-''', "Celsius"),
+''', "lesson"),
     "tool_errors": ('''
 from agio_notebook.exercises import WEATHER, check, exercise
 
@@ -175,15 +175,17 @@ import re
 from agio_notebook import StepRole
 from agio_notebook.exercises import check, exercise
 
-CELSIUS = re.compile(r"(-?\\d+(?:\\.\\d+)?)\\s*°C")
+TEMPERATURE = re.compile(r"(-?\\d+(?:\\.\\d+)?)\\s*(?:°\\s*C\\b|degrees? Celsius)", re.I)
+
+def temperatures(text):
+    return {float(t) for t in TEMPERATURE.findall(text or "")}  # numbers as numbers: 6 is not 16
 
 def repeats_the_tool(run):
-    said = [s.content for s in run.steps if s.role is StepRole.TOOL and s.name == "weather" and s.status == "ok"]
-    if not said:
-        return 0.0
-    told = {float(t) for t in CELSIUS.findall(said[-1])}
-    answered = {float(t) for t in CELSIUS.findall(run.final_text or "")}
-    return 1.0 if told and told <= answered else 0.0
+    looked_up = [s for s in run.steps if s.role is StepRole.TOOL and s.name == "weather"]
+    if not looked_up or looked_up[-1].status != "ok":
+        return 0.0  # a guess, or a tool that failed
+    told = temperatures(looked_up[-1].content)
+    return 1.0 if told and told <= temperatures(run.final_text) else 0.0
 
 check(exercise("write_scorer"), repeats_the_tool)
 ''',
