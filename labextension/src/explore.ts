@@ -196,15 +196,14 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
 /** What the colours mean: the timeline's phases, then the two bars (the Python view says the same). */
 function treeLegend(doc: Document): HTMLElement {
   const legend = el(doc, 'div', ['agio-tree-legend', 'agio-label']);
-  const keys: [string, string][] = [['agio-phase-model', 'model'], ['agio-phase-tool', 'tool'],
-    ['agio-phase-approval', 'waiting for approval'], ['agio-phase-error', 'error'],
-    ['agio-tree-bar-tokens', 'tokens'], ['agio-tree-bar-latency', 'latency']];
+  const keys: [string, string][] = [['model', 'model'], ['tool', 'tool'], ['approval', 'waiting for approval'],
+    ['error', 'error'], ['tokens', 'tokens'], ['latency', 'latency']];
   legend.append('timeline: ');
   keys.forEach(([cls, label], i) => {
     if (i === 4) {
       legend.append(' · bars: ');
     }
-    legend.append(el(doc, 'span', ['agio-legend-swatch', cls]), ` ${label} `);
+    legend.append(el(doc, 'span', ['agio-legend-swatch', `agio-legend-${cls}`]), ` ${label} `);
   });
   return legend;
 }

@@ -64,7 +64,8 @@ describe('renderTree', () => {
     const legend = node.querySelector('.agio-tree-legend')!;
     expect(legend.textContent).toContain('model');
     expect(legend.textContent).toContain('tokens');
-    expect(legend.querySelectorAll('.agio-legend-swatch.agio-phase-tool, .agio-legend-swatch.agio-tree-bar-latency').length).toBe(2);
+    expect(legend.querySelectorAll('.agio-legend-tool, .agio-legend-latency').length).toBe(2);
+    expect(legend.querySelectorAll('.agio-phase, .agio-tree-bar').length).toBe(0); // swatches, not data
     expect((node.querySelector('details') as HTMLDetailsElement).open).toBe(false);
     expect(node.querySelector('.agio-tree-transcript')!.textContent).toContain(EVIL);
     expect(node.querySelector('img')).toBeNull();
