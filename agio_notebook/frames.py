@@ -17,6 +17,8 @@ import pandas as pd
 from .core import StoreError, run_tree
 from .storage import Repository, open_repository
 from .storage.ids import resolve_filter, resolve_run_id, resolve_session_id
+from .views.ids import ShortIdFrame
+from .views.messages import MessagesFrame
 
 STEP_METRICS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "ttft_ms", "model_ms", "tool_ms",
                 "duration_ms")
@@ -232,9 +234,10 @@ def outputs(agent: str | None = None, session_id: str | None = None, *,
 
 
 def run_metrics(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
-    """Per-run metrics only, indexed by run id: counts, tokens and times."""
+    """Per-run metrics only, indexed by run id: counts, tokens and times. Displayed, the ids show cut to 8
+    characters, as in every table; the index keeps them whole (``.loc[run_id]``)."""
     frame = runs(session_id, repository=repository)
-    return frame[["run_id", "status", "attempt", *RUN_COUNTS, *RUN_TIMES, "cost"]].set_index("run_id")
+    return ShortIdFrame(frame[["run_id", "status", "attempt", *RUN_COUNTS, *RUN_TIMES, "cost"]].set_index("run_id"))
 
 
 def tool_calls(session_id: str | None = None, run_id: str | None = None, *, tree: str | None = None,
@@ -348,7 +351,7 @@ def context(run_id: str, step: int, *, repository: Repository | None = None) -> 
 
     repository = repository or open_repository()
     rows = seen_rows(repository, run_id, step)
-    frame = pd.DataFrame({
+    frame = MessagesFrame({
         "role": _cat([r["role"] for r in rows], ROLES),
         "text": _text([r["text"] for r in rows]),
         "tokens": _int([r["tokens"] for r in rows]),

@@ -87,8 +87,9 @@ def test_fallbacks_show_the_controls_as_whole_commands(tmp_path):
     retry_id = [r.id for r in repo.list_runs("s") if r.kind == "retry"][0]
     bundle = bundle_for_run(repo, retry_id)
     html, plain = bundle["text/html"], bundle["text/plain"]
-    for command in (f"%agio retry {retry_id} --from-seq 2", "%agio fork s --at 2",
-                    f"%agio attempts {retry_id}", f"%agio use-attempt {retry_id} N"):
+    short = retry_id[:8]  # as the transcript shows the id; a unique prefix names the run
+    for command in (f"%agio retry {short} --from-seq 2", "%agio fork s --at 2",
+                    f"%agio attempts {short}", f"%agio use-attempt {short} N"):
         assert command in html and command in plain
     assert [(a["number"], a["current"]) for a in bundle[MIME_TYPE]["attempts"]] == [(1, False), (2, True)]
     # the footer line is the same in the HTML and the text (and the extension folds the same events)

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ..execution.attempts import Attempt
+from .compact import ID_CHARS
 from .view_model import RunView
 
 
@@ -71,17 +72,18 @@ def command_lines(view: RunView, attempts: list[dict[str, Any]]) -> list[tuple[s
     if not view.done or not view.run_id or not view.session_id:
         return []
     retries, forks = control_points(view)
+    run, session = view.run_id[:ID_CHARS], view.session_id[:ID_CHARS]  # as the transcript shows them
     lines = []
     if any(a["run_id"] == view.run_id and not a["current"] for a in attempts):
         lines.append(("note", "this attempt is superseded; the fork below copies its steps"))
     seq = answer_step(view, retries)
     if seq is not None:
-        lines.append(("retry", f"%agio retry {view.run_id} --from-seq {seq}"))
+        lines.append(("retry", f"%agio retry {run} --from-seq {seq}"))
     if forks:
-        lines.append(("fork", f"%agio fork {view.session_id} --at {forks[-1]} --run {view.run_id}"))
+        lines.append(("fork", f"%agio fork {session} --at {forks[-1]} --run {run}"))
     if len(attempts) > 1:
-        lines.append(("attempts", f"%agio attempts {view.run_id}"))
-        lines.append(("use an attempt", f"%agio use-attempt {view.run_id} N"))
+        lines.append(("attempts", f"%agio attempts {run}"))
+        lines.append(("use an attempt", f"%agio use-attempt {run} N"))
     return lines
 
 

@@ -5,7 +5,7 @@
  * the Python package's HTML fallbacks (agio_notebook/explore/diff.py and tree.py).
  */
 import { classToken, el } from './dom';
-import { magicButton, safeArg } from './magic';
+import { magicButton, shortArg } from './magic';
 
 export const DIFF_MIME_TYPE = 'application/vnd.agio.diff+json';
 export const TREE_MIME_TYPE = 'application/vnd.agio.tree+json';
@@ -198,7 +198,7 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
     }
     details.append(transcript);
     // with a kernel: open the run's full transcript, or make this attempt current, in a new cell
-    const runId = safeArg(node.id);
+    const runId = shortArg(node.id);
     if (runId) {
       const bar = el(doc, 'div', ['agio-controls', 'agio-tree-controls']);
       bar.append(magicButton(doc, 'Open transcript', () => `%agio replay ${runId}`, ['agio-tree-open']));
@@ -221,6 +221,21 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
   return li;
 }
 
+/** What the colours mean: the timeline's phases, then the two bars (the Python view says the same). */
+function treeLegend(doc: Document): HTMLElement {
+  const legend = el(doc, 'div', ['agio-tree-legend', 'agio-label']);
+  const keys: [string, string][] = [['model', 'model'], ['tool', 'tool'], ['approval', 'waiting for approval'],
+    ['error', 'error'], ['tokens', 'tokens'], ['latency', 'latency']];
+  legend.append('timeline: ');
+  keys.forEach(([cls, label], i) => {
+    if (i === 4) {
+      legend.append(' · bars: ');
+    }
+    legend.append(el(doc, 'span', ['agio-legend-swatch', `agio-legend-${cls}`]), ` ${label} `);
+  });
+  return legend;
+}
+
 /** The run tree: nested lists, each run a <details> whose body is its transcript. */
 export function renderTree(data: unknown, doc: Document): HTMLElement {
   const root = el(doc, 'div', ['agio-tree']);
@@ -229,7 +244,7 @@ export function renderTree(data: unknown, doc: Document): HTMLElement {
     const head = el(doc, 'div', ['agio-header']);
     head.append(el(doc, 'b', [], 'agio tree'), ' ',
       el(doc, 'span', ['agio-label'], `session ${String(d.session_id).slice(0, 8)} · click a run for its transcript`));
-    root.append(head);
+    root.append(head, treeLegend(doc));
     const ul = el(doc, 'ul', ['agio-tree-children', 'agio-tree-top']);
     ul.append(renderTreeNode(doc, d.root, d.scale ?? {}));
     root.append(ul);

@@ -77,6 +77,12 @@ describe('renderTree', () => {
     expect(node.querySelectorAll('.agio-tree-current').length).toBe(1);
     expect(node.querySelector('.agio-tree-run .agio-tree-run')!.getAttribute('data-run')).toBe('r2');
     expect(node.querySelectorAll('.agio-phase').length).toBe(4);
+    // the colours are explained: the timeline's phases and the two bars
+    const legend = node.querySelector('.agio-tree-legend')!;
+    expect(legend.textContent).toContain('model');
+    expect(legend.textContent).toContain('tokens');
+    expect(legend.querySelectorAll('.agio-legend-tool, .agio-legend-latency').length).toBe(2);
+    expect(legend.querySelectorAll('.agio-phase, .agio-tree-bar').length).toBe(0); // swatches, not data
     expect((node.querySelector('details') as HTMLDetailsElement).open).toBe(false);
     expect(node.querySelector('.agio-tree-transcript')!.textContent).toContain(EVIL);
     expect(node.querySelector('img')).toBeNull();

@@ -23,7 +23,7 @@ def feedback(c: Any, args: Any) -> Any:
     where = f" step #{item.sequence}" if item.sequence is not None else ""
     print(f"agio: feedback {'+1' if item.rating > 0 else '-1'} stored on run {item.run_id[:8]}{where}")
     if proposal is not None:
-        print(describe(proposal))
+        print(describe(proposal, commented=bool(args.comment) or args.correction is not None))
     return None
 
 
