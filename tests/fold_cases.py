@@ -213,12 +213,19 @@ async def paused_before_a_tool() -> list[dict]:
     return events[:at + 1]
 
 
+async def typed_output() -> list[dict]:
+    """A typed agent: one refused answer, then one that fits its type."""
+    model = ScriptedModel([Reply.call("final_result", result="many"), Reply.call("final_result", result=42)])
+    agent = Agent(model=model, name="counter", output_type=int)
+    return await _events(StepRunner(agent, repository=InMemoryRepository()), "how many?")
+
+
 CASES: dict[str, Callable[[], Any]] = {
     "tools_ok_and_failed": tools_ok_and_failed, "live_mid_run": live_mid_run, "approvals": approvals,
     "handoff": handoff, "nested": nested, "nested_cancelled": nested_cancelled, "memory_read": memory_read,
     "max_steps": max_steps, "step_mode": step_mode, "paused_before_a_tool": paused_before_a_tool,
     "file_action": file_action, "model_failed": model_failed,
-    "skipped_and_edited_results": skipped_and_edited_results,
+    "skipped_and_edited_results": skipped_and_edited_results, "typed_output": typed_output,
 }
 
 
@@ -236,7 +243,7 @@ def state(view: RunView) -> dict[str, Any]:
     """What both folds must agree on: the run, its steps and cards as drawn, and the footer's counts."""
     shown = view.counted_metrics()
     return {
-        "status": view.status, "agent": view.agent_name, "handoffs": [[h["from"], h["to"]] for h in view.handoffs],
+        "status": view.status, "output": view.output, "agent": view.agent_name, "handoffs": [[h["from"], h["to"]] for h in view.handoffs],
         "paused": (view.paused or {}).get("kind"),
         "metrics": {k: shown.get(k) for k in ("steps", "model_calls", "tool_calls", "tool_errors", "tool_unfinished",
                                               "total_tokens")},

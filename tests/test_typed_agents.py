@@ -219,3 +219,14 @@ def test_fork_with_another_agent_or_system_prompt_is_one_call(repo):
     assert forked.status is RunStatus.COMPLETED
     assert forked.steps[-1].extra["request"]["messages"]["system"] == "Be thorough."
     assert first.steps[-1].extra["request"]["messages"]["system"] == "Be brief."
+
+
+def test_the_transcript_shows_the_typed_answer(repo):
+    from agio_notebook.notebook.transcript import bundle_for_run
+
+    model = ScriptedModel([Reply.call(FINAL_RESULT, city="Oslo", celsius=4.5, sky="rain")])
+    result = go(StepRunner(Agent(model=model, output_type=Weather), repository=repo).run(None, "weather?"))
+    bundle = bundle_for_run(repo, result.run_id)
+    assert 'output (Weather): {"city": "Oslo", "celsius": 4.5, "sky": "rain"}' in bundle["text/plain"]
+    assert 'class="agio-output"' in bundle["text/html"] and "Output · Weather" in bundle["text/html"]
+    assert bundle["application/vnd.agio.run+json"]["run"]["output"] == {"city": "Oslo", "celsius": 4.5, "sky": "rain"}

@@ -225,6 +225,16 @@ def header_html(view: RunView) -> str:
             f'{extra}</span></div>{origin}{handoff_html(view)}')
 
 
+def output_html(view: RunView) -> str:
+    """A typed agent's answer, under the conversation: its type and its value as JSON."""
+    if view.output is None:
+        return ""
+    return (f'<div class="agio-output" style="margin:4px 0;padding:4px 8px;border-left:3px solid #1a7f37">'
+            f'<div style="font-size:11px;color:#57606a">Output · {escape(view.output_type or "")}</div>'
+            f'<pre style="margin:0;white-space:pre-wrap">{escape(json.dumps(view.output, indent=1, ensure_ascii=False))}'
+            f'</pre></div>')
+
+
 def footer_html(view: RunView) -> str:
     error = (f'<div class="agio-error" style="color:#cf222e">{escape(view.error)}</div>'
              if view.error and view.status != "completed" and view.error != view.status else "")
@@ -242,7 +252,7 @@ def to_html(view: RunView, extra: str = "") -> str:
     steps = "".join(step_html(s, bool(view.handoffs)) for s in view.conversation())
     return text_html(f'<div class="agio-run" data-agio-run="{escape(view.run_id or "")}" style="{_BOX};'
                      f'border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
-                     f'{header_html(view)}{steps}{footer_html(view)}{extra}</div>')  # "$5" is text, not math
+                     f'{header_html(view)}{steps}{output_html(view)}{footer_html(view)}{extra}</div>')  # "$5" is text, not math
 
 
 def to_text(view: RunView) -> str:
@@ -276,6 +286,8 @@ def _text_lines(view: RunView) -> list[str]:
                 lines.extend(f"     | {line}" for line in _text_lines(card.nested))
     if view.handoffs:
         lines.append("handed off: " + " → ".join([view.handoffs[0]["from"], *(h["to"] for h in view.handoffs)]))
+    if view.output is not None:
+        lines.append(f"output ({view.output_type}): {json.dumps(view.output, ensure_ascii=False)}")
     if view.error and view.status != "completed":
         lines.append(f"error: {view.error}")
     lines.append(metrics_line(view.counted_metrics(), run=True))

@@ -77,6 +77,8 @@ class RunView:
     model_name: str | None = None
     error: str | None = None
     final_text: str | None = None
+    output: Any = None  # a typed agent's answer (JSON data) and its type's name
+    output_type: str | None = None
     run_metrics: dict[str, Any] = field(default_factory=dict)
     steps: list[StepView] = field(default_factory=list)
     forked_from: str | None = None
@@ -211,6 +213,7 @@ def _run_record(view: RunView, event: StepEvent) -> None:
     view.status, view.kind, view.attempt = run["status"], run.get("kind", "run"), run.get("attempt", 1)
     view.retry_of, view.query, view.model_name = run.get("retry_of"), run.get("query"), run.get("model_name")
     view.error, view.final_text = run.get("error"), run.get("final_text")
+    view.output, view.output_type = run.get("output"), run.get("output_type")
     view.run_metrics = run.get("metrics") or {}
     view.agent_name = run.get("agent_name") or view.agent_name
     if view._holder is None:

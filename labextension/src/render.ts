@@ -274,6 +274,12 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
   if (trace) {
     root.append(trace);
   }
+  if (run.output !== undefined && run.output !== null) { // a typed agent's answer
+    const output = el(doc, 'div', ['agio-output']);
+    output.append(el(doc, 'div', ['agio-output-type'], `Output · ${String(run.output_type ?? '')}`));
+    output.append(el(doc, 'pre', [], JSON.stringify(run.output, null, 1)));
+    root.append(output);
+  }
   if (run.error && run.status !== 'completed' && run.error !== run.status) { // "cancelled" is said by the badge
     root.append(el(doc, 'div', ['agio-error'], String(run.error)));
   }

@@ -16,6 +16,7 @@ const orNull = (v: unknown) => (v === undefined ? null : v);
 function state(view: RunView): any {
   return {
     status: view.run.status,
+    output: orNull(view.run.output),
     agent: orNull(view.run.agent_name),
     handoffs: view.handoffs.map(h => [h.from, h.to]),
     paused: orNull(view.paused?.kind),
