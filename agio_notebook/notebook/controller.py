@@ -97,6 +97,15 @@ class RunHandle:
         return run.final_text if run is not None else None
 
     @property
+    def output(self) -> Any:
+        """A typed agent's answer as its ``output_type`` (see ``RunResult.output``); else the final text."""
+        run = self.run
+        if run is None or run.output is None:
+            return self.final_text
+        spec = getattr(self.agent, "output", None)
+        return spec.load(run.output) if spec is not None else run.output
+
+    @property
     def done(self) -> bool:
         return self._finished.is_set()
 
@@ -297,15 +306,19 @@ class Controller:
     def run_query(self, query: str, *, agent: Agent | None = None, session: str | None = None,
                   new_session: bool = False, max_steps: int | None = None, background: bool = False,
                   settings: dict[str, Any] | None = None, wait: float | None = None,
-                  step: bool = False, breakpoints: Any = None) -> RunHandle:
+                  step: bool = False, breakpoints: Any = None, deps: Any = None) -> RunHandle:
         """``step``: step mode, pausing at ``breakpoints`` (default: every model and tool call) in a view
-        in the cell (see docs/debugger.md)."""
+        in the cell (see docs/debugger.md). ``deps``: the run's dependencies (never stored)."""
         if not query.strip():
             raise InvalidOperationError("the cell is empty: write the query in the cell body")
         if step:
             parse_breakpoints(breakpoints)  # a bad breakpoint is one line before anything runs
         agent = agent or self.default_agent()
         check_can_answer(agent, "this cell")
+        try:
+            agent.check_deps(deps)  # the wrong deps are one line before anything runs
+        except (TypeError, ValueError) as exc:
+            raise InvalidOperationError(str(exc)) from None
         if new_session:
             session_id = new_id()
         elif session is not None:  # an existing session's prefix continues it; any other id starts one
@@ -316,8 +329,8 @@ class Controller:
         def stream(approver: Any, debugger: Debugger | None = None) -> AsyncIterator[StepEvent]:
             runner = self._runner(agent, max_steps, approver, settings, wait)
             if debugger is not None:
-                return runner.debug_stream(session_id, query, debugger)
-            return runner.run_stream(session_id, query)
+                return runner.debug_stream(session_id, query, debugger, deps=deps)
+            return runner.run_stream(session_id, query, deps=deps)
 
         return self._start(stream, session_id, background, agent, breakpoints if step else None, step)
 

@@ -30,6 +30,9 @@ CELL = Command(
         arg("--new-session", action="store_true", group="session"),
         arg("--model", default=None),
         arg("--max-steps", type=int, default=None),
+        arg("--deps", default=None, metavar="NAME",
+            help="the run's dependencies: a variable in your namespace, handed to tools and a dynamic system "
+                 "prompt through their RunContext (never stored)"),
         arg("--settings", default=None, metavar="JSON",
             help='model settings for this cell, over the agent\'s: \'{"temperature": 0, "max_tokens": 200}\''),
         arg("--background", action="store_true"),
@@ -142,9 +145,14 @@ class AgioMagics(Magics):
             raise UsageError("%%agio: --step needs a cell that awaits its run (%autoawait on, in a Jupyter kernel)")
         if args.step and args.background:
             raise UsageError("%%agio: --step runs in the foreground (its pauses wait in the cell); drop --background")
+        deps = None
+        if args.deps is not None:
+            if args.deps not in self.shell.user_ns:
+                raise UsageError(f"%%agio: --deps {args.deps}: no variable {args.deps!r} in the notebook")
+            deps = self.shell.user_ns[args.deps]
         return self.controller.run_query(query, agent=agent, session=session, new_session=args.new_session,
                                          max_steps=args.max_steps, background=args.background, settings=settings,
-                                         wait=args.wait, step=args.step, breakpoints=args.breakpoints)
+                                         wait=args.wait, step=args.step, breakpoints=args.breakpoints, deps=deps)
 
     # -- %agio subcommand ---------------------------------------------------------------------------
     def _line(self, name: str, argv: list[str]) -> Any:
