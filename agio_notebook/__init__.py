@@ -14,7 +14,7 @@ from .tools.context import RunContext
 
 __version__ = "0.1.0"
 
-_FRAMES = ("runs", "steps", "tool_calls", "sessions", "run_metrics", "actions", "context", "outputs")
+_FRAMES = ("runs", "steps", "tool_calls", "sessions", "run_metrics", "actions", "context", "outputs", "list_attempts")
 _EXPLORE = ("diff", "sweep", "tree", "evaluate", "compare", "evaluations")
 _SCHEDULING = ("batch", "resume_batch", "executions", "RateLimit")
 _AGENT_RUNNER = ("AgentRunner", "AgentConfig", "CallResult")

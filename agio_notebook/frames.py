@@ -233,6 +233,34 @@ def outputs(agent: str | None = None, session_id: str | None = None, *,
     return pd.concat([pd.DataFrame(fixed), fields.reset_index(drop=True)], axis=1)
 
 
+def list_attempts(repository: Repository | str, run_id: str | None = None) -> pd.DataFrame:
+    """Every attempt of ``run_id``'s family (the run, its retries and theirs), oldest first, one row each;
+    ``current`` marks the one the conversation uses. ``list_attempts(run_id)`` reads the current store,
+    ``list_attempts(repository, run_id)`` another one; ids as shown (8 characters) work."""
+    from .execution.attempts import attempts_of
+
+    if isinstance(repository, str):
+        repository, run_id = open_repository(), repository
+    return attempts_frame(attempts_of(repository, resolve_run_id(repository, run_id or "")))
+
+
+def attempts_frame(attempts: list[Any]) -> pd.DataFrame:
+    """One row per attempt, oldest first; ``current`` marks the one the conversation uses."""
+    runs = [a.run for a in attempts]
+    return pd.DataFrame({
+        "attempt": pd.Series([a.number for a in attempts], dtype="Int64"),
+        "current": pd.Series([a.current for a in attempts], dtype="bool"),
+        "run_id": pd.Series([r.id for r in runs], dtype="string"),
+        "kind": pd.Series([r.kind for r in runs], dtype="string"),
+        "status": pd.Series([r.status.value for r in runs], dtype="string"),
+        "from_sequence": pd.Series([r.start_sequence for r in runs], dtype="Int64"),
+        "steps": pd.Series([a.steps for a in attempts], dtype="Int64"),
+        "final_text": pd.Series([r.final_text for r in runs], dtype="string"),
+        "error": pd.Series([r.error for r in runs], dtype="string"),
+        "started_at": pd.to_datetime(pd.Series([r.started_at for r in runs], dtype="float64"), unit="s", utc=True),
+    })
+
+
 def run_metrics(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
     """Per-run metrics only, indexed by run id: counts, tokens and times. Displayed, the ids show cut to 8
     characters, as in every table; the index keeps them whole (``.loc[run_id]``)."""

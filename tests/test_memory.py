@@ -129,7 +129,8 @@ def test_frames_and_update_round_trip(repo):
     assert sorted(after["text"]) == ["Give SI units.", "Use ISO dates."]
     assert after.set_index("name").loc["dates", "tags"] == ["time"]
     # retrieval sees the edit (the index followed it)
-    assert memory.search("SI units", scope="tutor", repository=repo).skills[0][0].text == "Give SI units."
+    found = memory.search("SI units", scope="tutor", repository=repo)  # a frame, like every listing
+    assert found.iloc[0]["kind"] == "skill" and found.iloc[0]["text"] == "Give SI units."
     ex = memory.experiences(repository=repo)
     assert ex.loc[0, "rating"] == -1
     ex.loc[0, "lesson"] = "call the now() tool"
@@ -170,12 +171,12 @@ def test_bad_frames_get_one_line_and_change_nothing(repo, tmp_path):
 def test_edit_and_delete(repo):
     s = memory.add_skill("units", "Give units.", repository=repo)
     memory.edit(s.id, text="Give SI units.", repository=repo)
-    assert memory.search("SI", repository=repo).skills[0][0].id == s.id
+    assert memory.search("SI", repository=repo).iloc[0]["id"] == s.id
     with pytest.raises(ValueError, match="cannot edit usage_count"):
         memory.edit(s.id, usage_count=9, repository=repo)
     memory.delete(s.id, repository=repo)
     assert memory.skills(repository=repo).empty
-    assert not memory.search("SI units", repository=repo)
+    assert memory.search("SI units", repository=repo).empty
 
 
 def test_index_is_derived_rebuilt_when_missing_and_follows_other_writers(tmp_path):
@@ -213,8 +214,8 @@ def test_hybrid_retrieval_with_an_embeddings_endpoint(repo):
         memory.add_experience("Renting an automobile overseas", lesson="take photos of the vehicle first",
                               scope="travel", repository=repo)
         memory.add_experience("Booking a train ticket", lesson="book early", scope="travel", repository=repo)
-        assert not memory.search("car hire abroad", scope="travel", embeddings=False,
-                                 repository=repo).experiences  # BM25 alone
+        found = memory.search("car hire abroad", scope="travel", embeddings=False, repository=repo)
+        assert not (found["kind"] == "experience").any()  # BM25 alone
         runner, seen = make(repo, name="travel", system=None, embeddings=emb, experiences=1)
         result = asyncio.run(runner.run(None, "car hire abroad"))
         assert "take photos of the vehicle first" in seen.systems[0]

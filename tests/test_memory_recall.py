@@ -136,7 +136,7 @@ def test_vectors_travel_with_the_records_to_another_store(tmp_path, monkeypatch)
     embed = local_model.LocalEmbeddings.embed
     monkeypatch.setattr(local_model.LocalEmbeddings, "embed", lambda self, texts: calls.append(len(texts)) or embed(self, texts))
     got = memory.search("make generated text safe for a web page", scope="tutor", repository=target)
-    assert got.mode == "hybrid" and got.skills[0][0].name == "escape output"
+    assert got.attrs["mode"] == "hybrid" and got.iloc[0]["name"] == "escape output"
     assert calls == [1]  # only the query: the records brought their vectors
 
 
@@ -177,10 +177,10 @@ def test_a_configured_endpoint_still_wins(tmp_path):
     try:
         got = memory.search("car hire abroad", scope="travel", repository=repo,
                             embeddings=Embeddings("bag-of-concepts", base_url=server.base_url))
-        assert got.mode == "hybrid" and got.embeddings.startswith("bag-of-concepts at http://127.0.0.1")
+        assert got.attrs["mode"] == "hybrid" and got.attrs["embeddings"].startswith("bag-of-concepts at http://127.0.0.1")
         assert len(server.requests) == 2  # the record (stored once), then the query
-        hit = got.hits[got.experiences[0][0].id]
-        assert hit.found_by == ("embeddings",) and hit.cosine > 0.5  # the endpoint's own cosine, not the local one
+        hit = got.query("kind == 'experience'").iloc[0]
+        assert hit["found_by"] == "embeddings" and hit["cosine_score"] > 0.5  # the endpoint's own cosine, not the local one
     finally:
         server.close()
 
@@ -238,7 +238,8 @@ def test_stored_vectors_of_another_dimension_are_one_line_until_reembedded(tmp_p
     assert memory.experiences(repository=repo).loc[0, "lesson"] == "find the nondeterminism"
     assert memory.reembed(repository=repo) == 1
     got = memory.search("my check passes then breaks", scope="tutor", repository=repo)
-    assert got.experiences[0][0].id == exp.id and store.get("experiences", exp.id)["vector"]["dim"] == 256
+    assert got.query("kind == 'experience'").iloc[0]["id"] == exp.id
+    assert store.get("experiences", exp.id)["vector"]["dim"] == 256
 
 
 def test_an_endpoint_that_changes_dimension_is_one_line(tmp_path, monkeypatch):
@@ -252,7 +253,7 @@ def test_an_endpoint_that_changes_dimension_is_one_line(tmp_path, monkeypatch):
     server = EmbeddingsServer()
     try:
         emb = Embeddings("bag-of-concepts", base_url=server.base_url)
-        assert memory.search("car hire", scope="travel", embeddings=emb, repository=repo).experiences
+        assert (memory.search("car hire", scope="travel", embeddings=emb, repository=repo)["kind"] == "experience").any()
         monkeypatch.setattr(embeddings_server, "DIM", 32)  # the server now answers with 32 dimensions
         with pytest.raises(EmbeddingsError) as err:
             memory.search("car hire", scope="travel", embeddings=emb, repository=repo)

@@ -165,7 +165,7 @@ def test_a_spent_script_is_one_line_saying_what_to_do_and_changes_nothing(workdi
         reply = control(k, f"%agio retry {first['id'][:8]}")["reply"]["content"]
         assert reply["ename"] == "UsageError" and "ScriptedModel" in reply["evalue"]
         current = k.value(f"[a.current for a in __import__('agio_notebook.execution.attempts', fromlist=['x'])"
-                          f".list_attempts(_agio._controller.repository, {first['id']!r})]")
+                          f".attempts_of(_agio._controller.repository, {first['id']!r})]")
         assert current == [False, True]  # the retry's attempt is still the one in use
     finally:
         k.close()
@@ -216,7 +216,7 @@ def test_controls_under_a_superseded_attempt_act_on_that_attempt(workdir):
         res = k.execute(f"%agio retry {run['id']} --from-seq 3")
         assert res["reply"]["content"]["ename"] == "UsageError" and "no step 3" in res["reply"]["content"]["evalue"]
         assert k.value(f"[a.current for a in __import__('agio_notebook.execution.attempts', fromlist=['x'])"
-                       f".list_attempts(_agio._controller.repository, {run['id']!r})]") == [False, False, True]
+                       f".attempts_of(_agio._controller.repository, {run['id']!r})]") == [False, False, True]
         # Retry under the first attempt's transcript: it starts from ITS steps 1..3, not attempt 3's
         res = k.execute(f"%agio retry {run['id']} --from-seq 4")
         ok(res)

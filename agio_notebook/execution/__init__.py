@@ -2,7 +2,7 @@
 
 from .agent_tool import NestedRunError
 from .approval import ApprovalDecision, ApprovalRequest, Approver, policy_approver
-from .attempts import Attempt, list_attempts, use_attempt
+from .attempts import Attempt, attempts_of, use_attempt
 from .context import build_context_from_sequence_range, build_context_from_steps
 from .fork import fork_session
 from .handoff import HandoffError
@@ -15,5 +15,5 @@ from .tool_executor import ToolExecutor
 __all__ = [
     "AgentHook", "ApprovalDecision", "HandoffError", "MAX_DEPTH", "NestedRunError", "ApprovalRequest", "Approver", "Attempt", "RunResult", "StepExecutor",
     "StepRunner", "ToolExecutor", "build_context_from_sequence_range", "build_context_from_steps", "fork_session",
-    "list_attempts", "policy_approver", "use_attempt",
+    "attempts_of", "policy_approver", "use_attempt",
 ]

@@ -88,11 +88,12 @@ def delete(record_id: str, *, repository: Repository | None = None) -> None:
 
 
 def search(query: str, *, scope: str | None = None, skills: int = 3, experiences: int = 3,
-           embeddings: Any = None, min_score: float = 0.0, repository: Repository | None = None) -> Retrieval:
-    """What a run in ``scope`` would retrieve for ``query`` (without recording anything); ``embeddings``
-    as in :class:`MemoryConfig` (None: hybrid with the local model when installed)."""
-    return retrieve(_store(repository), query, scope=scope, skills=skills, experiences=experiences,
-                    embeddings=embeddings, min_score=min_score)
+           embeddings: Any = None, min_score: float = 0.0, repository: Repository | None = None) -> pd.DataFrame:
+    """What a run in ``scope`` would retrieve for ``query`` (without recording anything), as a frame: one
+    row per record, in prompt order, with its score and the retrievers that found it; ``embeddings`` as
+    in :class:`MemoryConfig` (None: hybrid with the local model when installed)."""
+    return _frames.search_frame(retrieve(_store(repository), query, scope=scope, skills=skills,
+                                         experiences=experiences, embeddings=embeddings, min_score=min_score))
 
 
 def reembed(*, repository: Repository | None = None) -> int:

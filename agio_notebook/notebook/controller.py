@@ -27,7 +27,7 @@ from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_sess
 from ..execution.approval import check_arguments
 from ..execution.debug import Debugger
 from ..execution.pauses import parse_breakpoints
-from ..execution.attempts import list_attempts, use_attempt
+from ..execution.attempts import attempts_of, use_attempt
 from ..execution.feedback import feedback_and_proposal
 from ..execution.fork import attempt_steps
 from ..execution.retry import check_step_of_run, plan_retry
@@ -37,7 +37,7 @@ from ..models.settings import merge_settings
 from ..storage import iter_events, open_repository
 from ..storage.base import Repository
 from ..storage.ids import resolve_filter, resolve_run_id, resolve_session_id
-from .controls import attempts_frame
+from ..frames import attempts_frame
 from .live_view import LiveView, close_tree
 from .stores import own_store as own_store_path
 from .pause_view import show_pause
@@ -353,7 +353,7 @@ class Controller:
             if from_seq is not None and (from_seq not in own or own[from_seq].role is StepRole.TOOL):
                 raise InvalidOperationError(f"attempt {run_id[:8]} has no step {from_seq} to retry from "
                                             f"(its steps: {', '.join(map(str, sorted(own)))}; not a tool result)")
-            family = list_attempts(self.repository, run_id)
+            family = attempts_of(self.repository, run_id)
             number = next(a.number for a in family if a.run_id == run_id)
             was = next((a.number for a in family if a.current), None)
             self.use_attempt(run_id, number)
@@ -382,7 +382,7 @@ class Controller:
             print(f"agio: the retry wrote no step, so attempt {number} of this run is current again")
 
     def attempts(self, run_id: str) -> pd.DataFrame:
-        return attempts_frame(list_attempts(self.repository, resolve_run_id(self.repository, run_id)))
+        return attempts_frame(attempts_of(self.repository, resolve_run_id(self.repository, run_id)))
 
     def use_attempt(self, run_id: str, number: int) -> AgentRun:
         run = use_attempt(self.repository, resolve_run_id(self.repository, run_id), number)
@@ -590,7 +590,7 @@ class Controller:
         repo = self.repository
         run = repo.get_run(handle.run_id)
         session = repo.get_session(handle.session_id) if handle.session_id else None
-        attempts = list_attempts(repo, handle.run_id) if run is not None else None
+        attempts = attempts_of(repo, handle.run_id) if run is not None else None
         seen = seen_payload(repo, handle.run_id) if run is not None else None
         bundle = build_bundle(handle.events_list, run, session, attempts, seen)
         if run is not None and run.retry_of:  # the attempts it replaced say so (before its own, which ends the cell)
@@ -605,7 +605,7 @@ class Controller:
             return
         from IPython.display import update_display
 
-        for attempt in list_attempts(self.repository, run_id):
+        for attempt in attempts_of(self.repository, run_id):
             shown = self.handles.get(attempt.run_id)
             if attempt.run_id != skip and shown is not None and shown.display_id and shown.done:
                 update_display(bundle_for_run(self.repository, attempt.run_id), display_id=shown.display_id,

@@ -10,7 +10,6 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-import pandas as pd
 
 from ..execution.attempts import Attempt
 from .compact import ID_CHARS
@@ -21,23 +20,6 @@ def attempt_dicts(attempts: list[Attempt] | None) -> list[dict[str, Any]]:
     """The attempts as they travel in the transcript bundle."""
     return [{"number": a.number, "run_id": a.run_id, "status": a.run.status.value, "current": a.current,
              "steps": a.steps} for a in attempts or ()]
-
-
-def attempts_frame(attempts: list[Attempt]) -> pd.DataFrame:
-    """One row per attempt, oldest first; ``current`` marks the one the conversation uses."""
-    runs = [a.run for a in attempts]
-    return pd.DataFrame({
-        "attempt": pd.Series([a.number for a in attempts], dtype="Int64"),
-        "current": pd.Series([a.current for a in attempts], dtype="bool"),
-        "run_id": pd.Series([r.id for r in runs], dtype="string"),
-        "kind": pd.Series([r.kind for r in runs], dtype="string"),
-        "status": pd.Series([r.status.value for r in runs], dtype="string"),
-        "from_sequence": pd.Series([r.start_sequence for r in runs], dtype="Int64"),
-        "steps": pd.Series([a.steps for a in attempts], dtype="Int64"),
-        "final_text": pd.Series([r.final_text for r in runs], dtype="string"),
-        "error": pd.Series([r.error for r in runs], dtype="string"),
-        "started_at": pd.to_datetime(pd.Series([r.started_at for r in runs], dtype="float64"), unit="s", utc=True),
-    })
 
 
 def control_points(view: RunView) -> tuple[list[int], list[int]]:
