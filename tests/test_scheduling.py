@@ -453,3 +453,23 @@ def test_active_time_is_the_union_of_the_runs_spans_gaps_left_out():
     assert active_seconds(spans) == pytest.approx(2.5 + 1.5)
     assert active_seconds(list(reversed(spans))) == pytest.approx(4.0)
     assert active_seconds([rec(0.0, 10.0), rec(2.0, 3.0)]) == 10.0  # inside another: counted once
+
+
+def test_a_results_frame_never_hides_the_inputs_names(tmp_path):
+    """An input with columns named item, status and run_id: groupby('item') works, and both statuses stay."""
+    import pandas as pd
+
+    import agio_notebook as agio
+    from agio_notebook import Agent, ScriptedModel
+    from agio_notebook.storage import open_repository
+
+    repo = open_repository(str(tmp_path / "s"))
+    data = pd.DataFrame({"item": ["a", "a", "b"], "status": ["new", "old", "new"], "text": ["x", "y", "z"]})
+    h = agio.batch(Agent(model=ScriptedModel(["ok"], loop=True)), data, prompt="Summarise: {text}", name="cols",
+                   repository=repo)
+    h.wait(60)
+    results = h.results()
+    assert results.index.name is None
+    assert list(results["status"]) == ["new", "old", "new"]  # the user's column
+    assert set(results["agio_status"]) == {"completed"}  # the outcome, renamed beside it
+    assert results.groupby("item").size().to_dict() == {"a": 2, "b": 1}
