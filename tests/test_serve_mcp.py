@@ -281,6 +281,9 @@ def test_the_agio_command_imports_agents_from_the_working_directory(tmp_path):
     (tmp_path / "my_agents_here.py").write_text("from agio_notebook import Agent, ScriptedModel\n"
                                                 "bot = Agent(model=ScriptedModel(['hi']), name='bot')\n")
     agio_command = str(Path(sys.executable).with_name("agio"))
+    from agio_notebook.storage import open_repository
+
+    open_repository(str(tmp_path / "store")).close()  # a store to serve
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([agio_command, "--store", str(tmp_path / "store"), "mcp", "serve", "--agents",
                            "my_agents_here:nobody"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
