@@ -153,7 +153,7 @@ class OpenAIModel:
                     yield chunk
                 return
             response = await client.chat.completions.create(**params)
-            finished = False
+            finished = said = False
             async with response:  # the connection is released however the stream ends (timeout, cancel)
                 async for chunk in response:
                     streamed += 1
@@ -164,14 +164,29 @@ class OpenAIModel:
                         delta = choice.delta
                         if delta is not None:
                             if delta.content:
+                                said = True
                                 yield TextDelta(delta.content)
                             for tc in delta.tool_calls or ():
                                 fn = tc.function
+                                said = True
                                 yield ToolCallDelta(tc.index, tc.id, fn.name if fn else None,
                                                     (fn.arguments or "") if fn else "")
                         if choice.finish_reason:
                             finished = True
+                            if not said:  # an empty streamed answer: asked again without streaming below
+                                break
                             yield Finish(choice.finish_reason)
+            if finished and not said:
+                # Some servers stream nothing for an answer they do give whole (LiteLLM's mock streams no
+                # tool calls): ask again without streaming, and say so if that is empty too.
+                once = {k: v for k, v in params.items() if k != "stream_options"}
+                whole = _whole_response(await client.chat.completions.create(**{**once, "stream": False}))
+                if not any(isinstance(c, (TextDelta, ToolCallDelta)) for c in whole):
+                    raise ModelError(f"OpenAI-compatible endpoint {self.base_url} answered {self.model!r} with an "
+                                     "empty reply (no text and no tool calls), streamed and whole")
+                for chunk in whole:
+                    yield chunk
+                return
         except ModelError:
             raise
         except Exception as exc:  # noqa: BLE001 - openai's errors and the transport's, mid-stream
