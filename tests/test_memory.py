@@ -296,3 +296,24 @@ def test_two_processes_share_memory_and_its_index(tmp_path):
     assert [e.situation for e, _ in got] == ["booking a train ticket"]  # and this one follows its append
     got = memory.retrieval.retrieve(here, "train ticket").experiences  # so do the vectors
     assert [e.situation for e, _ in got][0] == "booking a train ticket" and len(got) == 2
+
+
+def test_the_memory_block_ends_each_part_as_a_sentence_once():
+    from agio_notebook.memory.records import Experience
+    from agio_notebook.memory.retrieval import Retrieval, format_block
+
+    exp = Experience(situation="How fast is light?", action="Answered from memory", outcome="Wrong!",
+                     lesson="Look it up.", scope="tutor")
+    block = format_block(Retrieval("q", "tutor", "bm25", experiences=[(exp, 1.0)]))
+    assert "Situation: How fast is light? Action: Answered from memory. Outcome: Wrong! Lesson: Look it up." in block
+    assert "?." not in block and "!." not in block and ".." not in block
+
+
+def test_a_policy_says_it_was_a_policy_not_a_person():
+    import asyncio
+
+    from agio_notebook.execution.approval import ApprovalRequest, policy_approver
+
+    decision = asyncio.run(policy_approver(False)(ApprovalRequest("c1", "pay", {})))
+    assert not decision.approved and decision.reason == "refused by a policy that approves no call"
+    assert asyncio.run(policy_approver(False, "not on weekends")(ApprovalRequest("c1", "pay", {}))).reason == "not on weekends"

@@ -148,3 +148,19 @@ def test_a_call_its_run_never_finished_is_not_shown_running(tmp_path):
     bundle = build_bundle(died, run=run)
     assert "[interrupted]" in bundle["text/plain"]
     assert "agio-tool-interrupted" in bundle["text/html"] and "agio-tool-running" not in bundle["text/html"]
+
+
+def test_a_run_that_failed_before_any_model_call_shows_no_cost(tmp_path):
+    from agio_notebook import Agent, FunctionModel, StepRunner
+    from agio_notebook.core import ModelError
+    from agio_notebook.notebook.transcript import bundle_for_run
+    from agio_notebook.storage import open_repository
+
+    def refuses(messages, tools):
+        raise ModelError("HTTP 401: invalid key")
+
+    repo = open_repository(str(tmp_path / "s"))
+    result = StepRunner(Agent(model=FunctionModel(refuses)), repository=repo).run_sync(None, "hi")
+    bundle = bundle_for_run(repo, result.run_id)
+    assert result.status.value == "failed" and "HTTP 401" in bundle["text/plain"]
+    assert "cost" not in bundle["text/plain"].splitlines()[-1] and "cost $0" not in bundle["text/html"]

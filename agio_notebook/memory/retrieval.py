@@ -252,8 +252,14 @@ def format_block(retrieval: Retrieval) -> str:
             parts = [f"Situation: {e.situation}"]
             parts += [f"{label}: {value}" for label, value in
                       (("Action", e.action), ("Outcome", e.outcome), ("Lesson", e.lesson)) if value]
-            lines.append(f"- [experience {e.id[:8]}] " + " ".join(p if p.endswith(".") else p + "." for p in parts))
+            lines.append(f"- [experience {e.id[:8]}] " + " ".join(_sentence(p) for p in parts))
     return "\n".join(lines)
+
+
+def _sentence(text: str) -> str:
+    """``text`` ending as a sentence: a full stop only where it has no end of its own (never "light?.")."""
+    text = text.rstrip()
+    return text if text[-1:] in ".?!…" else text + "."
 
 
 def with_memory(system_prompt: str | None, block: str) -> str:

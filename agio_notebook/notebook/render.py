@@ -62,7 +62,8 @@ def metrics_line(m: dict, *, run: bool = False) -> str:
         parts.append(f"paused {seconds(m['paused_ms'])}")
     if m.get("duration_ms"):
         parts.append(f"total {m['duration_ms']:.0f} ms")
-    if "cost" in m and (run or m.get("total_tokens") is not None):  # unknown shows as unknown, never $0
+    if "cost" in m and (m.get("model_calls") if run else m.get("total_tokens") is not None):
+        # unknown shows as unknown, never $0; a run that made no model call (failed before one) says nothing
         parts.append(f"cost {format_cost(m['cost'])}")
     if m.get("reused_calls"):
         parts.append(f"{m['reused_calls']} calls ({m.get('reused_tokens', 0)} tokens) reused from the record")
