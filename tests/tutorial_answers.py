@@ -94,6 +94,15 @@ def planner(messages, tools):
 
 check(exercise("delegate_to_agent"), planner)
 ''', "researcher"),
+    "endpoint_settings": ('''
+from agio_notebook import Agent, OpenAIModel
+from agio_notebook.exercises import check, exercise
+
+def connect(base_url):
+    return Agent(model=OpenAIModel("tutor-1", base_url=base_url))
+
+check(exercise("endpoint_settings"), connect)
+''', "temperature"),
 }
 
 RIGHT: dict[str, str] = {
@@ -235,5 +244,15 @@ def planner(messages, tools):
     return Reply.call("researcher", query=question)
 
 check(exercise("delegate_to_agent"), planner)
+''',
+    "endpoint_settings": '''
+from agio_notebook import Agent, ExecutionConfig, OpenAIModel
+from agio_notebook.exercises import check, exercise
+
+def connect(base_url):
+    return Agent(model=OpenAIModel("tutor-1", base_url=base_url), model_settings={"max_tokens": 150, "temperature": 0},
+                 config=ExecutionConfig(idle_timeout=1.5, first_token_timeout=1.5))
+
+check(exercise("endpoint_settings"), connect)
 ''',
 }
