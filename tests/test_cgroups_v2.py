@@ -86,3 +86,16 @@ def test_memory_is_capped_for_the_whole_sandbox_on_cgroup_v2():
     assert enforced["output"]["memory_kills"] >= 1
     assert "(cgroup v2 memory limit)" in enforced["output"]["memory_bound"]
     assert r["after"] == r["before"]
+
+
+def test_a_cgroup_is_found_under_a_mount_of_part_of_the_hierarchy(tmp_path):
+    """A cgroup namespace's or bind mount's root is not the hierarchy's: paths are taken relative to it."""
+    from agio_notebook.core.mounts import parse_mountinfo
+    from agio_notebook.toolkits.cgroups import _dir
+
+    (tmp_path / "b" / "c").mkdir(parents=True)
+    (mount,) = parse_mountinfo(f"41 31 0:38 /a {tmp_path} rw,relatime - cgroup2 cgroup2 rw\n")
+    assert mount.root == "/a"
+    assert _dir(mount, "/a/b/c") == tmp_path / "b" / "c"
+    assert _dir(mount, "/a") == tmp_path
+    assert _dir(mount, "/ab/c") is None and _dir(mount, "/b/c") is None  # outside the mounted part
