@@ -64,8 +64,9 @@ def test_a_cgroup_shared_with_other_processes_is_left_alone_and_the_fallback_say
     assert r["during"] == r["after"] == r["before"] == {"subtree_control": [], "children": []}
     assert r["why"] == (
         f"cgroup v2: the kernel's cgroup {r['own_before']} holds 1 other process(es), and cgroup v2 gives no "
-        f"{r['controller']} controller to the children of a cgroup that holds processes: start the kernel in a "
-        "cgroup of its own (e.g. systemd-run --user --scope -p Delegate=yes); "
+        f"{r['controller']} controller to the children of a cgroup that holds processes: start the kernel alone "
+        "in a cgroup of its own (e.g. a kernelspec whose argv begins with systemd-run --user --scope -p "
+        "Delegate=yes); "
         "cgroup v1: no v1 memory hierarchy holds this process")
     assert r["bound"] is None  # the toolkit then names the per-process bound, with this reason
 

@@ -199,7 +199,8 @@ class _Delegation:
         if others:
             return (f"the kernel's cgroup {own} holds {len(others)} other process(es), and cgroup v2 gives no "
                     f"{required} controller to the children of a cgroup that holds processes: start the kernel "
-                    "in a cgroup of its own (e.g. systemd-run --user --scope -p Delegate=yes)")
+                    "alone in a cgroup of its own (e.g. a kernelspec whose argv begins with systemd-run "
+                    "--user --scope -p Delegate=yes)")
         leaf = parent / f"agio-kernel-{os.getpid()}"
         try:
             leaf.mkdir(exist_ok=True)
