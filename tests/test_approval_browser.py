@@ -9,28 +9,11 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, run_all, running_lab
+from test_notebook_approval import SETUP
 from test_transcript_controls_browser import LONG, kernel_notebook
 
 CELLS = [
-    "%load_ext agio_notebook",
-    '''import asyncio
-from agio_notebook import Agent, FunctionModel, Reply, tool
-
-deleted = []
-
-@tool(requires_approval=True)
-def delete_note(name: str) -> str:
-    """Delete a note."""
-    deleted.append(name)
-    return f"deleted {name}"
-
-def planner(messages, tools):
-    last = messages[-1]
-    if last["role"] == "user":
-        return Reply.call("delete_note", name="draft.txt")
-    return f"tool said: {last['content']}"
-
-guarded = Agent(model=FunctionModel(planner), tools=[delete_note], name="guarded")''',
+    SETUP,  # the kernel tests' guarded agent: its tool needs approval
     "%%agio guarded --new-session\nclean up",
     # runs while the card waits (the cell above is released): a cell that awaits, as waiting for a run does
     "while not _agio.done:\n    await asyncio.sleep(0.05)\nprint('deleted:', deleted)",
@@ -62,7 +45,7 @@ def test_a_second_edit_made_while_a_cell_runs_is_the_one_that_runs(lab_env):
             page.wait_for_function("""() => {
                 const prompts = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')]
                   .map(p => p.textContent);
-                return /\\[\\d+\\]/.test(prompts[2]) && /\\[\\*\\]/.test(prompts[3]);
+                return /\\[\\d+\\]/.test(prompts[1]) && /\\[\\*\\]/.test(prompts[2]);
             }""", timeout=LONG)
             edit(page, '{"name": "first.txt"}')
             try:  # a moment later the person looks again: the card shows a fresh editor once the edit is in
@@ -72,7 +55,7 @@ def test_a_second_edit_made_while_a_cell_runs_is_the_one_that_runs(lab_env):
             edit(page, '{"name": "second.txt"}')
             page.locator(".agio-approval button:has-text('Approve')").click()
             page.wait_for_selector(".jp-AgioRun .agio-run", timeout=LONG)  # the run's transcript
-            last = page.locator(".jp-Notebook .jp-CodeCell").nth(3).locator(".jp-OutputArea")
+            last = page.locator(".jp-Notebook .jp-CodeCell").nth(2).locator(".jp-OutputArea")
             last.get_by_text("deleted:").wait_for(timeout=LONG)
             assert last.inner_text().strip() == "deleted: ['second.txt']"
             transcript = page.locator(".jp-AgioRun .agio-run").first.inner_text()
