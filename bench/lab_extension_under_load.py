@@ -113,16 +113,17 @@ def main() -> None:
     ap.add_argument("tests", nargs="*", default=TESTS)
     args = ap.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="agio-lab-extension-"))
-    (work / "tmp").mkdir(mode=0o700)
-    config = disabled_config(work)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     idle_load = os.getloadavg()[0]
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
-               for _ in range(args.burners)]
+    work = Path(tempfile.mkdtemp(prefix="agio-lab-extension-"))
+    burners: list[subprocess.Popen[bytes]] = []
     rows: list[dict[str, object]] = []
     try:
+        (work / "tmp").mkdir(mode=0o700)
+        config = disabled_config(work)
+        burners += [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+                    for _ in range(args.burners)]
         for round_ in range(1, args.runs + 1):
             modes = ("on", "off") if round_ % 2 else ("off", "on")  # neither mode always runs first
             for mode in modes:
