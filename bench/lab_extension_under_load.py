@@ -140,6 +140,8 @@ def main() -> None:
             p.wait()
         shutil.rmtree(work, ignore_errors=True)
 
+    if not rows:
+        return
     OUT.parent.mkdir(exist_ok=True)
     (OUT.parent / "lab_extension_under_load.json").write_text(json.dumps(
         {"commit": commit, "burners": args.burners, "cores": os.cpu_count(), "load_before": idle_load,
