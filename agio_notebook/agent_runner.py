@@ -13,6 +13,7 @@ loop), so every call and run is a stored run with its steps, events, request and
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Literal, Sequence
 
@@ -144,15 +145,20 @@ class AgentRunner:
             raise InvalidOperationError(f"feedback_type must be positive, negative or correction, got {feedback_type!r}")
         if not isinstance(content, str):
             raise TypeError(f"content must be text, got {type(content).__name__}")
+        return await asyncio.to_thread(self._feedback, trace_id, target_step_id, feedback_type, content,
+                                       extract_experience)
+
+    def _feedback(self, trace_id: str, target_step_id: str | int, feedback_type: FeedbackType, content: str,
+                  extract_experience: bool) -> str | None:
+        """``add_feedback``'s store work, in a worker thread: the store's reads and fsyncs never hold the loop."""
         run = self.trace_store.get_run(trace_id)
         if run is None:
             raise NotFoundError(f"no run (trace) {trace_id!r} in the store")
         correction = content if feedback_type == "correction" else None
         comment = "" if correction is not None else content
-        agent = Agent(model=default_model(), name=run.agent_name or self.config.agent_type,
-                      memory=MemoryConfig(store=self.memory_store))
+        memory = MemoryConfig(store=self.memory_store, scope=run.agent_name or self.config.agent_type)
         _, proposal = feedback_and_proposal(self.trace_store, run.id, _RATING[feedback_type], comment,
-                                            step=target_step_id, propose=extract_experience, agent=agent,
+                                            step=target_step_id, propose=extract_experience, memory=memory,
                                             correction=correction, auto_accept=True)
         return proposal.experience_id if proposal is not None else None
 

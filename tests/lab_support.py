@@ -130,6 +130,15 @@ def server_log(root: Path) -> Path:
     return root / "jupyter-lab.log"
 
 
+# the page has a websocket open to the kernel of its notebook's session (as the server counts them);
+# true as well where the notebook has no session on the server
+KERNEL_CONNECTED = """async () => {
+  const path = decodeURIComponent(location.pathname.split('/tree/')[1] || '');
+  const sessions = await (await fetch('/api/sessions', { cache: 'no-store' })).json();
+  const own = sessions.find(s => s.path === path);
+  return !own || (!!own.kernel && own.kernel.connections > 0);
+}"""
+
 KERNEL_IDLE = """() => {
   const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
   if (indicator) return indicator.dataset.status === 'idle';
@@ -138,15 +147,34 @@ KERNEL_IDLE = """() => {
 }"""
 
 
+# in JupyterLab's "Select Kernel" dialog, choose the running kernel of the notebook's own session when the
+# list offers it (its option's title starts "Path: <the notebook's path>"); true if chosen
+JOIN_OWN_KERNEL = """(dialog) => {
+  const name = ((dialog.querySelector('label') || {}).textContent || '').match(/"(.*)"$/);
+  const select = dialog.querySelector('select');
+  if (!name || !select) return false;
+  const own = [...select.options].find(o => o.value.startsWith('{"id"')
+    && /^Path: (.*\\/)?(.*)$/.exec((o.title || '').split('\\n')[0])?.[2] === name[1]);
+  if (!own) return false;
+  select.value = own.value;
+  select.dispatchEvent(new Event('change', { bubbles: true }));
+  return true;
+}"""
+
+
 def accept_kernel_choice(page) -> bool:
-    """Answer JupyterLab's "Select Kernel" dialog with the kernel it offers (the notebook's own), as a
-    person would. JupyterLab asks when its request to start the notebook's kernel failed, which a loaded
-    machine can cause (seen in full-suite runs beside a JupyterLab, chromium, a batch and a CPU burner).
+    """Answer JupyterLab's "Select Kernel" dialog as a person would: with the notebook's running kernel
+    when the list offers it, else with the kernel it proposes (the notebook's own kernelspec). JupyterLab
+    asks when a cell is run before the page has connected to the notebook's kernel, or when its request
+    to start one failed; both happen on a loaded machine. Accepting the proposed kernelspec while a kernel
+    runs replaces that kernel with a new one, and the cells queued to the old one are never run (seen
+    under load, with and without the project's server extension: bench/lab_extension_under_load.py).
     A click can land while the dialog still lays itself out, so it is repeated until the dialog goes.
     Returns whether it was there."""
     dialog = page.locator(".jp-Dialog:has-text('Select Kernel')")
     if not dialog.count():
         return False
+    dialog.first.evaluate(JOIN_OWN_KERNEL)
     for _ in range(6):
         try:
             dialog.first.locator(".jp-mod-accept").click(timeout=10000)
@@ -190,7 +218,9 @@ def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:
     every code cell at once, so it has worked when every prompt shows ``[*]`` or a number. A click that
     was lost, or that landed on a neighbouring item while the menu laid itself out (which runs only the
     selected first cell, ``%load_ext``), is repeated; a cell that failed is reported with its output."""
-    # the kernel is up: Run All while it still starts makes JupyterLab ask which kernel to use
+    # the page is connected to the notebook's kernel, and it is idle: Run All before that makes
+    # JupyterLab ask which kernel to use (the status bar may show the kernel idle before the page connects)
+    page.wait_for_function(KERNEL_CONNECTED, polling=250, timeout=timeout)
     page.wait_for_function(KERNEL_IDLE, timeout=timeout)
     page.wait_for_function(f"document.querySelectorAll('.jp-Cell[data-agio-highlight]').length >= {agio_cells}",
                            timeout=timeout)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import threading
 
 import pandas as pd
 import pytest
@@ -199,6 +200,67 @@ def test_add_feedback_extracts_an_experience_into_memory(repo, kind, rating, les
     assert asyncio.run(runner.add_feedback(result.trace_id, result.step_id, kind, content,
                                            extract_experience=False)) is None
     assert len(memory.experiences(repository=repo)) == 1
+
+
+class GatedStore(TinyDBRepository):
+    """A store that notes which threads read and write it, and whose run read (once ``gated``) returns
+    only after the test's event loop has run a coroutine: it can return only if its caller's loop is free."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gated = False
+        self.entered, self.go = threading.Event(), threading.Event()
+        self.threads: set[int] = set()
+
+    def get_run(self, run_id):
+        self.threads.add(threading.get_ident())
+        if self.gated:
+            self.entered.set()
+            if not self.go.wait(10):
+                raise TimeoutError("the event loop stayed blocked while the store was read")
+        return super().get_run(run_id)
+
+    def get_steps(self, *args, **kwargs):
+        self.threads.add(threading.get_ident())
+        return super().get_steps(*args, **kwargs)
+
+    def journal(self, name, keys):
+        journal = super().journal(name, keys)
+        append = journal.append
+
+        def noted(*args, **kwargs):
+            self.threads.add(threading.get_ident())
+            return append(*args, **kwargs)
+
+        journal.append = noted
+        return journal
+
+
+def test_add_feedback_does_its_store_work_off_the_loop(tmp_path):
+    store = GatedStore(tmp_path / "store")
+    runner = AgentRunner(trace_store=store, tool_registry=[add], llm_call=llm)
+    result = asyncio.run(runner.call([{"role": "user", "content": "2 + 3?"}]))
+    store.gated, store.threads = True, set()
+
+    async def main():
+        feedback = asyncio.create_task(runner.add_feedback(result.trace_id, result.step_id, "correction", "5"))
+        await asyncio.to_thread(store.entered.wait, 10)  # the store is being read: the loop still runs this
+        store.go.set()
+        return threading.get_ident(), await feedback
+
+    loop_thread, exp_id = asyncio.run(main())
+    assert exp_id in set(memory.experiences(repository=store).id)
+    assert store.threads and loop_thread not in store.threads  # every read and write ran off the loop
+
+
+def test_add_feedback_needs_no_model(repo, monkeypatch):
+    """Feedback builds no agent and no model: a model setting that cannot work does not stop it."""
+    runner = AgentRunner(trace_store=repo, tool_registry=[add], llm_call=llm)
+    result = asyncio.run(runner.call([{"role": "user", "content": "2 + 3?"}]))
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://[::1")  # the default model could not even be built
+    exp_id = asyncio.run(runner.add_feedback(result.trace_id, result.step_id, "negative", "Never guess."))
+    (exp,) = memory.experiences(repository=repo).itertuples()
+    assert exp.id == exp_id and exp.lesson.startswith("Never guess.") and exp.scope == "default"
 
 
 def test_add_feedback_bad_input_is_one_line_and_stores_nothing(repo):

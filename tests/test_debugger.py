@@ -105,7 +105,6 @@ def test_token_counts_are_the_models_own_where_it_has_a_tokenizer():
     message = {"role": "user", "content": "What is 2 + 3?"}
     [guess] = message_counts([message], "scripted")
     assert guess.estimated and guess.tokens == 9 and str(guess) == "~9"  # (4 + 14) characters / 4, and 4 of overhead
-    pytest.importorskip("bpe_openai", reason="the optional offline tokenizer")
     [real] = message_counts([message], "gpt-4o")
     # 8 tokens of text, 1 of the role and 3 of the chat format around the message
     assert not real.estimated and real.tokens == 12 and str(real) == "12"

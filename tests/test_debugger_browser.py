@@ -223,7 +223,7 @@ def check_transcript(run) -> None:
     seen = run.locator("details.agio-seen")
     assert seen.count() == 2
     first = seen.first
-    assert "1 message ·" in first.locator("summary").inner_text()
+    assert " · 1 message · " in first.locator("summary").inner_text()
     assert first.locator(".agio-seen-text").first.text_content() == "What is 20 + 30?"
     assert first.locator(".agio-seen-edited").count() == 1
     assert seen.nth(1).locator(".agio-seen-step").all_text_contents() == ["#1", "#2", "#3"]

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kernel_support import of_type, offline_kernel, widget_ids
+from kernel_support import collect_until, of_type, offline_kernel, widget_ids
 
 SETUP = r'''
 %load_ext agio_notebook
@@ -112,3 +112,68 @@ def test_stop_button_cancels_a_background_run(kernel):
     # the words streamed before Stop stay, as a step marked partial
     assert kernel.value(f"[(s.role.value, s.status) for s in {repo}.get_steps(_.session_id)]") == [
         ["user", "ok"], ["assistant", "cancelled"]]
+
+
+class Frontend:
+    """What JupyterLab's widget manager does with edits, told by the kernel's messages: a widget sends one
+    state update, then holds its next one until the kernel reports the first idle (ipywidgets' throttle),
+    and a person edits the editor the card shows now."""
+
+    def __init__(self, kernel, messages):
+        self.kernel, self.seen, self.pending = kernel, list(messages), {}
+
+    def wait(self, predicate, timeout: float = 60) -> bool:
+        def done(seen):
+            idle = {m["parent_header"].get("msg_id") for m in of_type(seen, "status")
+                    if m["content"]["execution_state"] == "idle"}
+            self.pending = {comm: msg for comm, msg in self.pending.items() if msg not in idle}
+            return predicate()
+        return collect_until(self.kernel, self.seen, done, timeout)
+
+    def state(self, comm_id):
+        state = {}
+        for m in of_type(self.seen, "comm_open", "comm_msg"):
+            if m["content"]["comm_id"] == comm_id and isinstance(m["content"]["data"].get("state"), dict):
+                state.update(m["content"]["data"]["state"])
+        return state
+
+    def editor(self):
+        """The arguments editor the approval card shows now."""
+        (card,) = {m["content"]["comm_id"] for m in of_type(self.seen, "comm_open")
+                   if "agio-approval" in self.state(m["content"]["comm_id"]).get("_dom_classes", ())}
+        (editor,) = [ref.removeprefix("IPY_MODEL_") for ref in self.state(card)["children"]
+                     if self.state(ref.removeprefix("IPY_MODEL_")).get("_model_name") == "TextareaModel"]
+        return editor
+
+    def edit(self, comm_id, arguments) -> bool:
+        """Type ``arguments`` into an editor and leave it; False when the browser holds the update back."""
+        if comm_id in self.pending:
+            return False
+        msg = self.kernel.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+            "method": "update", "state": {"value": json.dumps(arguments)}, "buffer_paths": []}})
+        self.kernel.kc.shell_channel.send(msg)
+        self.pending[comm_id] = msg["header"]["msg_id"]
+        return True
+
+
+def test_a_second_edit_made_while_a_cell_runs_is_the_one_that_runs(kernel):
+    """The card is shown and its cell released; another cell runs (it awaits, as a cell that waits for the
+    run does) while the person edits the arguments twice, then approves: the second edit runs."""
+    ui = Frontend(kernel, run_until_card(kernel, "%%agio guarded --new-session\nclean up twice"))
+    busy = kernel.kc.execute("while not _agio.done:\n    await asyncio.sleep(0.02)")
+    assert ui.wait(lambda: any(m["parent_header"].get("msg_id") == busy and m["content"]["execution_state"] == "busy"
+                               for m in of_type(ui.seen, "status")))
+    first = ui.editor()
+    assert ui.edit(first, {"name": "first.txt"})
+    # a moment later the person edits again: in the editor shown then, if it is free to send
+    ui.wait(lambda: ui.editor() != first or first not in ui.pending, timeout=10)
+    sent = ui.edit(ui.editor(), {"name": "second.txt"})
+    ui.wait(lambda: ui.state(ui.editor()).get("value") == json.dumps({"name": "second.txt"}), timeout=10)
+    click(kernel, widget_ids(ui.seen, description="Approve")[-1])
+    assert ui.wait(lambda: any(m["parent_header"].get("msg_id") == busy for m in of_type(ui.seen, "status")
+                               if m["content"]["execution_state"] == "idle")), "the run did not finish"
+    ui.wait(lambda: of_type(ui.seen, "update_display_data"), timeout=20)
+    payload = of_type(ui.seen, "update_display_data")[-1]["content"]["data"]["application/vnd.agio.run+json"]
+    resolved = next(e for e in payload["events"] if e["type"] == "approval_resolved")["payload"]
+    assert json.loads(resolved["arguments"]) == {"name": "second.txt"}, f"second edit sent: {sent}"
+    assert kernel.value("deleted")[-1] == "second.txt"

@@ -234,7 +234,7 @@ def test_every_model_call_stores_its_exact_request_without_the_key(server, store
     result, repo = run(server, ExecutionConfig(model_settings={"seed": 7}), repo=repo, system_prompt="Be brief.")
     assert result.status is RunStatus.COMPLETED, result.error
     assistants = [s for s in repo.get_steps(result.session_id) if s.role is StepRole.ASSISTANT]
-    assert len(assistants) == 2
+    assert len(assistants) == len(server.requests) == 2
     for step, sent in zip(assistants, server.requests):
         request = request_of(repo, step)
         wire = OpenAIModel("fake-model", base_url=server.base_url, api_key="x").body(

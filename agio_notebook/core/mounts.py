@@ -17,6 +17,7 @@ class Mount:
     kind: str  # the filesystem type: ext4, nfs4, cgroup2, ...
     device: str  # "major:minor", as ``st_dev`` of a file on it reads
     options: frozenset[str]  # the filesystem's own (super block) options
+    root: str = "/"  # which directory of the filesystem is mounted there (a bind or cgroup namespace: not "/")
 
 
 def parse_mountinfo(text: str) -> list[Mount]:
@@ -27,8 +28,8 @@ def parse_mountinfo(text: str) -> list[Mount]:
         fields, rfields = left.split(), right.split()
         if len(fields) < 5 or len(rfields) < 3:
             continue
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-        found.append(Mount(point, rfields[0], fields[2], frozenset(rfields[2].split(","))))
+        point, root = (re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f) for f in (fields[4], fields[3]))
+        found.append(Mount(point, rfields[0], fields[2], frozenset(rfields[2].split(",")), root))
     return found
 
 

@@ -10,6 +10,10 @@ held only for that write so several kernels can share the store.
 indexed. The index is derived data: when it is missing or disagrees with the journal (another kernel
 appended, a crash between the two writes), :meth:`MemoryStore.sync_index` re-queues exactly the
 records whose version differs.
+
+A store with no directory of its own (in memory, PostgreSQL) keeps its index in process memory
+(``LexicalIndex(None)``): it is rebuilt from the records in each process anyway, and nothing of it can
+outlive the process, even one that was killed, or the object.
 """
 
 from __future__ import annotations
@@ -61,17 +65,21 @@ Row = tuple[str, str, str, str, float]  # id, kind, scope, body, updated_at
 
 
 class LexicalIndex:
-    """Records keyed by id, searchable by kind and scope; thread-safe."""
+    """Records keyed by id, searchable by kind and scope; thread-safe. ``path`` None: in process memory."""
 
-    def __init__(self, path: Path | str):
-        self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path | str | None):
+        self.path = Path(path) if path is not None else None
         self._lock = threading.RLock()
         self.schema = _schema()
-        self.index = tantivy.Index(self.schema, path=str(self.path))
-        self._versions = sqlite3.connect(str(self.path / "versions.sqlite"), check_same_thread=False,
-                                         isolation_level=None)
-        self._versions.execute("PRAGMA journal_mode=WAL")
+        if self.path is None:
+            self.index = tantivy.Index(self.schema)
+            self._versions = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.index = tantivy.Index(self.schema, path=str(self.path))
+            self._versions = sqlite3.connect(str(self.path / "versions.sqlite"), check_same_thread=False,
+                                             isolation_level=None)
+            self._versions.execute("PRAGMA journal_mode=WAL")
         self._versions.execute("CREATE TABLE IF NOT EXISTS ref (id TEXT PRIMARY KEY, updated REAL NOT NULL)")
         self._pending: dict[str, Row | None] = {}
         self._indexed: dict[str, float] = dict(self._versions.execute("SELECT id, updated FROM ref"))

@@ -3,7 +3,8 @@
 The records live in the store's named journal "memory" (tables skills, experiences, feedback,
 proposals, vectors): ``<store>/memory.jsonl`` in the TinyDB store, rows of ``agio_journal`` in a
 SQL store. The BM25 index is derived and lives beside it (``<store>/memory-index/``; for SQLite
-``<file>.memory-index/``; elsewhere a scratch directory, rebuilt when the process starts).
+``<file>.memory-index/``; a store with no directory, in memory or PostgreSQL, keeps it in process
+memory, so no scratch directory can outlive its process).
 With the local embedding model installed, each skill and experience carries its vector in its own
 document (``vectors.py``), computed when it is written; the vector index is derived, in process memory.
 See ``docs/memory.md``.
@@ -15,9 +16,6 @@ appended (seen when the journal is refreshed).
 
 from __future__ import annotations
 
-import atexit
-import shutil
-import tempfile
 import threading
 import weakref
 from dataclasses import replace
@@ -28,6 +26,7 @@ from ..core import NotFoundError, now
 from ..storage.base import Repository
 from ..storage.ids import resolve_prefix
 from ..storage.journal import Journal
+from ..storage.memory import MemoryJournal
 from .index import LexicalIndex
 from .local_model import LocalEmbeddings, local_embeddings
 from .records import GLOBAL, TABLES, Feedback, Proposal, Record, Skill, from_doc, to_doc
@@ -56,7 +55,9 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._journal = journal
         self._journal.refresh()
-        self.index = LexicalIndex(Path(index_dir) if index_dir is not None else Path(root) / "memory-index")
+        # no directory (a journal in memory or in a database): the index in process memory
+        self.index = LexicalIndex(Path(index_dir) if index_dir is not None else
+                                  Path(root) / "memory-index" if root is not None else None)
         self.sync_index()
         self._journal.on_change = self._on_change  # from now on the index follows every change
 
@@ -290,22 +291,16 @@ def scopes_for(scope: str | None) -> tuple[str, ...]:
 _stores: "weakref.WeakKeyDictionary[Any, MemoryStore]" = weakref.WeakKeyDictionary()
 
 
-def _index_dir(repository: Repository) -> Path:
-    """Where the derived index of a repository's memory lives: beside its files when it has any."""
+def _index_dir(repository: Repository) -> Path | None:
+    """Where the derived index of a repository's memory lives: beside its files when it has any, else
+    in process memory (None)."""
     root = getattr(repository, "root", None)
     path = getattr(repository, "path", None)
     if root is not None and Path(root).is_dir():
         return Path(root) / "memory-index"
     if isinstance(path, Path) and path.parent.is_dir():  # an SQLite file
         return path.with_name(path.name + ".memory-index")
-    return _scratch_dir("agio-memory-index-")
-
-
-def _scratch_dir(prefix: str) -> Path:
-    """A directory for this process only (a derived index, rebuilt on demand), removed at exit."""
-    path = tempfile.mkdtemp(prefix=prefix)
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
-    return Path(path)
+    return None
 
 
 def memory_for(repository: Repository | None = None) -> MemoryStore:
@@ -318,8 +313,8 @@ def memory_for(repository: Repository | None = None) -> MemoryStore:
     if store is None:
         if hasattr(repository, "journal"):
             store = MemoryStore(journal=repository.journal("memory", _KEYS), index_dir=_index_dir(repository))
-        else:  # a store without named journals (in-memory): a scratch directory for this process
-            store = MemoryStore(_scratch_dir("agio-memory-"))
+        else:  # a store without named journals: memory for this process only
+            store = MemoryStore(journal=MemoryJournal(_KEYS))
         _stores[repository] = store
     return store
 

@@ -9,22 +9,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import json
 import os
 import sys
 import threading
-from html import escape
 from typing import Any, AsyncIterator, Callable
 
-import ipywidgets as widgets
 import pandas as pd
 
 from .. import frames
 from ..agent import Agent
 from ..core import (AgentRun, ExecutionConfig, InvalidOperationError, NotFoundError, StepEvent, StepEventType,
                     StepRole, new_id)
-from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_session
-from ..execution.approval import check_arguments
+from ..execution import StepRunner, fork_session
 from ..execution.debug import Debugger
 from ..execution.pauses import parse_breakpoints
 from ..execution.attempts import attempts_of, use_attempt
@@ -38,7 +34,8 @@ from ..storage import iter_events, open_repository
 from ..storage.base import Repository
 from ..storage.ids import resolve_filter, resolve_run_id, resolve_session_id
 from ..frames import attempts_frame
-from .live_view import LiveView, close_tree
+from .approval import ask as ask_approval
+from .live_view import LiveView
 from .stores import own_store as own_store_path
 from .pause_view import show_pause
 from .pause_view import warm_up as warm_pause_views
@@ -475,7 +472,7 @@ class Controller:
         handle.live = live
         if shell is not None:
             shell.user_ns["_agio"] = handle  # the latest run's handle, whatever the cell displays
-        approver = functools.partial(_ask, handle, live) if shell is not None else None
+        approver = functools.partial(ask_approval, handle, live) if shell is not None else None
         if step:  # step mode: each pause shows as a view in the cell (or, without a kernel, waits for Python)
             handle.debugger = Debugger(functools.partial(show_pause, handle, live), breakpoints)
             if shell is not None:
@@ -627,48 +624,6 @@ def check_can_answer(agent: Agent, what: str) -> None:
     spent = spent_script(agent)
     if spent is not None:
         raise InvalidOperationError(f"{what} needs the model to answer, but {spent}")
-
-
-async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> ApprovalDecision:
-    """An approval card in the running cell's output: approve or reject, arguments editable."""
-    decided: concurrent.futures.Future[ApprovalDecision] = concurrent.futures.Future()
-    args = widgets.Textarea(value=json.dumps(request.arguments, indent=2),
-                            layout=widgets.Layout(width="100%", height="80px"))
-    approve = widgets.Button(description="Approve", button_style="success")
-    reject = widgets.Button(description="Reject", button_style="danger")
-    note = widgets.HTML()
-    title = widgets.HTML()
-    title.value = f"<b>Approve tool call</b> <code>{escape(request.name)}</code>?"
-    card = widgets.VBox([title, args, widgets.HBox([approve, reject]), note])
-    card.add_class("agio-approval")
-
-    def on_approve(_: Any) -> None:
-        try:
-            edited = json.loads(args.value)
-        except ValueError as exc:
-            note.value = f"<span style='color:#cf222e'>arguments are not valid JSON: {escape(str(exc))}</span>"
-            return
-        problem = check_arguments(handle.agent.registry.get(request.name) if handle.agent else None, edited)
-        if problem is not None:  # the card stays open: fix the arguments, or reject
-            note.value = f"<span style='color:#cf222e'>{escape(problem)}</span>"
-            return
-        if not decided.done():
-            decided.set_result(ApprovalDecision(True, edited if edited != request.arguments else None))
-
-    def on_reject(_: Any) -> None:
-        if not decided.done():
-            decided.set_result(ApprovalDecision(False, reason="rejected by the user"))
-
-    approve.on_click(on_approve)
-    reject.on_click(on_reject)
-    live.approvals.children = (*live.approvals.children, card)
-    handle.approval_pending.set()
-    try:
-        return await asyncio.wrap_future(decided)
-    finally:
-        handle.approval_pending.clear()
-        live.approvals.children = tuple(c for c in live.approvals.children if c is not card)
-        close_tree(card)
 
 
 async def _tick(live: LiveView) -> None:

@@ -135,8 +135,9 @@ class SandboxTools(list):  # type: ignore[type-arg]
 
         per_process = f"{self.limits.memory_bytes >> 20} MiB address space per process (rlimit)"
         whole = cgroups.memory_bound(self.limits.memory_bytes)
-        if whole == cgroups.RLIMIT_BOUND:
-            return per_process + f" only, no cgroup here: up to {self.limits.processes} processes x that"
+        if whole is None:
+            return (per_process + f" only, no cgroup here ({cgroups.why_none()}): up to {self.limits.processes} "
+                    "processes x that")
         return f"{whole}, and {per_process}"
 
     def __repr__(self) -> str:

@@ -478,7 +478,7 @@ class Sandbox:
         per_process = f"{self.limits.memory_bytes >> 20} MiB address space per process (rlimit)"
         if self._group is not None:
             return f"{self._group.bound}, and {per_process}"
-        return per_process + " (no cgroup: the whole sandbox may use up to processes x that)"
+        return per_process + f" (no cgroup: the whole sandbox may use up to processes x that; {cgroups.why_none()})"
 
 
 class SandboxPool:
