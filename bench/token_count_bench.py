@@ -15,8 +15,8 @@ import time
 
 import math
 
-from agio_notebook.models.tokens import (PER_MESSAGE, PER_NAME, _message_text, encoding_for, message_counts,
-                                         message_text, prompt_tokens)
+from agio_notebook.models.tokens import (PER_MESSAGE, PER_NAME, _message_text, count_tokens, encoding_for,
+                                         message_counts, message_text, prompt_tokens)
 
 ROUNDS, N = 7, 30
 
@@ -71,10 +71,12 @@ def main() -> None:
     for model in ("gpt-4o", "scripted"):
         old_text = timed(lambda: old_text_only(messages, model))
         budget_ms = timed(lambda: old_budget(messages, model))
-        one = timed(lambda: message_counts(messages, model))
+        one = timed(lambda: count_tokens(messages, model))
+        views = timed(lambda: message_counts(messages, model))
         rows = [("old: text only (pause view)", old_text, old_text_only(messages, model)),
                 ("old: with the format (budget)", budget_ms, old_budget(messages, model) + 3),
-                ("one counter (everything now)", one, prompt_tokens(messages, model)[0])]
+                ("one counter (count_tokens)", one, prompt_tokens(messages, model)[0]),
+                ("  with a record per message (views)", views, prompt_tokens(messages, model)[0])]
         for name, ms, tokens in rows:
             print(f"{model:<10} {name:<34} {ms:>7.2f} {tokens:>7}")
         print(f"{model:<10} one counter / faster old one: {one / min(old_text, budget_ms):.2f}x (target <= 1.00x)")

@@ -99,6 +99,24 @@ def _message_text(message: Mapping[str, Any]) -> list[str]:
     return parts
 
 
+def _characters(message: Mapping[str, Any]) -> int:
+    """How many characters :func:`_message_text` would give, without making its strings (the estimate's
+    fast path: a budget estimates every message it has not seen before each model call)."""
+    content = message.get("content")
+    n = len(message.get("role") or "")
+    if isinstance(content, str):
+        n += len(content)
+    elif isinstance(content, list):
+        n += sum(len(str(p.get("text") or "")) for p in content if isinstance(p, dict))
+    elif content:
+        n += len(str(content))
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        n += len(str(fn.get("name") or "")) + len(str(fn.get("arguments") or ""))
+    call_id = message.get("tool_call_id")
+    return n + (len(str(call_id)) if call_id else 0)
+
+
 def count_tokens(messages: Sequence[Mapping[str, Any]], model_name: str | None) -> tuple[list[int], bool]:
     """Tokens of each chat message (as the OpenAI chat API counts them) and whether the counts are exact.
 
@@ -108,7 +126,7 @@ def count_tokens(messages: Sequence[Mapping[str, Any]], model_name: str | None) 
     encoding = encoding_for(model_name)
     if encoding is None:  # about four characters a token: ceil(characters / 4), and the message's overhead
         overhead, per = _ESTIMATED_OVERHEAD_CHARS // CHARS_PER_TOKEN, CHARS_PER_TOKEN
-        return [-(-sum(map(len, _message_text(m))) // per) + overhead for m in messages], False
+        return [-(-_characters(m) // per) + overhead for m in messages], False
     encode = encoding.encode_ordinary  # special-token text counts as text, and it is the encoder's fast path
     return [PER_MESSAGE + sum(len(encode(p)) for p in _message_text(m) if p) + (PER_NAME if m.get("name") else 0)
             for m in messages], True
