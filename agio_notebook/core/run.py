@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Iterable
 
+from .origin import current_notebook, current_user
 from .step import new_id, now
 
 
@@ -85,6 +86,10 @@ class AgentRun:
     parent_tool_call_id: str | None = None
     depth: int = 0
     root_run_id: str | None = None
+    # where it was started: the notebook (its path) and the user (on a PostgreSQL store, the database role
+    # that wrote the run, which the store reports in place of what the process said)
+    notebook: str | None = field(default_factory=current_notebook)
+    user: str | None = field(default_factory=current_user)
 
     @property
     def tree_root_id(self) -> str:
@@ -114,13 +119,16 @@ class AgentRun:
             **({"parent_run_id": self.parent_run_id, "parent_step_id": self.parent_step_id,
                 "parent_tool_call_id": self.parent_tool_call_id, "depth": self.depth,
                 "root_run_id": self.root_run_id} if self.parent_run_id else {}),
+            **({"notebook": self.notebook} if self.notebook else {}),
+            **({"user": self.user} if self.user else {}),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AgentRun:
         kw = {k: d.get(k) for k in ("id", "session_id", "query", "agent_name", "model_name", "start_sequence",
                                      "end_sequence", "retry_of", "superseded_by", "final_text", "error", "ended_at",
-                                     "parent_run_id", "parent_step_id", "parent_tool_call_id", "root_run_id")}
+                                     "parent_run_id", "parent_step_id", "parent_tool_call_id", "root_run_id",
+                                     "notebook", "user")}
         return cls(status=RunStatus(d.get("status", "running")), kind=d.get("kind", "run"),
                    attempt=d.get("attempt", 1), metrics=RunMetrics.from_dict(d.get("metrics")),
                    scores=dict(d.get("scores") or {}),

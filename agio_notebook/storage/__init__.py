@@ -12,6 +12,7 @@ from .reports import Pruned, Repaired, SessionSize, StoreStats
 from .journal import JournalStorage
 from .layout import store_root
 from .memory import InMemoryRepository
+from .run_query import RunFilter, RunPage
 from .tinydb_repo import TinyDBRepository
 
 _open: dict[object, Repository] = {}
@@ -95,7 +96,7 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Damage", "InMemoryRepository", "JournalStorage", "PostgresRepository", "Pruned", "Repaired", "Repository",
+__all__ = ["Damage", "InMemoryRepository", "JournalStorage", "PostgresRepository", "Pruned", "Repaired", "Repository", "RunFilter", "RunPage",
            "SQLiteRepository", "SessionSize", "StoreDamageWarning", "StoreStats", "TinyDBRepository", "current_store",
            "existing_store", "iter_events",
            "new_repository", "open_repository", "store_root"]

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
 from ..core import AgentRun, AgentSession, Step, StepEvent
 from .damage import Damage
 from .reports import Pruned, Repaired, StoreStats
+from .run_query import RunFilter, RunPage
 
 
 @runtime_checkable
@@ -56,6 +57,15 @@ class Repository(Protocol):
     def list_runs(self, session_id: str | None = None) -> list[AgentRun]: ...
     def get_events(self, run_id: str, cursor: int = 0, limit: int = 100) -> list[StepEvent]:
         """Stored events of a run with ``seq > cursor``, in order, at most ``limit``."""
+        ...
+
+    def query_runs(self, where: RunFilter = RunFilter(), limit: int = 50, cursor: str | None = None) -> RunPage:
+        """A page of runs, newest first, matching ``where``, filtered by the store (never a read of every
+        run); ``RunPage.next_cursor`` asks for the next page. See ``storage/run_query.py``."""
+        ...
+
+    def run_facets(self, limit: int = 100) -> dict[str, list[str]]:
+        """The values each filter of ``query_runs`` can take: {"agent", "status", "notebook", "user"} -> sorted."""
         ...
 
     def ids_with_prefix(self, kind: str, prefix: str, limit: int = 20) -> list[str]:

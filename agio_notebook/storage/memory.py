@@ -7,6 +7,7 @@ from typing import Any, Iterable, Iterator
 from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError, SessionBusyError, Step, StepEvent
 from .damage import Damage
 from .reports import Pruned, Repaired, SessionSize, StoreStats
+from .run_query import FACETS, RunFilter, RunPage, check_limit, facets_of, newest_first, run_row
 
 
 class MemoryJournal:
@@ -102,6 +103,13 @@ class InMemoryRepository:
 
     def get_events(self, run_id: str, cursor: int = 0, limit: int = 100) -> list[StepEvent]:
         return [e for e in self._events.get(run_id, []) if e.seq > cursor][:limit]
+
+    def query_runs(self, where: RunFilter = RunFilter(), limit: int = 50, cursor: str | None = None) -> RunPage:
+        return newest_first((r.to_dict() for r in self._runs.values()), where, check_limit(limit), cursor)
+
+    def run_facets(self, limit: int = 100) -> dict[str, list[str]]:
+        rows = [run_row(r.to_dict()) for r in self._runs.values()]
+        return facets_of({name: {row[column] for row in rows} for name, column in FACETS.items()}, limit)
 
     def iter_step_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         for sid, steps in self._steps.items():

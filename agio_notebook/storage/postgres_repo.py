@@ -17,6 +17,25 @@ from ..core.redact import redact_url, url_secrets
 from .sql import SQLRepository
 
 
+# every change to a run, a step or a named journal is announced here (``LISTEN agio_changes``), as
+# ``run:<run id>`` or ``journal:<name>``: the Runs panel follows the store through it. Only ids: a
+# notification reaches every listener of the database, whatever rows their role may read.
+NOTIFY_CHANNEL = "agio_changes"
+_NOTIFY = (
+    "CREATE OR REPLACE FUNCTION agio_notify_change() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "DECLARE row record; BEGIN "
+    "IF TG_OP = 'DELETE' THEN row := OLD; ELSE row := NEW; END IF; "
+    "IF TG_TABLE_NAME = 'agio_journal' THEN PERFORM pg_notify('agio_changes', 'journal:' || row.name); "
+    "ELSIF TG_TABLE_NAME = 'agio_runs' THEN PERFORM pg_notify('agio_changes', 'run:' || row.id); "
+    "ELSE PERFORM pg_notify('agio_changes', 'run:' || COALESCE(row.run_id, '')); END IF; "
+    "RETURN NULL; END $$",
+    *(statement for table in ("agio_runs", "agio_steps", "agio_journal") for statement in (
+        f"DROP TRIGGER IF EXISTS {table}_notify ON {table}",
+        f"CREATE TRIGGER {table}_notify AFTER INSERT OR UPDATE OR DELETE ON {table} "
+        "FOR EACH ROW EXECUTE FUNCTION agio_notify_change()")),
+)
+
+
 def _lock_key(session_id: str) -> int:
     """The advisory-lock key of a session (a stable 63-bit number)."""
     return zlib.crc32(b"agio:" + session_id.encode()) << 31 | zlib.adler32(session_id.encode())
@@ -28,6 +47,8 @@ class PostgresRepository(SQLRepository):
     placeholder = "%s"
     binary_text_order = False
     claim_grace = GRACE
+    owner_from_doc = False  # a run's user is the role that wrote its row
+    owner_column_type = "TEXT NOT NULL DEFAULT current_user"
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0):
         self.url = url
@@ -57,6 +78,28 @@ class PostgresRepository(SQLRepository):
 
     def _end_read(self) -> None:
         self._conn.rollback()
+
+    def _table_columns(self, cur: Any, table: str) -> set[str]:
+        cur.execute("SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+                    "AND NOT attisdropped", (table,))
+        return {row[0] for row in cur.fetchall()}
+
+    def _lock_setup(self, cur: Any) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("setup"),))
+
+    def _upgrade(self, cur: Any) -> None:
+        super()._upgrade(cur)
+        for statement in _NOTIFY:
+            cur.execute(statement)
+
+    def _setup_hint(self, exc: Exception) -> str:
+        import psycopg
+
+        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            return (" (this role may read and write rows but not change the tables, which this version of "
+                    "agio-notebook needs once: open the store once with its owner's URL, or run "
+                    "`agio classroom init` again)")
+        return ""
 
     def _is_unique_violation(self, exc: Exception) -> bool:
         import psycopg

@@ -26,6 +26,7 @@ from .layout import SCHEMA_VERSION
 from .reports import Pruned, Repaired, SessionSize, StoreStats
 from .sql_journal import TABLES as JOURNAL_TABLES
 from .sql_journal import KeyFn, SQLJournal
+from .sql_runs import REVISION, SQLRunQuery
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS agio_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -103,7 +104,7 @@ def _prepare(session: AgentSession | None, run: AgentRun | None, steps: Iterable
     return session_id, session, run, step_rows, event_rows
 
 
-class SQLRepository:
+class SQLRepository(SQLRunQuery):
     """Shared by :class:`SQLiteRepository` and :class:`PostgresRepository`; subclasses connect."""
 
     placeholder = "?"
@@ -170,24 +171,63 @@ class SQLRepository:
         """Close the read transaction a query opened (PostgreSQL), so the next read sees new commits."""
 
     def _setup(self) -> None:
+        """Make or upgrade the tables, unless the store already has this shape: then nothing is changed,
+        so a role that may only read and write rows (a classroom's student) opens it too."""
+        if self._schema_current():
+            return
         cur = self._conn.cursor()
         try:
+            self._lock_setup(cur)
             for statement in (*_TABLES, *JOURNAL_TABLES):
                 cur.execute(statement)
+            self._upgrade(cur)
             self._execute(cur, "INSERT INTO agio_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
                           ("schema_version", str(SCHEMA_VERSION)))
+            self._execute(cur, "INSERT INTO agio_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
+                               "SET value = excluded.value", ("revision", str(REVISION)))
             version = self._execute(cur, "SELECT value FROM agio_meta WHERE key = ?", ("schema_version",)).fetchone()
             self._conn.commit()
         except Exception as exc:
             self._conn.rollback()
-            raise StoreError(f"cannot set up the store at {self.root}: {_one_line(exc)}") from None
+            raise StoreError(f"cannot set up the store at {self.root}: {_one_line(exc)}{self._setup_hint(exc)}") from None
         finally:
             cur.close()
-        stored = int(version[0]) if version and str(version[0]).isdigit() else None
+        self._check_version(version[0] if version else None)
+
+    def _schema_current(self) -> bool:
+        """Whether the tables have this version's shape (read without changing anything)."""
+        cur = self._conn.cursor()
+        try:
+            meta = dict(self._execute(cur, "SELECT key, value FROM agio_meta WHERE key IN (?, ?)",
+                                      ("schema_version", "revision")).fetchall())
+        except Exception:  # noqa: BLE001 - no tables yet (or none this role may read): set up
+            self._conn.rollback()
+            return False
+        finally:
+            cur.close()
+        self._conn.rollback()
+        if not str(meta.get("revision", "")).isdigit() or int(meta["revision"]) < REVISION:
+            return False
+        self._check_version(meta.get("schema_version"))
+        return True
+
+    def _check_version(self, version: Any) -> None:
+        stored = int(version) if version is not None and str(version).isdigit() else None
         if stored is None or stored > SCHEMA_VERSION:
-            raise StoreError(f"store {self.root} has schema version {version[0] if version else None!r}; this "
+            raise StoreError(f"store {self.root} has schema version {version!r}; this "
                              f"agio-notebook reads version {SCHEMA_VERSION} (upgrade agio-notebook to open it)")
         self.schema_version = stored
+
+    def _lock_setup(self, cur: Any) -> None:
+        """Hold off other processes setting up the same store until this one commits."""
+
+    def _upgrade(self, cur: Any) -> None:
+        """What a store made by an earlier version lacks (each step does nothing where it is done)."""
+        self._upgrade_runs(cur)
+
+    def _setup_hint(self, exc: Exception) -> str:
+        """What to do about a failed set-up, when there is something to say."""
+        return ""
 
     # -- the write path ---------------------------------------------------------------------
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
@@ -233,10 +273,7 @@ class SQLRepository:
                                "ON CONFLICT (session_id) DO NOTHING",
                           (session_id, implicit.created_at, _dumps(implicit.to_dict())))
         if run is not None:
-            self._execute(cur, "INSERT INTO agio_runs (id, session_id, started_at, status, doc) "
-                               "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-                               "status = excluded.status, doc = excluded.doc",
-                          (run.id, run.session_id, run.started_at, run.status.value, _dumps(run.to_dict())))
+            self._execute(cur, *self._run_upsert(run, _dumps(run.to_dict())))
         self._executemany(cur, _STEP_UPSERT, step_rows)
         self._executemany(cur, "INSERT INTO agio_events (run_id, seq, session_id, doc) VALUES (?, ?, ?, ?) "
                                "ON CONFLICT (run_id, seq) DO UPDATE SET doc = excluded.doc", event_rows)

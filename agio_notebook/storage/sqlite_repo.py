@@ -77,6 +77,9 @@ class SQLiteRepository(SQLRepository):
     def _is_unique_violation(self, exc: Exception) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
 
+    def _table_columns(self, cur: Any, table: str) -> set[str]:
+        return {row[1] for row in cur.execute(f"PRAGMA table_info({table})").fetchall()}
+
     # claims: a lease file per session beside the database, held with flock (as the TinyDB store does)
     def _claim_file(self, session_id: str) -> Path:
         self.claims_dir.mkdir(exist_ok=True)

@@ -23,6 +23,8 @@ from .durability import FilesystemSync
 from .journal import Journal, atomic_write, fsync_dir, fsync_path
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
 from .locking import FileLock, LockTimeout, native_flock
+from .run_index import RunIndex
+from .run_query import RunFilter, RunPage, check_limit, page_of
 from .tinydb_maintenance import TinyDBMaintenance
 from .wal import Append, DeadLogs, WriteAheadLog, has_logs, replay
 
@@ -53,6 +55,7 @@ class TinyDBRepository(TinyDBMaintenance):
         # commit holding ``_lock``; taken after ``_lock`` when both are needed, never before it
         self._claim_lock = threading.Lock()
         self._seq_index: dict[str, dict[int, str]] = {}  # session -> sequence -> current step id
+        self._runs_index: RunIndex | None = None  # the run query's index, made on its first use
         self._wal = WriteAheadLog(self.root, self._make_durable)
         _live.add(self)
         self.recover_interrupted()  # runs left `running` by a process that died are found on open
@@ -550,6 +553,38 @@ class TinyDBRepository(TinyDBMaintenance):
             self._repair_index()
             table = self._index.tables.get("runs" if kind == "run" else "sessions", {})
             return sorted(i for i in table if i.startswith(prefix))[:limit]
+
+    # -- the run query: pages of runs, filtered by an index kept in memory (storage/run_index.py) ------
+    def _run_index(self) -> RunIndex:
+        """Built from the run index on first use, then fed by its journal (called holding ``_lock``)."""
+        if self._runs_index is None:
+            self._runs_index = RunIndex(self._index.tables.get("runs", {}).values())
+            self._index.on_change = self._runs_index.follow(self._index.on_change)
+        return self._runs_index
+
+    def query_runs(self, where: RunFilter = RunFilter(), limit: int = 50, cursor: str | None = None) -> RunPage:
+        """A page of runs, newest first (see ``storage/run_query.py``); a run still going shows its latest
+        totals, read from its session file (the index has a run's start and end only)."""
+        limit = check_limit(limit)
+        with self._lock:
+            self._index.refresh()
+            self._repair_index()
+            for _ in range(2):  # again once if runs whose process died were just settled
+                ids = self._run_index().page_ids(where, limit + 1, cursor)
+                known = self._index.tables.get("runs", {})
+                docs = [known[i] for i in ids if i in known]
+                if not self._settle(docs[:limit]):
+                    break
+            docs = [self._journal(d["session_id"]).tables.get("runs", {}).get(d["id"], d)
+                    if d.get("status") == RunStatus.RUNNING.value else d for d in docs]
+        return page_of(docs, limit)
+
+    def run_facets(self, limit: int = 100) -> dict[str, list[str]]:
+        """The values each filter of the run query can take (agents, statuses, notebooks, users), sorted."""
+        with self._lock:
+            self._index.refresh()
+            self._repair_index()
+            return self._run_index().facets(limit)
 
     def _run_docs(self, session_id: str | None) -> list[dict[str, Any]]:
         return [d for d in self._index.tables.get("runs", {}).values()

@@ -1,0 +1,162 @@
+"""One page of runs, newest first, filtered by the store: what the Runs panel and ``list_runs`` ask.
+
+``Repository.query_runs(RunFilter(...), limit, cursor)`` answers on every backend with the same meaning:
+runs ordered by (``started_at``, ``id``) descending, those matching every filter given, at most ``limit``,
+and a cursor for the next page (keyset paging: a page never repeats or skips a run when new runs arrive
+at the top meanwhile). The SQL stores filter and order in the database on indexed columns; the TinyDB
+store in an index kept in memory beside its run index (:mod:`.run_index`); the in-memory store in Python.
+
+The text filter is a case-insensitive substring of the run's query or final answer, compared on text
+lower-cased by Python on every backend (a column kept for it), so all backends agree on every script.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, fields
+from typing import Any
+
+import orjson
+
+from ..core import AgentRun, InvalidOperationError, RunStatus
+from .ids import prefix_pattern
+
+MAX_PAGE = 500
+_STATUSES = [s.value for s in RunStatus]
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs: each field given must match exactly (``text``: a substring of the query or answer).
+
+    ``user`` is the run's user: the database role that wrote it on PostgreSQL, otherwise the user its
+    process ran for (``core.origin.current_user``). ``notebook`` is the notebook's path as its kernel was told.
+    """
+
+    agent: str | None = None
+    status: str | None = None
+    notebook: str | None = None
+    user: str | None = None
+    text: str | None = None
+    session_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidOperationError(f"the {f.name} filter of runs is text, got {type(value).__name__}")
+            if isinstance(value, str) and not value.strip():
+                object.__setattr__(self, f.name, None)  # an empty box filters nothing
+        if isinstance(self.status, RunStatus):
+            object.__setattr__(self, "status", self.status.value)
+        if self.status is not None and self.status not in _STATUSES:
+            raise InvalidOperationError(f"no run status {self.status!r}: one of {', '.join(_STATUSES)}")
+
+    @property
+    def needle(self) -> str | None:
+        """The text filter as it is compared: lower-cased."""
+        return self.text.strip().lower() if self.text else None
+
+    def columns(self) -> list[tuple[str, str]]:
+        """(column, value) of each exact filter given, named as the SQL stores' columns."""
+        pairs = (("agent", self.agent), ("status", self.status), ("notebook", self.notebook), ("owner", self.user),
+                 ("session_id", self.session_id))
+        return [(column, value) for column, value in pairs if value is not None]
+
+    def matches(self, doc: dict[str, Any]) -> bool:
+        """The same test in Python (the in-memory store)."""
+        row = run_row(doc)
+        if any(row[column] != value for column, value in self.columns()):
+            return False
+        return self.needle is None or self.needle in row["search"]
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """A page of runs, newest first; ``next_cursor`` (None: this was the last page) asks for the next."""
+
+    runs: list[AgentRun]
+    next_cursor: str | None = None
+
+
+def run_row(doc: dict[str, Any]) -> dict[str, Any]:
+    """The columns a run is filtered and ordered by, from its stored document."""
+    return {"id": doc["id"], "session_id": doc.get("session_id"), "started_at": float(doc.get("started_at") or 0.0),
+            "status": doc.get("status", RunStatus.RUNNING.value), "agent": doc.get("agent_name"),
+            "notebook": doc.get("notebook"), "owner": doc.get("user"), "search": search_text(doc)}
+
+
+def search_text(doc: dict[str, Any]) -> str:
+    """What the text filter looks in: the query and the final answer, lower-cased."""
+    return f"{doc.get('query') or ''}\n{doc.get('final_text') or ''}".lower()
+
+
+def where_clause(where: RunFilter, cursor: str | None) -> tuple[str, list[Any]]:
+    """``WHERE …`` and its parameters for a filter and a cursor (shared by every SQL run query)."""
+    clauses, params = [], []
+    for column, value in where.columns():
+        clauses.append(f"{column} = ?")
+        params.append(value)
+    if where.needle is not None:
+        clauses.append("search LIKE ? ESCAPE '\\'")
+        params.append("%" + prefix_pattern(where.needle))  # a substring: %needle%
+    if cursor is not None:
+        started_at, run_id = decode_cursor(cursor)
+        clauses.append("(started_at < ? OR (started_at = ? AND id < ?))")
+        params += [started_at, started_at, run_id]
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def check_limit(limit: Any) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidOperationError(f"a page of runs holds 1 to {MAX_PAGE} runs, got {limit!r}")
+    return limit
+
+
+def encode_cursor(run: dict[str, Any]) -> str:
+    """Where the next page starts: after this run (its ``started_at`` and ``id``)."""
+    key = orjson.dumps([float(run.get("started_at") or 0.0), run["id"]])
+    return base64.urlsafe_b64encode(key).decode().rstrip("=")
+
+
+def decode_cursor(cursor: Any) -> tuple[float, str]:
+    """(started_at, id) of the run a page ends with; one clear line for anything else."""
+    try:
+        text = cursor + "=" * (-len(cursor) % 4)
+        started_at, run_id = orjson.loads(base64.urlsafe_b64decode(text.encode()))
+        if isinstance(started_at, bool) or not isinstance(started_at, (int, float)) or not isinstance(run_id, str):
+            raise ValueError
+        return float(started_at), run_id
+    except (TypeError, ValueError, binascii.Error, orjson.JSONDecodeError):
+        raise InvalidOperationError(f"{cursor!r} is not a cursor of a page of runs (pass the next_cursor a page "
+                                    "returned)") from None
+
+
+def after_cursor(row: dict[str, Any], cursor: tuple[float, str] | None) -> bool:
+    """Whether ``row`` comes after the cursor, newest first."""
+    return cursor is None or (row["started_at"], row["id"]) < cursor
+
+
+def page_of(docs: list[dict[str, Any]], limit: int) -> RunPage:
+    """A page from up to ``limit + 1`` docs in page order (one more than asked: there is a next page)."""
+    shown = docs[:limit]
+    cursor = encode_cursor(shown[-1]) if len(docs) > limit and shown else None
+    return RunPage([AgentRun.from_dict(d) for d in shown], cursor)
+
+
+def newest_first(docs: Any, where: RunFilter, limit: int, cursor: str | None) -> RunPage:
+    """A page filtered and ordered in Python: the in-memory store's way (everything is in memory)."""
+    start = decode_cursor(cursor) if cursor is not None else None
+    rows = [(run_row(d), d) for d in docs]
+    picked = [d for row, d in rows if after_cursor(row, start) and where.matches(d)]
+    picked.sort(key=lambda d: (float(d.get("started_at") or 0.0), d["id"]), reverse=True)
+    return page_of(picked[:limit + 1], limit)
+
+
+def facets_of(values: dict[str, set[str]], limit: int) -> dict[str, list[str]]:
+    return {name: sorted(v for v in found if v)[:limit] for name, found in values.items()}
+
+
+# each filter a panel offers choices for, and the column (of ``run_row``) it reads
+FACETS = {"agent": "agent", "status": "status", "notebook": "notebook", "user": "owner"}

@@ -1,0 +1,113 @@
+"""The run query on the SQL stores: the columns it filters on, kept beside each run's document.
+
+``agio_runs`` keeps, beside ``doc``, the run's agent, notebook, user (``owner``) and the lower-cased text
+the text filter looks in (``search``), each indexed with ``started_at`` so a page of the newest runs
+matching a filter is an index range, whatever the store's size. A store made before these columns
+existed gets them, filled from its documents, the first time a role that may change its tables opens it
+(the store's ``revision`` in ``agio_meta`` says which shape it has).
+
+The user of a run is what its process said on SQLite; on PostgreSQL it is the database role that wrote
+the row (the ``owner`` column's default, ``current_user``), which a process cannot claim otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..core import AgentRun
+from .run_query import FACETS, RunFilter, RunPage, check_limit, facets_of, page_of, run_row, where_clause
+
+# the shape of the tables within a schema version: 2 adds the run query's columns (additive: a store at
+# revision 2 still reads with a version that knows revision 1)
+REVISION = 2
+
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS agio_runs_started ON agio_runs (started_at, id)",
+    "CREATE INDEX IF NOT EXISTS agio_runs_status_started ON agio_runs (status, started_at, id)",
+    "CREATE INDEX IF NOT EXISTS agio_runs_agent ON agio_runs (agent, started_at, id)",
+    "CREATE INDEX IF NOT EXISTS agio_runs_notebook ON agio_runs (notebook, started_at, id)",
+    "CREATE INDEX IF NOT EXISTS agio_runs_owner ON agio_runs (owner, started_at, id)",
+)
+
+
+def query_columns(run: AgentRun) -> tuple[Any, ...]:
+    """(agent, notebook, search, owner) of a run, as the run upsert writes them."""
+    row = run_row(run.to_dict())
+    return row["agent"], row["notebook"], row["search"], row["owner"]
+
+
+class SQLRunQuery:
+    """Mixed into ``SQLRepository``: the run query's columns, their upgrade, and the query itself."""
+
+    # SQLite: a run's user is the one its document names; PostgreSQL: the role that wrote the row
+    owner_from_doc = True
+    owner_column_type = "TEXT"
+
+    _query: Any
+    _execute: Any
+    _executemany: Any
+
+    def _table_columns(self, cur: Any, table: str) -> set[str]:
+        raise NotImplementedError
+
+    def _upgrade_runs(self, cur: Any) -> None:
+        """Add the query's columns and indexes to a store that lacks them, filled from each run's doc."""
+        have = self._table_columns(cur, "agio_runs")
+        for name, kind in (("agent", "TEXT"), ("notebook", "TEXT"), ("search", "TEXT"),
+                           ("owner", self.owner_column_type)):
+            if name not in have:
+                cur.execute(f"ALTER TABLE agio_runs ADD COLUMN {name} {kind}")
+        for statement in _INDEXES:
+            cur.execute(statement)
+        rows = self._execute(cur, "SELECT id, doc FROM agio_runs WHERE search IS NULL").fetchall()
+        if self.owner_from_doc:
+            updates = [(*query_columns(AgentRun.from_dict(orjson.loads(doc))), run_id) for run_id, doc in rows]
+            self._executemany(cur, "UPDATE agio_runs SET agent = ?, notebook = ?, search = ?, owner = ? WHERE id = ?",
+                              updates)
+        else:
+            updates = [(*query_columns(AgentRun.from_dict(orjson.loads(doc)))[:3], run_id) for run_id, doc in rows]
+            self._executemany(cur, "UPDATE agio_runs SET agent = ?, notebook = ?, search = ? WHERE id = ?", updates)
+
+    def _run_upsert(self, run: AgentRun, doc: str) -> tuple[str, tuple[Any, ...]]:
+        """The statement and parameters that store a run (its row is updated in place when it exists)."""
+        agent, notebook, search, owner = query_columns(run)
+        columns = ["id", "session_id", "started_at", "status", "agent", "notebook", "search", "doc"]
+        params: list[Any] = [run.id, run.session_id, run.started_at, run.status.value, agent, notebook, search, doc]
+        if self.owner_from_doc:
+            columns.append("owner")
+            params.append(owner)
+        updated = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in ("id", "session_id", "started_at"))
+        return (f"INSERT INTO agio_runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+                f"ON CONFLICT (id) DO UPDATE SET {updated}", tuple(params))
+
+    def _page_docs(self, where: RunFilter, limit: int, cursor: str | None) -> list[dict[str, Any]]:
+        clause, params = where_clause(where, cursor)
+        rows = self._query(f"SELECT doc, owner FROM agio_runs{clause} ORDER BY started_at DESC, id DESC LIMIT ?",
+                           (*params, limit))
+        docs = []
+        for doc, owner in rows:
+            parsed = orjson.loads(doc)
+            if owner is not None:
+                parsed["user"] = owner
+            docs.append(parsed)
+        return docs
+
+    def query_runs(self, where: RunFilter = RunFilter(), limit: int = 50, cursor: str | None = None) -> RunPage:
+        """A page of runs, newest first, filtered and ordered by the database (``storage/run_query.py``)."""
+        limit = check_limit(limit)
+        docs = self._page_docs(where, limit + 1, cursor)
+        running = sorted({d["session_id"] for d in docs[:limit] if d.get("status") == "running"})
+        if running and any([self.recover_interrupted(sid) for sid in running]):  # type: ignore[attr-defined]
+            docs = self._page_docs(where, limit + 1, cursor)  # runs whose process died, settled just now
+        return page_of(docs, limit)
+
+    def run_facets(self, limit: int = 100) -> dict[str, list[str]]:
+        """The values each filter of the run query can take, sorted (one indexed query per filter)."""
+        found = {}
+        for name, column in FACETS.items():
+            rows = self._query(f"SELECT DISTINCT {column} FROM agio_runs WHERE {column} IS NOT NULL "
+                               f"ORDER BY {column} LIMIT ?", (limit,))
+            found[name] = {r[0] for r in rows}
+        return facets_of(found, limit)
