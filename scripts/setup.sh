@@ -72,6 +72,14 @@ if [ "$want_browser" = 1 ] && [ ! -x .venv-litellm/bin/litellm ]; then
   .venv-litellm/bin/pip install -q -r tests/requirements-litellm.txt 2> >(grep -v "^WARNING: Location 'file:" >&2)
 fi
 
+# JupyterHub's proxy (configurable-http-proxy, from npm) for the classroom's tests and scripts/classroom.sh,
+# in a folder of its own beside the venv (no global npm install); jupyterhub itself comes with the test extra
+if [ "$want_browser" = 1 ] && [ ! -x .venv/chp/node_modules/.bin/configurable-http-proxy ]; then
+  echo "== installing configurable-http-proxy into .venv/chp (JupyterHub's proxy)"
+  mkdir -p .venv/chp
+  npm install --prefix .venv/chp --no-audit --no-fund --silent configurable-http-proxy@5
+fi
+
 # A real OTLP receiver for the OpenTelemetry tests: Arize Phoenix, in a venv of its own so its pins never
 # touch the project's environment.
 if [ "$for_lab" = 0 ] && [ ! -x .venv-otlp/bin/phoenix ]; then

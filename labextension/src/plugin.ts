@@ -17,6 +17,7 @@ import { agioCellMime } from './highlight';
 import { MAGIC_EVENT, MagicRequest, controlCell, insertionIndex } from './magic';
 import { prepaintViews } from './pause_dom';
 import { registerPauseWidget } from './pause_widget';
+import { runsPlugin } from './runs_plugin';
 
 function insertedFor(cell: Cell): string | undefined {
   const agio = cell.model.getMetadata('agio') as Record<string, unknown> | undefined;
@@ -143,4 +144,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, runsPlugin];

@@ -1,0 +1,223 @@
+/**
+ * The Runs panel's main-area tabs: a run's transcript, a diff of two runs, a session's tree, and the class
+ * dashboard. Each draws what the server sent with the renderer a notebook output of the same kind uses
+ * (render.ts for transcripts, explore.ts for diffs and trees), and reads again when the store changes.
+ */
+import { Widget } from '@lumino/widgets';
+
+import { classToken, el } from './dom';
+import { renderDiff, renderTree } from './explore';
+import { renderTranscript } from './render';
+import type { Dashboard, MimeAnswer, RunRow, RunsApi } from './runs_api';
+import { firstWords, runRow, when } from './runs_list';
+
+/** A tab that reads an answer from the server and draws it; `reload` reads again (one read at a time). */
+export abstract class StoreTab<T> extends Widget {
+  protected readonly body: HTMLElement;
+  protected readonly note: HTMLElement; // why the last read failed (cleared by the next read that works)
+  protected readonly hint: HTMLElement; // what an action asks of the reader (kept until the next one)
+  private reading: Promise<void> | null = null;
+  private again = false;
+
+  constructor(readonly api: RunsApi, kind: string) {
+    super();
+    this.addClass('agio-runs-tab');
+    this.addClass(`agio-runs-${kind}-view`);
+    this.note = el(this.node.ownerDocument, 'div', ['agio-runs-note']);
+    this.note.hidden = true;
+    this.hint = el(this.node.ownerDocument, 'div', ['agio-runs-note', 'agio-runs-hint']);
+    this.hint.hidden = true;
+    this.body = el(this.node.ownerDocument, 'div', ['agio-runs-tab-body', 'jp-AgioRun']);
+    this.node.append(this.note, this.hint, this.body);
+  }
+
+  protected abstract read(): Promise<T>;
+  protected abstract draw(answer: T): void;
+
+  /** Whether a change to the store should be read (a finished run's transcript will not change). */
+  wantsUpdates(): boolean {
+    return true;
+  }
+
+  reload(): Promise<void> {
+    if (this.reading) {
+      this.again = true;
+      return this.reading;
+    }
+    this.reading = this.read().then(answer => {
+      this.note.hidden = true;
+      this.draw(answer);
+    }, (e: Error) => {
+      this.note.textContent = e.message;
+      this.note.hidden = false;
+    }).finally(() => {
+      this.reading = null;
+      if (this.again) {
+        this.again = false;
+        void this.reload();
+      }
+    });
+    return this.reading;
+  }
+
+  /** A line for the reader about what they just did, with elements after it (a button). */
+  say(line: string, ...after: HTMLElement[]): void {
+    this.hint.replaceChildren(line, ...after.flatMap(e => [' ', e]));
+    this.hint.hidden = !line;
+  }
+}
+
+export class TranscriptTab extends StoreTab<MimeAnswer> {
+  run: RunRow | null = null;
+
+  constructor(api: RunsApi, readonly runId: string) {
+    super(api, 'transcript');
+    this.id = `agio-run-${runId}`;
+    this.title.label = `run ${runId.slice(0, 8)}`;
+    this.title.closable = true;
+  }
+
+  protected read(): Promise<MimeAnswer> {
+    return this.api.transcript(this.runId);
+  }
+
+  protected draw(answer: MimeAnswer): void {
+    this.run = answer.run ?? null;
+    if (this.run) {
+      this.title.label = `${this.run.agent ?? 'run'}: ${firstWords(this.run.query, 4)}`;
+      this.title.caption = `run ${this.run.id} · ${this.run.status}` + (this.run.user ? ` · ${this.run.user}` : '');
+    }
+    const doc = this.node.ownerDocument;
+    const where = el(doc, 'div', ['agio-runs-origin']);
+    if (this.run) {
+      where.textContent = [this.run.user ? `by ${this.run.user}` : '', this.run.notebook_path || this.run.notebook
+        ? `in ${this.run.notebook_path ?? this.run.notebook}` : '', when(this.run.started_at)].filter(Boolean).join(' · ');
+    }
+    this.body.replaceChildren(where, renderTranscript(answer.data, doc));
+  }
+
+  wantsUpdates(): boolean {
+    return this.run === null || this.run.status === 'running';
+  }
+}
+
+export class DiffTab extends StoreTab<MimeAnswer> {
+  constructor(api: RunsApi, readonly a: string, readonly b: string) {
+    super(api, 'diff');
+    this.id = `agio-diff-${a}-${b}`;
+    this.title.label = `diff ${a.slice(0, 6)} ↔ ${b.slice(0, 6)}`;
+    this.title.closable = true;
+  }
+
+  protected read(): Promise<MimeAnswer> {
+    return this.api.diff(this.a, this.b);
+  }
+
+  protected draw(answer: MimeAnswer): void {
+    this.body.replaceChildren(renderDiff(answer.data, this.node.ownerDocument));
+  }
+}
+
+export class TreeTab extends StoreTab<MimeAnswer> {
+  constructor(api: RunsApi, readonly sessionId: string) {
+    super(api, 'tree');
+    this.id = `agio-tree-${sessionId}`;
+    this.title.label = `tree ${sessionId.slice(0, 8)}`;
+    this.title.closable = true;
+  }
+
+  protected read(): Promise<MimeAnswer> {
+    return this.api.tree(this.sessionId);
+  }
+
+  protected draw(answer: MimeAnswer): void {
+    this.body.replaceChildren(renderTree(answer.data, this.node.ownerDocument));
+  }
+}
+
+/** The class dashboard: student × exercise, the common failing reasons, each student's latest runs. */
+export function renderDashboard(doc: Document, d: Dashboard): HTMLElement {
+  const root = el(doc, 'div', ['agio-class-dashboard']);
+  root.append(el(doc, 'div', ['agio-header'], `Class · teacher ${d.teacher ?? '?'} · ${d.students.length} students`));
+  const grid = el(doc, 'table', ['agio-class-grid']);
+  const head = el(doc, 'tr');
+  head.append(el(doc, 'th', [], 'student'), ...d.exercises.map(e => el(doc, 'th', [], e)));
+  grid.append(head);
+  const cells = new Map(d.cells.map(c => [`${c.user}\u0000${c.exercise}`, c]));
+  for (const student of d.students) {
+    const tr = el(doc, 'tr');
+    tr.dataset.user = student;
+    tr.append(el(doc, 'th', ['agio-class-student'], student));
+    for (const exercise of d.exercises) {
+      const c = cells.get(`${student}\u0000${exercise}`);
+      const td = el(doc, 'td', ['agio-class-cell', c ? (c.passed ? 'agio-class-passed' : 'agio-class-failing') : 'agio-class-none']);
+      td.dataset.user = student;
+      td.dataset.exercise = exercise;
+      if (c) {
+        td.append(el(doc, 'span', ['agio-class-mark'], c.passed ? '✓ passed' : '✗ not yet'),
+          el(doc, 'span', ['agio-class-attempts'], ` · ${c.attempts} ${c.attempts === 1 ? 'attempt' : 'attempts'}`));
+        if (c.last_reason) {
+          td.append(el(doc, 'div', ['agio-class-reason'], c.last_reason));
+        }
+        td.title = `last attempt ${when(c.last_time)}`;
+      } else {
+        td.textContent = '—';
+      }
+      tr.append(td);
+    }
+    grid.append(tr);
+  }
+  root.append(grid);
+  const failing = el(doc, 'div', ['agio-class-failing-reasons']);
+  failing.append(el(doc, 'div', ['agio-label'], 'most common failing reasons'));
+  for (const [exercise, reasons] of Object.entries(d.failing)) {
+    const box = el(doc, 'div', ['agio-class-exercise']);
+    box.dataset.exercise = exercise;
+    box.append(el(doc, 'b', [], exercise));
+    const ul = el(doc, 'ul');
+    for (const r of reasons) {
+      ul.append(el(doc, 'li', [], `${r.reason} — ${r.count}× by ${r.students} ${r.students === 1 ? 'student' : 'students'}`));
+    }
+    box.append(ul);
+    failing.append(box);
+  }
+  if (!Object.keys(d.failing).length) {
+    failing.append(el(doc, 'div', [], d.cells.length ? 'no failing attempts' : 'no exercise checked yet'));
+  }
+  root.append(failing);
+  const latest = el(doc, 'div', ['agio-class-latest']);
+  latest.append(el(doc, 'div', ['agio-label'], "each student's latest runs (click one for its transcript)"));
+  for (const student of d.students) {
+    const box = el(doc, 'div', ['agio-class-student-runs', `agio-class-user-${classToken(student)}`]);
+    box.dataset.user = student;
+    box.append(el(doc, 'b', [], student));
+    const runs = d.latest_runs[student] ?? [];
+    box.append(...(runs.length ? runs.map(r => runRow(doc, r, false, false)) : [el(doc, 'div', ['agio-label'], 'no runs yet')]));
+    latest.append(box);
+  }
+  root.append(latest);
+  return root;
+}
+
+export class DashboardTab extends StoreTab<Dashboard> {
+  constructor(api: RunsApi, private openRun: (runId: string) => void) {
+    super(api, 'dashboard');
+    this.id = 'agio-class-dashboard';
+    this.title.label = 'Class dashboard';
+    this.title.closable = true;
+    this.body.addEventListener('click', event => {
+      const row = (event.target as HTMLElement).closest('.agio-runs-row') as HTMLElement | null;
+      if (row?.dataset.runId && !(event.target as HTMLElement).classList.contains('agio-runs-tree')) {
+        this.openRun(row.dataset.runId);
+      }
+    });
+  }
+
+  protected read(): Promise<Dashboard> {
+    return this.api.progress();
+  }
+
+  protected draw(answer: Dashboard): void {
+    this.body.replaceChildren(renderDashboard(this.node.ownerDocument, answer));
+  }
+}
