@@ -49,10 +49,14 @@ def __getattr__(name: str) -> Any:
         from . import scheduling
 
         return getattr(scheduling, name)
-    if name == "serve_mcp":  # agio_notebook.serve_mcp(agents=[...]): the agents over MCP, from a thread
-        from .serve import serve_mcp
+    if name in ("serve_mcp", "serve_a2a"):  # agio_notebook.serve_mcp(agents=[...]): over MCP or A2A, from a thread
+        from . import serve
 
-        return serve_mcp
+        return getattr(serve, name)
+    if name == "a2a_agent":  # a remote A2A agent as a tool
+        from .serve.a2a_client import a2a_agent
+
+        return a2a_agent
     if name in _AGENT_RUNNER:
         from . import agent_runner
 

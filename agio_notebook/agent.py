@@ -2,31 +2,33 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import pydantic
 
-from .core import ExecutionConfig
+from .core import AgentSession, ExecutionConfig
 from .models import default_model
 from .models.base import Model
 from .models.settings import check_settings
 from .tools import Tool, ToolRegistry, tool
+from .tools.context import get_call
 from .tools.decorator import _inline_refs
 
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
-# Runs a nested agent for an agent tool or takes a handoff; the engine (agio_notebook.execution) fills
-# these in, so this module needs nothing above it.
-_call_agent: Callable[[AgentCall, str, Any], Awaitable[str]] | None = None
-_hand_off: Callable[[Handoff, str | None], Awaitable[str]] | None = None
-
-
-def set_engine(call_agent: Callable[..., Awaitable[str]], hand_off: Callable[..., Awaitable[str]]) -> None:
-    global _call_agent, _hand_off
-    _call_agent, _hand_off = call_agent, hand_off
+def _engine(what: str) -> Any:
+    """The engine running this tool call (its context's ``engine``: ``execution.agent_tool``), handed down by
+    the run, so this module imports nothing above it; outside a run there is none."""
+    ctx = get_call()
+    if ctx is None or ctx.engine is None:
+        raise RuntimeError(f"{what} runs inside a run of the agent that has it; to run an agent on its own, "
+                           "use agent.run_sync(query) or StepRunner(agent)")
+    return ctx.engine
 
 
 class AgentCall:
@@ -39,9 +41,7 @@ class AgentCall:
         self.input_model = input_model
 
     async def __call__(self, query: str, input: Any = None) -> str:  # noqa: A002 - the model's word
-        if _call_agent is None:
-            raise RuntimeError("the agio execution engine is not loaded")
-        return await _call_agent(self, query, input)
+        return await _engine(f"agent tool {self.agent.name!r}").call_agent(self, query, input)
 
 
 class Handoff:
@@ -54,9 +54,7 @@ class Handoff:
         self.target = target
 
     async def __call__(self, reason: str | None = None) -> str:
-        if _hand_off is None:
-            raise RuntimeError("the agio execution engine is not loaded")
-        return await _hand_off(self, reason)
+        return await _engine(f"the handoff to {self.target.name!r}").hand_off(self, reason)
 
 
 def _tool_name(name: str, what: str) -> str:
@@ -65,8 +63,11 @@ def _tool_name(name: str, what: str) -> str:
     return name
 
 
+HANDOFF_PREFIX = "transfer_to_"
+
+
 def handoff_tool_name(agent: Agent) -> str:
-    return f"transfer_to_{agent.name}"
+    return f"{HANDOFF_PREFIX}{agent.name}"
 
 
 @dataclass
@@ -99,6 +100,10 @@ class Agent:
         self.model_settings = check_settings(self.model_settings) or None
         self.registry = ToolRegistry([t if isinstance(t, Tool) else t.as_tool() if isinstance(t, Agent) else tool(t)
                                       for t in self.tools])
+        for t in self.registry:  # the prefix is the handoffs': a tool of that name would block a real one
+            if t.name.startswith(HANDOFF_PREFIX) and not isinstance(t.function, Handoff):
+                raise ValueError(f"agent {self.name!r}: tool {t.name!r} may not start with {HANDOFF_PREFIX!r}, "
+                                 "which names handoffs (Agent(handoffs=[...])); rename the tool")
         for target in self.handoffs:
             if not isinstance(target, Agent):
                 raise TypeError(f"agent {self.name!r}: handoffs must be Agents, got {type(target).__name__}")
@@ -145,6 +150,15 @@ class Agent:
     def model_name(self) -> str:
         return getattr(self.model, "name", type(self.model).__name__)
 
+    @property
+    def fingerprint(self) -> str:
+        """Who this agent is, the same in every process: its name, instructions and tool names (not its
+        model). A session records the fingerprint of the agent that made it (:func:`stamp_owner`); a server
+        continues only the sessions of the agents it serves, so another agent that merely shares a name
+        cannot be continued through it."""
+        who = [self.name, self.system_prompt or "", sorted(t.name for t in self.registry)]
+        return hashlib.sha256(json.dumps(who, ensure_ascii=False).encode()).hexdigest()[:32]
+
     def close(self) -> None:
         """Release what the agent's tools hold (e.g. a browser's contexts); safe to call twice."""
         for t in self.registry:
@@ -166,3 +180,15 @@ class Agent:
     def _own_tools(self) -> list[Tool]:
         """The registry's tools but the handoff tools (a copy of the agent makes its own)."""
         return [t for t in self.registry if not isinstance(t.function, Handoff)]
+
+
+OWNER = "owner"  # the session metadata key of the agent that made the session
+
+
+def stamp_owner(session: AgentSession, agent: Agent, via: str | None = None) -> AgentSession:
+    """Record on a new ``session`` which agent made it (and ``via`` which server, if one did); a stamp
+    already there stays (a server stamps before the runner does)."""
+    session.metadata.setdefault(OWNER, {"agent": agent.name, "fingerprint": agent.fingerprint,
+                                        **({"via": via} if via else {})})
+    return session
+

@@ -21,7 +21,8 @@ from .core import (AgentSession, ExecutionConfig, InvalidOperationError, ModelEr
                    StepEvent, StepRole)
 from .execution import StepRunner
 from .execution.feedback import feedback_and_proposal
-from .execution.history import check_answered, split_system
+from .core.messages import check_answered
+from .execution.history import split_system
 from .memory.retrieval import MemoryConfig
 from .memory.store import MemoryStore, memory_for
 from .models import OpenAIModel, default_model

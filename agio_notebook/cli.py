@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 import warnings
+from typing import Any
 
 from .core import AgioError
 from .storage.maintenance import ACTIONS
@@ -97,36 +98,66 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _mcp(args: argparse.Namespace) -> int:
     """``agio mcp serve``: the store and the named agents over stdio, or streamable HTTP with a token."""
-    import os
-    import time
-
     try:
-        from .serve import build_server, load_agents, new_token, start_http
+        from .serve import build_server, http_app
     except ImportError as exc:  # the MCP SDK is an extra
         raise AgioError(f"agio mcp serve needs the MCP SDK: pip install 'agio-notebook[mcp]' ({exc})") from None
-    from .storage import existing_store
-
-    repository = existing_store(args.store)
-    agents: dict = {}
-    for path in args.agents:
-        for name, agent in load_agents(path).items():
-            if name in agents:
-                raise AgioError(f"--agents: two agents are named {name!r}")
-            agents[name] = agent
-    if not agents:
-        raise AgioError("agio mcp serve: name the agents to serve with --agents module:attribute")
-    server = build_server(agents, repository)
+    repository, agents = _serving(args, "mcp")
+    server = build_server(agents, repository, expose_store=args.expose_store)
     if not args.http:
         server.run("stdio")
         return 0
-    token = os.environ.get("AGIO_MCP_TOKEN") or new_token()
+    running, shown = _serve_http(args, http_app(server), "MCP", "/mcp")
+    return _serve_until_interrupted(running, f"serving {', '.join(agents)} on {running.url} (bearer token: {shown})")
+
+
+def _a2a(args: argparse.Namespace) -> int:
+    """``agio a2a serve``: the named agents over A2A (HTTP, a bearer token always)."""
     try:
-        running = start_http(server.streamable_http_app(host=args.host), token, args.host, args.port)
+        from .serve.a2a_server import agent_urls, build_a2a_app
+    except ImportError as exc:  # the A2A SDK is an extra
+        raise AgioError(f"agio a2a serve needs the A2A SDK: pip install 'agio-notebook[a2a]' ({exc})") from None
+    repository, agents = _serving(args, "a2a")
+    running, shown = _serve_http(args, build_a2a_app(agents, repository, expose_store=args.expose_store), "A2A", "")
+    urls = ", ".join(f"{name} at {url}" for name, url in agent_urls(running.url, agents).items())
+    return _serve_until_interrupted(running, f"serving {urls} (bearer token: {shown})")
+
+
+def _serving(args: argparse.Namespace, what: str) -> tuple[Any, dict]:
+    """What ``agio mcp|a2a serve`` serves: an existing store, the named agents; the export, if asked."""
+    from .serve import load_agent_paths
+    from .storage import existing_store
+
+    repository = existing_store(args.store)
+    agents = load_agent_paths(args.agents, f"agio {what} serve")
+    if args.otel:
+        from .telemetry import enable
+
+        enable(args.otel)
+    return repository, agents
+
+
+def _serve_http(args: argparse.Namespace, app: Any, what: str, path: str) -> tuple[Any, str]:
+    """``app`` on HTTP behind a token from ``$AGIO_<WHAT>_TOKEN`` (or a new one); the server, and the token as
+    it may be shown (never one the environment gave)."""
+    import os
+
+    from .serve import new_token, start_http
+
+    variable = f"AGIO_{what}_TOKEN"
+    token = os.environ.get(variable) or new_token()
+    try:
+        running = start_http(app, token, args.host, args.port, path=path, allowed_hosts=args.allow_host,
+                             allowed_origins=args.allow_origin, what=what)
     except (OSError, ValueError) as exc:
         raise AgioError(str(exc)) from None
-    shown = "from $AGIO_MCP_TOKEN" if os.environ.get("AGIO_MCP_TOKEN") else token
-    print(f"agio: serving {', '.join(agents)} on {running.url} (bearer token: {shown}); Ctrl-C stops",
-          file=sys.stderr, flush=True)
+    return running, f"from ${variable}" if os.environ.get(variable) else token
+
+
+def _serve_until_interrupted(running: Any, line: str) -> int:
+    import time
+
+    print(f"agio: {line}; Ctrl-C stops", file=sys.stderr, flush=True)
     try:
         while running.running:
             time.sleep(0.5)
@@ -168,6 +199,22 @@ def _classroom(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_options(parser: argparse.ArgumentParser, default_port: int) -> None:
+    parser.add_argument("--agents", action="append", default=[], metavar="MODULE:ATTRIBUTE",
+                        help="an Agent, a list or a dict of them (or a function returning one); repeatable")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP: the address to bind (default: loopback only)")
+    parser.add_argument("--port", type=int, default=default_port, help="HTTP: the port (0: a free one)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME[:PORT]",
+                        help="HTTP: another Host the server answers to (e.g. a proxy's name); repeatable")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                        help="HTTP: a browser Origin allowed to call (e.g. https://app.example); repeatable")
+    parser.add_argument("--expose-store", action="store_true",
+                        help="let clients list and read every run of the store, not only the served agents'")
+    parser.add_argument("--otel", default=None, metavar="ENDPOINT",
+                        help="export the served runs' spans to this OTLP endpoint (joining callers' traces)")
+
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agio", description="agio-notebook from the terminal")
     parser.add_argument("--store", default=None, help="store directory or URL (sqlite:///FILE, postgresql://…; "
@@ -195,11 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     store.add_argument("--top", type=int, default=5, help="stats: how many of the largest sessions")
     mcp = sub.add_parser("mcp", help="serve the store and agents to MCP clients: mcp serve --agents module:attribute")
     mcp.add_argument("action", choices=["serve"])
-    mcp.add_argument("--agents", action="append", default=[], metavar="MODULE:ATTRIBUTE",
-                     help="an Agent, a list or a dict of them (or a function returning one); repeatable")
     mcp.add_argument("--http", action="store_true", help="streamable HTTP (a bearer token is required) instead of stdio")
-    mcp.add_argument("--host", default="127.0.0.1", help="HTTP: the address to bind (default: loopback only)")
-    mcp.add_argument("--port", type=int, default=8765, help="HTTP: the port (0: a free one)")
+    _serve_options(mcp, 8765)
+    a2a = sub.add_parser("a2a", help="serve agents to A2A clients: a2a serve --agents module:attribute")
+    a2a.add_argument("action", choices=["serve"])
+    _serve_options(a2a, 8766)
     classroom = sub.add_parser("classroom", help="a class on JupyterHub sharing one PostgreSQL store: init, "
                                                  "add-student, remove-student")
     classroom.add_argument("action", choices=["init", "add-student", "remove-student"])
@@ -220,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "(default: keep them; the teacher still sees them)")
     args = parser.parse_args(argv)
     handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store, "mcp": _mcp,
-               "classroom": _classroom}[args.command]
+               "a2a": _a2a, "classroom": _classroom}[args.command]
     from .storage import StoreDamageWarning
 
     with warnings.catch_warnings(record=True) as caught:

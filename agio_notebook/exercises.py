@@ -11,9 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from .core import StepEvent
+from .core import StepEvent, mask
 from .notebook.render import to_html, to_text
-from .notebook.transcript import _mask_secrets
 from .notebook.view_model import fold
 from .teach import (EXERCISES, CheckResult, Exercise, Expectation, Hint, Scenario, ScenarioResult, Trial,
                     UnknownExerciseError, WrongKindError, exercise, expect)
@@ -35,7 +34,7 @@ def check(exercise: Exercise | str, solution: Any, *, strict: bool = False) -> C
 def transcript(events: list[StepEvent]) -> dict[str, str]:
     """A scenario's run drawn as a ``%%agio`` cell's transcript, without its Retry and Fork commands: the run
     lives in the check's throwaway store, not in yours."""
-    view = fold(_mask_secrets([e.to_dict() for e in events if e.type.value != "step_delta"]), None)
+    view = fold(mask([e.to_dict() for e in events if e.type.value != "step_delta"]), None)
     return {"text/html": to_html(view), "text/plain": to_text(view)}
 
 

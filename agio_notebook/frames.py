@@ -317,12 +317,15 @@ def sessions(*, repository: Repository | None = None) -> pd.DataFrame:
 
 def context(run_id: str, step: int, *, repository: Repository | None = None) -> pd.DataFrame:
     """What the model saw: the exact messages model call ``step`` (its step number) of ``run_id`` received,
-    one row each: role, text, tokens (``tokens_estimated`` when no tokenizer counted them), the step the
-    message came from (NA for the system prompt) and whether it was edited in step mode."""
-    from .execution.seen import seen_rows
+    one row each: role, text, tokens (the message with the chat format around it; ``tokens_estimated`` when
+    no tokenizer counted them), the step the message came from (NA for the system prompt) and whether it
+    was edited in step mode. ``frame.attrs`` holds the whole prompt's count (``prompt_tokens``: the rows and
+    the reply's priming, what a budget counts), what the model reported (``reported``) and ``differs``."""
+    from .execution.seen import seen_rows, seen_total
 
-    rows = seen_rows(repository or open_repository(), run_id, step)
-    return pd.DataFrame({
+    repository = repository or open_repository()
+    rows = seen_rows(repository, run_id, step)
+    frame = pd.DataFrame({
         "role": _cat([r["role"] for r in rows], ROLES),
         "text": _text([r["text"] for r in rows]),
         "tokens": _int([r["tokens"] for r in rows]),
@@ -330,3 +333,6 @@ def context(run_id: str, step: int, *, repository: Repository | None = None) -> 
         "step": _int([r["step"] for r in rows]),
         "edited": _bool([r["edited"] for r in rows]),
     })
+    # the whole prompt as the budget counts it (the rows and the reply's priming), and the model's own count
+    frame.attrs.update(seen_total(repository, run_id, step))
+    return frame

@@ -13,7 +13,10 @@ Span tree of one run::
         └── invoke_agent {agent}    an agent called as this tool (a nested run), with its own chats and tools
 
 A nested run's span is a child of the tool call that asked for it (or of the outer run, when the
-tool call's span is not known here), so one trace holds the whole tree of agents.
+tool call's span is not known here), so one trace holds the whole tree of agents. That holds across
+processes too: a tool call that calls an agio agent over MCP or A2A sends its span's W3C ``traceparent``
+with the call (``execution/remote.py``), and the served run's span, in the server's process, joins the
+caller's trace under it (when the server exports to the same place).
 
 Errors are recorded as ``exception`` span events with the span's status set to ERROR.
 """
@@ -29,9 +32,11 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .core import AgentRun, RunStatus, Step, StepRole, ToolCall, scrub
 from .core.redact import redact_url
+from .execution import remote
 from .execution.hooks import AgentHook, add_default_hook, remove_default_hook
 
 if TYPE_CHECKING:
@@ -73,11 +78,26 @@ class OpenTelemetryHook(AgentHook):
         return trace.set_span_in_context(span) if span is not None else None
 
     def _parent_context(self, run: AgentRun) -> Any:
-        """For a nested run: the span of the tool call that asked for it, else that of the outer run."""
+        """For a nested run: the span of the tool call that asked for it, else that of the outer run; for a
+        run served to an agio run of another process (MCP, A2A), the calling tool call's span it sent."""
         if not run.parent_run_id:
             return None
         span = self._tools.get((run.parent_run_id, run.parent_tool_call_id or "")) or self._runs.get(run.parent_run_id)
-        return trace.set_span_in_context(span) if span is not None else None
+        if span is not None:
+            return trace.set_span_in_context(span)
+        caller = remote.served_caller.get()
+        if caller is not None and caller.traceparent and run.parent_run_id == (caller.run_id or "remote"):
+            return TraceContextTextMapPropagator().extract({"traceparent": caller.traceparent})
+        return None
+
+    def traceparent(self, run_id: str, tool_call_id: str | None) -> str | None:
+        """The W3C traceparent of a running tool call's span (what a remote call made from it sends)."""
+        span = self._tools.get((run_id, tool_call_id or ""))
+        if span is None:
+            return None
+        carrier: dict[str, str] = {}
+        TraceContextTextMapPropagator().inject(carrier, context=trace.set_span_in_context(span))
+        return carrier.get("traceparent")
 
     async def on_run_start(self, run: AgentRun) -> None:
         attrs = {**self._attrs(run, "invoke_agent"), "agio.run.kind": run.kind}
@@ -124,7 +144,7 @@ class OpenTelemetryHook(AgentHook):
     async def on_error(self, run: AgentRun, error: BaseException) -> None:
         span = self._runs.get(run.id)
         if span is not None:
-            _record_error(span, type(error).__name__, run.error or scrub(str(error)) or "")  # scrubbed of secrets
+            _record_error(span, type(error).__name__, run.error or str(error))
 
     async def on_run_end(self, run: AgentRun) -> None:
         for key in [k for k in self._tools if k[0] == run.id]:  # cancelled mid-tool
@@ -137,14 +157,14 @@ class OpenTelemetryHook(AgentHook):
                  "gen_ai.usage.output_tokens": m.completion_tokens, "agio.run.steps": m.steps}
         span.set_attributes({k: v for k, v in attrs.items() if v is not None})  # unknown usage: left out
         if run.status is RunStatus.FAILED:
-            span.set_status(Status(StatusCode.ERROR, run.error or "failed"))
+            span.set_status(Status(StatusCode.ERROR, scrub(run.error) or "failed"))
         elif run.status is not RunStatus.COMPLETED:
-            span.set_attribute("agio.run.end_reason", run.error or run.status.value)
+            span.set_attribute("agio.run.end_reason", scrub(run.error) or run.status.value)
         span.end(end_time=_ns(run.ended_at) if run.ended_at else None)
 
 
 def _record_error(span: Any, kind: str, message: str | None) -> None:
-    text = message or kind
+    text = scrub(message) or kind  # span attributes leave the process: masked like every renderer
     span.add_event("exception", {"exception.type": kind, "exception.message": text})
     span.set_status(Status(StatusCode.ERROR, text))
 
@@ -225,6 +245,8 @@ class Telemetry:
 
     def disable(self) -> None:
         remove_default_hook(self.hook)
+        if self.hook.traceparent in remote.trace_parent_of:
+            remote.trace_parent_of.remove(self.hook.traceparent)
         self.provider.shutdown()
 
 
@@ -247,6 +269,7 @@ def enable(endpoint: str | None = None, *, protocol: str | None = None, headers:
     tracer_provider.add_span_processor(BatchSpanProcessor(wrapped, schedule_delay_millis=500))
     hook = OpenTelemetryHook(tracer_provider, provider=provider)
     add_default_hook(hook)
+    remote.trace_parent_of.append(hook.traceparent)  # remote calls from a tool call carry its span
     _ACTIVE = Telemetry(hook, tracer_provider, wrapped)
     return _ACTIVE
 

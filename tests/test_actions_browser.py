@@ -309,3 +309,56 @@ def test_the_interpreter_exits_quietly_with_a_browser_open(tmp_path, server):
         except OSError:
             continue
     assert not leftover, leftover
+
+
+def test_starting_the_browser_never_changes_the_processs_environment(env, server):
+    """Playwright's driver gets the browser's own TMPDIR; the kernel's other threads never see it."""
+    import os
+
+    repo, tools = env
+    before = os.environ.get("TMPDIR")
+    seen: set = set()
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            seen.add(os.environ.get("TMPDIR"))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        step = one_tool_step(repo, "env", tools, "navigate_and_extract", url=server + "/")
+    finally:
+        stop.set()
+        watcher.join()
+    assert step.status == "ok", step.content
+    assert seen == {before}, seen  # (only Playwright's own PLAYWRIGHT_NODEJS_PATH names the driver's launcher)
+
+
+def test_the_chromium_to_drive_is_found_or_named_in_one_line(tmp_path, monkeypatch):
+    import os
+    import shutil as sh
+
+    from agio_notebook.toolkits.browser_tool import find_chromium
+    from agio_notebook.toolkits.errors import ActionError
+
+    real = sh.which("chromium") or "/usr/bin/chromium"
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "chromium-browser").symlink_to(real)
+    monkeypatch.setenv("PATH", str(fake_bin))
+    monkeypatch.delenv("AGIO_CHROMIUM", raising=False)
+    assert find_chromium() == str(fake_bin / "chromium-browser")  # found on PATH under another name
+    monkeypatch.setenv("AGIO_CHROMIUM", real)
+    assert find_chromium() == real
+    monkeypatch.setenv("AGIO_CHROMIUM", str(tmp_path / "nowhere"))
+    with pytest.raises(ActionError, match=r"^no chromium at .*nowhere \(from AGIO_CHROMIUM\)"):
+        browser()
+    with pytest.raises(ActionError, match=r"from executable="):
+        browser(executable=str(tmp_path / "also-nowhere"))
+    monkeypatch.delenv("AGIO_CHROMIUM")
+    monkeypatch.setattr("agio_notebook.toolkits.browser_tool.CHROMIUM", str(tmp_path / "not-installed"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ActionError, match=r"^no chromium found \(chromium, chromium-browser"):
+        browser()
+    assert "\n" not in str(os.environ.get("PATH"))

@@ -79,13 +79,14 @@ def test_call_is_one_traced_model_call_whose_tool_calls_are_returned_not_run(rep
     assert [s.run_id for s in steps] == [None, None, run.id, run.id]  # the history opens the session
     assert run.metrics.model_calls == 1 and steps[2].parent_ids == [steps[1].id]
     assert steps[-1].id == result.step_id and steps[-1].extra["request"]["settings"] == {"temperature": 0}
-    assert repo.get_session(run.session_id).metadata == {"uid": "ada"}
+    metadata = repo.get_session(run.session_id).metadata
+    assert metadata["uid"] == "ada" and metadata["owner"]["agent"] == run.agent_name  # the agent that made it
 
 
 @pytest.mark.parametrize("messages, says", [
     ([], "end with a user message"),
     ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], "end with a user message"),
-    ([{"role": "robot", "content": "a"}], "role 'robot'"),
+    ([{"role": "robot", "content": "a"}], "got 'robot'"),
     ([{"role": "user", "content": 3}], "content must be text"),
     ("hello", "must be a list"),
     ([{"role": "user", "content": "a"}, {"role": "system", "content": "late"}], "only come first"),

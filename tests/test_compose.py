@@ -185,8 +185,13 @@ def test_nested_runs_count_against_the_outermost_cost_budget(repo):
     assert free.status is RunStatus.COMPLETED and free.metrics.cost < 0.00005  # the planner alone: cheap
     budget = ExecutionConfig(max_cost=0.00010)  # above the planner's own spend, below the tree's
     limited = go(StepRunner(planner, config=budget, repository=repo).run(None, "go"))
-    assert limited.status is RunStatus.BUDGET_EXCEEDED
-    assert "max_cost ($0.0001) of the outermost run is used up" in limited.error and "by nested runs" in limited.error
+    tree = [r for r in repo.list_runs() if r.root_run_id == limited.run_id or r.id == limited.run_id]
+    assert sum(r.metrics.cost or 0 for r in tree) <= 0.00010  # the researcher's call is refused before it costs
+    inner = next(r for r in tree if r.agent_name == "researcher")
+    assert inner.status is RunStatus.BUDGET_EXCEEDED and inner.metrics.model_calls == 0
+    assert "max_cost ($0.0001) of the outermost run would be exceeded" in inner.error
+    tool_step = next(s for s in repo.get_steps(limited.session_id) if s.name == "researcher")
+    assert tool_step.status == "error" and "ended budget_exceeded" in tool_step.content
 
 
 def test_an_inner_run_cancelled_on_its_own_is_a_tool_result(repo):

@@ -100,13 +100,15 @@ async def test_stepping_visits_every_pause_point_in_order(tmp_path):
 
 
 def test_token_counts_are_the_models_own_where_it_has_a_tokenizer():
-    from agio_notebook.execution.token_count import count_tokens
+    from agio_notebook.models.tokens import message_counts
 
-    guess = count_tokens("What is 2 + 3?", "scripted")
-    assert guess.estimated and guess.tokens == 4 and str(guess) == "~4"
+    message = {"role": "user", "content": "What is 2 + 3?"}
+    [guess] = message_counts([message], "scripted")
+    assert guess.estimated and guess.tokens == 9 and str(guess) == "~9"  # (4 + 14) characters / 4, and 4 of overhead
     pytest.importorskip("bpe_openai", reason="the optional offline tokenizer")
-    real = count_tokens("What is 2 + 3?", "gpt-4o")
-    assert not real.estimated and real.tokens == 8 and str(real) == "8"
+    [real] = message_counts([message], "gpt-4o")
+    # 8 tokens of text, 1 of the role and 3 of the chat format around the message
+    assert not real.estimated and real.tokens == 12 and str(real) == "12"
 
 
 def _comparable(steps) -> list[dict[str, Any]]:

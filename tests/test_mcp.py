@@ -153,3 +153,56 @@ def test_magics_name_a_server_and_a_cell_uses_its_tools_in_a_real_kernel(tmp_pat
             [m["content"] for m in bad["messages"]])
     finally:
         k.close()
+
+
+BAD_SERVER = [sys.executable, str(SERVERS / "mcp_bad_server.py")]
+
+
+def test_tools_with_bad_names_or_ref_loops_are_left_out_naming_the_server_and_the_others_work():
+    import warnings
+
+    from agio_notebook.tools.mcp import MCPToolRefused
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tools = mcp_tools(BAD_SERVER)
+    assert sorted(t.name for t in tools) == ["echo", "huge", "tree_size"]
+    refused = {str(w.message) for w in caught if issubclass(w.category, MCPToolRefused)}
+    assert len(refused) == 8, refused
+    assert all(line.startswith("MCP server 'mcp_bad_server.py': tool ") and "\n" not in line for line in refused)
+    assert any("'looped' left out: its input schema has a $ref loop (" in line for line in refused)
+    assert any("'self_ref' left out: its input schema has a $ref loop (#/properties/x → #/properties/x)" in line
+               for line in refused)
+    assert any("'dangling' left out: its input schema has a $ref to #/$defs/Missing, which points nowhere" in line
+               for line in refused)
+    for name in ("two words", "line\nbreak", "", "dotted.name", "x" * 80):  # a long name is shown cut
+        assert any(f"tool {name!r} left out: its name is not a tool name" in line for line in refused), name
+    # a recursive schema through properties/items is sane: kept, validated and called
+    result = _run(tools, Reply.call("tree_size", node={"name": "a", "children": [{"name": "b", "children": []}]}),
+                  Reply.call("echo", text="still here"), "end")
+    contents = [s.content for s in result.steps if s.role.value == "tool"]
+    assert contents == ["2", "still here"] and result.status.value == "completed"
+    # asking for a refused tool by name is one clear error, not a silent omission
+    with pytest.raises(MCPError, match="offers tool 'looped', but its input schema has a \\$ref loop"):
+        mcp_tools(BAD_SERVER, allow=["echo", "looped"])
+
+
+@pytest.mark.filterwarnings("ignore::agio_notebook.tools.mcp.MCPToolRefused")
+def test_a_huge_result_is_capped_and_says_so():
+    tools = mcp_tools(BAD_SERVER, max_result_chars=5000)
+    result = _run(tools, Reply.call("huge", text=""), "end")
+    tool_step = next(s for s in result.steps if s.role.value == "tool")
+    head, _, note = tool_step.content.rpartition("\n")
+    assert head == "y" * 5000
+    assert note == "[truncated: the result had 20,971,520 characters; the first 5,000 are shown]"
+    assert result.status.value == "completed"
+
+
+def test_credential_headers_are_secrets_of_the_process():
+    from agio_notebook.core import scrub
+    from agio_notebook.tools.mcp import MCPConnection
+
+    token, key = "tok-" + "q" * 30, "plain words api key value"
+    MCPConnection("http://127.0.0.1:9/mcp", headers={"Authorization": f"Bearer {token}", "X-Api-Key": key,
+                                                      "Accept": "application/json"})
+    assert scrub(f"sent {token} and {key} as application/json") == "sent *** and *** as application/json"

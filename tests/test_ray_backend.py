@@ -198,3 +198,81 @@ def test_a_batch_joins_an_existing_cluster_by_address(tmp_path):
             cluster.wait(60)
         except subprocess.TimeoutExpired:
             cluster.kill()
+
+
+def planner_agent(inner_reply) -> Agent:
+    """An agent that asks its researcher (an agent called as a tool) once, then answers with its words."""
+    researcher = Agent(model=FunctionModel(inner_reply, name="inner"), name="researcher",
+                       config=ExecutionConfig(enable_retry=False))
+
+    def outer(messages, tools):
+        from agio_notebook import Reply
+
+        if messages[-1]["role"] == "tool":
+            return f"planned with: {messages[-1]['content']}"
+        return Reply.call("researcher", query=f"facts about {messages[-1]['content']}")
+
+    return Agent(model=FunctionModel(outer, name="outer"), name="planner", tools=[researcher],
+                 config=ExecutionConfig(enable_retry=False))
+
+
+def _shape(repo, run_id: str) -> list[tuple]:
+    """A run tree as the store holds it: each run's agent, depth, parent links, steps and events."""
+    from agio_notebook.core import run_tree
+    from agio_notebook.storage import iter_events
+
+    rows = []
+    for d in run_tree(repo.iter_run_dicts(), run_id):
+        session = repo.get_session(d["session_id"])
+        steps = [(s.role.value, s.content) for s in repo.get_steps(d["session_id"]) if s.run_id == d["id"]]
+        rows.append((d["agent_name"], d.get("depth", 0), d.get("parent_run_id") is not None,
+                     d.get("parent_tool_call_id") is not None, d["status"], steps,
+                     [e.type.value for e in iter_events(repo, d["id"])],
+                     sorted(session.metadata), session.title is not None))
+    return rows
+
+
+def test_a_ray_batch_of_an_agent_using_agents_as_tools_records_nested_runs_as_in_the_notebook(repo):
+    from agio_notebook import StepRunner
+
+    agent = planner_agent(lambda messages, tools: f"the tides of {messages[-1]['content'].rsplit(' ', 1)[-1]}")
+    h = batch(agent, ["Lisbon"], name="ray-nested", backend="ray", repository=repo).wait(300)
+    res = h.results()
+    assert list(res["final_text"]) == ["planned with: the tides of Lisbon"]
+    on_ray = _shape(repo, res["run_id"][0])
+    local = StepRunner(agent, repository=repo).run_sync(None, "Lisbon")
+    assert on_ray == _shape(repo, local.run_id)  # the same tree, links, steps, events and session records
+    (outer, inner) = on_ray
+    assert inner[1:4] == (1, True, True) and inner[4] == "completed"
+    assert inner[6][0] == "run_started" and inner[6][-1] == "run_completed"
+    tool_step = next(s for s in repo.get_steps(res["session_id"][0]) if s.role.value == "tool")
+    nested = repo.get_run(tool_step.extra["nested_run"]["run_id"])
+    assert nested.parent_run_id == res["run_id"][0] and nested.root_run_id == res["run_id"][0]
+
+
+def test_a_killed_workers_nested_runs_show_interrupted_and_resume(repo, tmp_path):
+    from agio_notebook import StepRunner
+
+    flag = tmp_path / "inner-pid"
+
+    async def inner(messages, tools, flag=str(flag)):
+        if not Path(flag).exists():
+            Path(flag).write_text(str(os.getpid()))
+            await asyncio.sleep(60)  # killed here, inside the nested run
+        return "found it"
+
+    agent = planner_agent(inner)
+    h = batch(agent, ["Porto"], name="ray-nested-kill", backend="ray", repository=repo, retries=1, retry_delay=0.1)
+    wait_until(lambda: flag.exists() and flag.read_text(), 120, "the nested run to start on a worker")
+    os.kill(int(flag.read_text()), signal.SIGKILL)
+    h.wait(300)
+    assert h.records()[0].status is ExecStatus.COMPLETED and h.results()["final_text"][0] == "planned with: found it"
+    nested = [r for r in repo.list_runs() if r.agent_name == "researcher" and r.parent_run_id]
+    lost = [r for r in nested if r.status is RunStatus.INTERRUPTED]
+    assert len(lost) == 1 and "lost" in lost[0].error
+    assert repo.get_run(lost[0].parent_run_id).status is RunStatus.FAILED
+    # the interrupted nested run resumes like any interrupted run: its session answered from where it stopped
+    researcher = agent.registry.get("researcher").function.agent
+    result = asyncio.run(StepRunner(researcher, repository=repo).resume(lost[0].session_id))
+    assert result.status is RunStatus.COMPLETED and result.final_text == "found it"
+    assert [s.role.value for s in repo.get_steps(lost[0].session_id)] == ["user", "assistant"]

@@ -182,3 +182,90 @@ def test_agent_names_must_be_unique_tool_names():
     with pytest.raises(AgioError, match="not an Agent"):
         named_agents({"x": "writer"})
     assert list(named_agents(team)) == ["researcher", "writer"]
+
+
+def test_progress_includes_nested_runs_steps_tagged_with_their_path_and_transcripts_show_nesting(tmp_path):
+    from agio_agents import composed
+
+    repo = TinyDBRepository(tmp_path / "store")
+    progress: list[str] = []
+
+    async def on_progress(done, total, message):
+        progress.append(message)
+
+    server = agio_notebook.serve_mcp(agents=composed, store=repo)
+    try:
+        async def go():
+            transport = streamable_http_client(server.url, http_client=create_mcp_http_client(headers=server.headers))
+            async with Client(transport, read_timeout_seconds=60) as client:
+                answer = await client.call_tool("planner", {"query": "tides"}, progress_callback=on_progress)
+                transcript = await client.call_tool("read_transcript",
+                                                    {"run_id": answer.structured_content["run_id"][:8]})
+                return answer, transcript
+
+        answer, transcript = asyncio.run(go())
+    finally:
+        server.stop()
+    assert answer.content[0].text == "Plan: Found: Tides come from the Moon's pull."
+    nested = next(r for r in repo.list_runs() if r.agent_name == "researcher")
+    tag = f"[nested run {nested.id[:8]}] "
+    assert progress == ["step 1 (user) stored", "step 2 (assistant) stored",
+                        f"{tag}step 1 (user) stored", f"{tag}step 2 (assistant) stored", f"{tag}step 3 (tool) stored",
+                        f"{tag}step 4 (assistant) stored", "step 3 (tool) stored", "step 4 (assistant) stored"]
+    text = transcript.content[0].text
+    lines = text.splitlines()
+    # the nested run is drawn under the tool result it answered, quoted one level deeper
+    at = lines.index(next(line for line in lines if line.startswith("**Tool result** `researcher`")))
+    nested_head = next(i for i, line in enumerate(lines) if line.startswith(f"> ## Run {nested.id[:8]} · researcher"))
+    assert nested_head > at and "> > Moon's pull" not in text
+    assert any(line.startswith("> - calls `lookup(") for line in lines)
+    assert lines.index("**Assistant** (#4)") > nested_head
+
+
+HANDED_OFF = """
+import sys
+sys.path.insert(0, {servers!r})
+from agio_agents import {agent}
+from agio_notebook import StepRunner
+from agio_notebook.core import AgioError
+from agio_notebook.storage import TinyDBRepository
+try:
+    result = StepRunner({agent}, repository=TinyDBRepository({store!r})).run_sync({session!r}, {query!r})
+    print(result.session_id, result.run.agent_name, result.final_text, sep="|")
+except AgioError as exc:
+    print("refused|" + str(exc))
+"""
+
+
+def test_a_session_handed_off_continues_in_another_process_with_the_agent_holding_it(tmp_path):
+    store = _store(tmp_path)
+
+    def in_a_process(agent: str, session, query: str) -> list[str]:
+        code = HANDED_OFF.format(servers=str(SERVERS), agent=agent, store=str(store), session=session, query=query)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.strip().splitlines()
+        assert len(lines) == 1, done.stdout
+        return lines[0].split("|")
+
+    session, agent, text = in_a_process("triage", None, "I want a refund")
+    assert agent == "billing"  # handed off within the first run
+    again = in_a_process("triage", session, "how long will it take?")  # another process, the same session
+    assert again == [session, "billing", "billing here: how long will it take?"]
+    refused = in_a_process("stranger", session, "hello?")
+    assert refused == ["refused", f"this session was handed off to agent 'billing', which agent 'stranger' cannot "
+                                  "reach (it knows: stranger); run the session with that agent"]
+    # and through the MCP server: each client session starts a server process of its own
+    argv = [sys.executable, "-m", "agio_notebook", "--store", str(store), "mcp", "serve", "--agents",
+            "agio_agents:composed"]
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=_env(store))
+
+    async def call(arguments):
+        async with Client(params, read_timeout_seconds=60) as client:
+            return await client.call_tool("triage", arguments)
+
+    first = asyncio.run(call({"query": "a refund, please"}))
+    served = first.structured_content["session_id"]
+    second = asyncio.run(call({"query": "still there?", "session_id": served[:8]}))
+    assert second.content[0].text == "billing here: still there?"
+    assert TinyDBRepository(store).get_run(second.structured_content["run_id"]).agent_name == "billing"

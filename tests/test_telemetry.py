@@ -50,6 +50,19 @@ def _tree(spans):
     return by_id, roots
 
 
+def _under_its_tool_call(spans, outer: str, inner: str, outer_run_id: str):
+    """The inner agent's run span, checked to be a child of the outer run's ``execute_tool`` span for it, at
+    depth 1, in one trace whose only root is the outer run."""
+    by_id, roots = _tree(spans)
+    assert [r["name"] for r in roots] == [f"invoke_agent {outer}"]
+    span = next(s for s in spans if s["name"] == f"invoke_agent {inner}")
+    asked = by_id[span["parent_id"]]
+    assert asked["name"] == f"execute_tool {inner}" and by_id[asked["parent_id"]] is roots[0]
+    assert span["attributes"]["agio.run.parent_id"] == outer_run_id and span["attributes"]["agio.run.depth"] == 1
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+    return span
+
+
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_spans_of_a_run_reach_a_real_receiver_as_a_tree(receiver, protocol):
     project = f"agio-{protocol.split('/')[0]}"
@@ -113,15 +126,9 @@ def test_an_agent_called_as_a_tool_is_a_child_span_of_that_tool_call_in_one_trac
     assert t.flush()
     # boss: run, 2 chats, 1 tool; helper: run, 2 chats, 1 tool
     spans = receiver.spans("agio-nested", expect=8)
-    by_id, roots = _tree(spans)
-    assert [r["name"] for r in roots] == ["invoke_agent boss"]
-    inner = next(s for s in spans if s["name"] == "invoke_agent helper")
-    asked = by_id[inner["parent_id"]]
-    assert asked["name"] == "execute_tool helper" and by_id[asked["parent_id"]] is roots[0]
-    assert inner["attributes"]["agio.run.parent_id"] == result.run_id and inner["attributes"]["agio.run.depth"] == 1
+    inner = _under_its_tool_call(spans, "boss", "helper", result.run_id)
     inner_children = sorted(s["name"] for s in spans if s["parent_id"] == inner["context"]["span_id"])
     assert inner_children == ["chat scripted", "chat scripted", "execute_tool add"]
-    assert len({s["context"]["trace_id"] for s in spans}) == 1
 
 
 def test_usual_otel_variables_configure_the_export(receiver, monkeypatch):
@@ -154,3 +161,33 @@ def test_off_by_default_and_an_endpoint_that_is_down_never_blocks_a_run(caplog):
 def test_a_bad_protocol_is_one_clear_error():
     with pytest.raises(ValueError, match="OTLP protocol must be"):
         telemetry.enable("http://127.0.0.1:1", protocol="carrier-pigeon")
+
+
+def test_a_run_served_over_mcp_in_another_process_joins_the_callers_trace_under_its_tool_call(receiver, tmp_path):
+    import os
+    import sys
+    from pathlib import Path
+
+    from agio_notebook.tools.mcp import close_mcp_servers, mcp_tools
+
+    project = "agio-remote"
+    t = telemetry.enable(receiver.http, resource={"openinference.project.name": project})
+    servers = Path(__file__).parent / "servers"
+    (tmp_path / "store").mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(servers), os.environ.get("PYTHONPATH")])),
+           "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}"}
+    env.pop("AGIO_STORE", None)
+    try:
+        tools = mcp_tools([sys.executable, "-m", "agio_notebook", "--store", str(tmp_path / "store"), "mcp", "serve",
+                           "--agents", "agio_agents:team", "--otel", receiver.http], env=env, allow=["writer"])
+        boss = Agent(model=ScriptedModel([Reply.call("writer", query="a haiku"), "written"]), tools=tools,
+                     name="boss")
+        result = _run(boss)
+        assert result.final_text == "written"
+    finally:
+        close_mcp_servers()  # the server process exits and flushes its spans
+    assert t.flush()
+    # boss: run, 2 chats, 1 tool; the served writer (another process): run, 1 chat
+    spans = receiver.spans(project, expect=6)
+    served = _under_its_tool_call(spans, "boss", "writer", result.run_id)
+    assert [s["name"] for s in spans if s["parent_id"] == served["context"]["span_id"]] == ["chat write-script"]

@@ -8,7 +8,7 @@ import base64
 import pytest
 
 import agio_notebook
-from agio_notebook import Agent, ExecutionConfig, StepRunner, memory, fork_session
+from agio_notebook import Agent, StepRunner, memory, fork_session
 from agio_notebook.core import NotFoundError
 from agio_notebook.memory.trace import MIME_TYPE as TRACE_MIME, trace_from_events
 from agio_notebook.storage import TinyDBRepository

@@ -4,11 +4,12 @@ from .config import ExecutionConfig
 from .errors import (AgioError, AmbiguousIdError, InvalidOperationError, ModelError, NotFoundError, SessionBusyError,
                      StoreError)
 from .events import TERMINAL_EVENTS, TRANSIENT_EVENTS, StepEvent, StepEventType
-from .redact import scrub
+from .redact import mask, scrub
 from .run import AgentRun, AgentSession, RunMetrics, RunStatus, run_tree
 from .step import Step, StepMetrics, StepRole, ToolCall, new_id, now
 
 __all__ = [
+    "mask",
     "AgentRun", "AgentSession", "AgioError", "AmbiguousIdError", "ExecutionConfig", "InvalidOperationError",
     "ModelError", "NotFoundError", "RunMetrics", "RunStatus", "SessionBusyError", "Step", "StepEvent", "StepEventType",
     "StepMetrics", "StepRole", "StoreError", "TERMINAL_EVENTS", "TRANSIENT_EVENTS", "ToolCall", "new_id", "now",

@@ -37,6 +37,9 @@ class ExecutionConfig:
                         ``tool_choice``, ``extra_body``, ...), merged over the agent's ``model_settings``.
     execute_tools       run the tools the model calls (the default); False ends the run at the first reply
                         with tool calls, which stay pending: ``runner.resume(session)`` runs them and goes on.
+    max_nested_runs     nested runs (agents called as tools, at any depth) one outermost run may start; a
+                        call past it is refused with a tool error the model reads. The outermost run's
+                        value holds for its whole tree, as its ``max_tokens`` and ``max_cost`` do.
     """
 
     max_steps: int = 20
@@ -54,12 +57,15 @@ class ExecutionConfig:
     idle_timeout: float | None = 60.0
     model_settings: dict[str, Any] | None = None
     execute_tools: bool = True
+    max_nested_runs: int = 25
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
         if self.max_parallel_tools < 1:
             raise ValueError(f"max_parallel_tools must be >= 1, got {self.max_parallel_tools}")
+        if self.max_nested_runs < 0:
+            raise ValueError(f"max_nested_runs must be >= 0, got {self.max_nested_runs}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
         if self.max_cost is not None and self.max_cost < 0:

@@ -1,17 +1,51 @@
-"""Scrub secrets from text before it is stored or shown.
+"""Scrub secrets from text before it is stored or shown: the one home of secret masking.
 
 Providers echo what they were sent: a 401 says "Incorrect API key provided: sk-…", a proxy quotes the
 ``Authorization`` header, a URL carries ``user:password@``.  Every error line passes through
-:func:`scrub` before it reaches a step, a run record, an event or a cell's output.
+:func:`scrub` before it reaches a step, a run record, an event or a cell's output, and every renderer
+(the notebook's live view and saved transcript, the MCP and A2A transcripts, OpenTelemetry attributes,
+exports) passes what it shows through :func:`mask`.
+
+Two kinds of secret are removed: values the process knows (:func:`known_secrets`: secret-named
+environment variables, a store URL's password, and values registered with :func:`register_secret`,
+such as a configured API key or a server's token), whatever their shape; and text shaped like a
+credential (``sk-…``, ``Authorization: …``, ``api_key=…``, ``user:password@``).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 MASK = "***"
+MIN_SECRET = 8  # shorter values are never masked by value: masking must not shred ordinary words
+
+# environment variables whose values are secrets: the well-known ones and any name that says so
+_SECRET_ENV = re.compile(r"(?i)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY)$")
+_URL_ENV = ("AGIO_STORE", "DATABASE_URL")
+_registered: set[str] = set()
+_registered_lock = threading.Lock()
+
+
+def register_secret(value: str | None) -> None:
+    """Remember ``value`` as a secret of this process: every later :func:`scrub` and :func:`mask` removes it."""
+    if isinstance(value, str) and len(value) >= MIN_SECRET:
+        with _registered_lock:
+            _registered.add(value)
+
+
+def known_secrets() -> list[str]:
+    """The secret values this process knows, longest first (so a secret containing another goes whole)."""
+    found = set(_registered)
+    for name, value in os.environ.items():
+        if _SECRET_ENV.search(name):
+            found.add(value)
+        elif name in _URL_ENV and "://" in value:
+            found.update(url_secrets(value))
+    return sorted((s for s in found if len(s) >= MIN_SECRET), key=len, reverse=True)
 
 # (pattern, replacement): the secret part of each match becomes MASK, its label stays readable.
 _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
@@ -31,15 +65,51 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
 def scrub(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
     """``text`` with every known secret and everything shaped like a credential replaced by ``***``.
 
-    ``secrets`` are exact values to remove (the configured key); values shorter than 4 characters are
-    ignored so that masking never shreds ordinary words.
+    ``secrets`` are exact values to remove besides the process's :func:`known_secrets`; values shorter
+    than 4 characters are ignored so that masking never shreds ordinary words.
     """
     if not text:
         return text
-    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, MASK)
+    extra = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+    return _scrub(text, [*extra, *known_secrets()])
+
+
+def _scrub(text: str, values: list[str]) -> str:
+    """``text`` scrubbed; the very same object when nothing was found (so :func:`mask` copies nothing)."""
+    original = text
+    for secret in values:
+        if secret in text:
+            text = text.replace(secret, MASK)
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
+    return original if text == original else text
+
+
+def mask(data: Any) -> Any:
+    """``data`` (JSON-like: dicts, lists, strings) with every string scrubbed; a new structure where
+    something changed, the same objects where nothing did. What every renderer shows goes through it."""
+    values = known_secrets()
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return _scrub(value, values) if value else value
+        if isinstance(value, dict):
+            out = {k: walk(v) for k, v in value.items()}
+            return value if all(out[k] is value[k] for k in value) else out
+        if isinstance(value, (list, tuple)):
+            items = [walk(v) for v in value]
+            return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
+        return value
+
+    return walk(data)
+
+
+def mask_known(text: str) -> str:
+    """``text`` without the values of :func:`known_secrets` (no pattern matching): what the engine applies
+    to a step's text before it is stored or sent, so a tool that echoes a key never stores it."""
+    for secret in known_secrets():
+        if secret in text:
+            text = text.replace(secret, MASK)
     return text
 
 

@@ -7,6 +7,7 @@ from .context import build_context_from_sequence_range, build_context_from_steps
 from .fork import fork_session
 from .handoff import HandoffError
 from .nested import MAX_DEPTH
+from . import remote  # noqa: F401 - installs the limits remote calls carry (tools/context.py)
 from .hooks import AgentHook
 from .runner import RunResult, StepRunner
 from .step_executor import StepExecutor

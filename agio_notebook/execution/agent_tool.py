@@ -14,10 +14,10 @@ import asyncio
 import json
 from typing import Any, AsyncIterator
 
-from .. import agent as agent_module
 from ..agent import AgentCall
 from ..core import AgentRun, AgentSession, ExecutionConfig, RunStatus, StepEvent, StepEventType
 from ..tools.context import get_call
+from .handoff import hand_off
 from .runner import StepRunner
 from .nested import MAX_DEPTH, ParentLink, Scope, current_agents, current_scope, forward, tree_of
 
@@ -48,9 +48,8 @@ async def call_agent(call: AgentCall, query: str, input: Any = None) -> str:  # 
     agent = call.agent
     ctx, scope = get_call(), current_scope.get()
     text = _query_text(call, query, input)
-    if ctx is None or scope is None:  # called by hand, outside a run: a run of its own
-        result = await StepRunner(agent).run(None, text)
-        return _answer(agent.name, result.run)
+    if ctx is None or scope is None:  # only a run hands agent tools their engine, with a scope
+        raise NestedRunError(f"agent {agent.name!r} can only be called as a tool inside a run")
     parent = scope.run
     chain = (*scope.agents, parent.agent_name or "?", agent.name)
     if parent.depth + 1 > MAX_DEPTH:
@@ -71,6 +70,9 @@ async def call_agent(call: AgentCall, query: str, input: Any = None) -> str:  # 
     config = agent.config or ExecutionConfig()
     runner = StepRunner(agent, config=config, repository=repository, approver=scope.approver)
     tree = tree_of(parent)
+    refused = tree.start_nested() if tree is not None else None
+    if refused is not None:
+        raise NestedRunError(f"agent {agent.name!r} not called: {refused}")
     final: AgentRun | None = None
     child_id: str | None = None
     token = current_agents.set(chain[:-1])
@@ -82,18 +84,12 @@ async def call_agent(call: AgentCall, query: str, input: Any = None) -> str:  # 
                 ctx.step_extra["nested_run"] = {"run_id": child_id, "session_id": session.session_id,
                                                 "agent": agent.name}
             forward(scope, ctx.tool_call_id, child_id, event)
-            if event.run_id != child_id:
-                continue
-            if event.type is _E.STEP_COMPLETED and tree is not None:
-                step = event.payload["step"]
-                if step["role"] == "assistant":
-                    m = step.get("metrics") or {}
-                    tree.add(m.get("total_tokens"), m.get("cost"), "reused" in (step.get("extra") or {}))
-            elif event.type.is_terminal:
+            if event.run_id == child_id and event.type.is_terminal:
                 final = AgentRun.from_dict(event.payload["run"])
     finally:
         current_agents.reset(token)
-    assert final is not None
+    if final is None:  # the stream ended without a terminal event: never by design, said plainly if it does
+        raise NestedRunError(f"agent {agent.name!r}: its nested run ended without an outcome")
     return _answer(agent.name, final)
 
 
@@ -123,10 +119,4 @@ def _answer(name: str, run: AgentRun) -> str:
                          + (f": {run.error}" if run.error else ""))
 
 
-def _install() -> None:
-    from .handoff import hand_off
-
-    agent_module.set_engine(call_agent, hand_off)
-
-
-_install()
+__all__ = ["NestedRunError", "call_agent", "hand_off"]  # what a run hands its tools as their engine

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..core import Step, StepRole
+from ..core.conversation import is_memory_step, to_messages
 from ..storage.base import Repository
 from ..storage.ids import resolve_session_id
 
@@ -23,12 +24,7 @@ def steps_to_messages(steps: Iterable[Step], system_prompt: str | None = None) -
     if block:
         system_prompt = f"{system_prompt}\n\n{block}" if system_prompt else block
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    messages.extend(s.to_message() for s in current if not is_memory_step(s))
-    return messages
-
-
-def is_memory_step(step: Step) -> bool:
-    return step.extra.get("kind") == "memory_read"
+    return messages + to_messages(current)
 
 
 def inherited_memory(steps: list[Step]) -> str | None:

@@ -19,7 +19,7 @@ import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 
 from ..core import Step, StepEvent, StepEventType, ToolCall
-from ..models.request import fingerprint_parts, messages_digest, tools_digest
+from ..models.request import messages_digest, stored_request, tools_digest
 from ..tools import ToolRegistry, ToolResult
 from .pauses import BreakpointSpec, DebugError, ModelCall, Pause, PauseKind, parse_breakpoints
 from .recorder import RunRecorder
@@ -32,13 +32,11 @@ Handler = Callable[[Pause], "Awaitable[None] | None"]
 class Debugger:
     """The pause points of one run in step mode (see the module's docstring)."""
 
-    def __init__(self, handler: Handler, breakpoints: Iterable[BreakpointSpec] | str | None = None,
-                 registry: ToolRegistry | None = None):
+    def __init__(self, handler: Handler, breakpoints: Iterable[BreakpointSpec] | str | None = None):
         self.handler = handler
         self.breakpoints = parse_breakpoints(breakpoints)
         self._plain = [b for b in self.breakpoints if b.predicate is None]
         self._predicates = [b for b in self.breakpoints if b.predicate is not None]
-        self.registry = registry
         self.stepping = False  # after Step: stop at the very next point
         self.points = 0
         self.current: Pause | None = None  # the pause waiting for a decision, if any
@@ -64,15 +62,8 @@ class Debugger:
             else:
                 messages.insert(0, {"role": "system", "content": edits["system"]})
         settings = edits.get("settings", call.settings)
-        sent = dict(call.request)
-        sha = messages_digest(messages)
-        first = messages[0] if messages else None
-        system = first.get("content") if first is not None and first.get("role") == "system" else None
-        sent["messages"] = {"system": system, "count": len(messages), "sha256": sha, "inline": messages}
-        sent["settings"] = settings
-        tools_sha = tools_digest(tools)
-        sent["fingerprint"] = fingerprint_parts(sha, tools_sha, settings)
-        sent["content"] = fingerprint_parts(sha, tools_sha, None)
+        sent = stored_request(call.request["model"], messages, messages_digest(messages), settings, tools,
+                              tools_digest(tools), call.request.get("stream", True), inline=True)
         sent["edited"] = {"proposed": {"messages": list(call.messages), "settings": call.settings},
                           "fields": sorted(edits)}
         call.messages, call.settings, call.request = messages, settings, sent
@@ -91,10 +82,11 @@ class Debugger:
             step.extra["edited"] = {"reply": {"proposed": reply, "sent": sent}}
 
     async def before_tools(self, rec: RunRecorder, to_run: list[ToolCall], results: dict[str, ToolResult],
-                           sequences: dict[str, int]) -> AsyncIterator[StepEvent]:
-        """Pause before each call of the batch; an edit replaces its arguments, a skip answers it by hand."""
+                           sequences: dict[str, int], registry: ToolRegistry) -> AsyncIterator[StepEvent]:
+        """Pause before each call of the batch; an edit replaces its arguments (checked against ``registry``:
+        the tools of the agent holding the run now, after any handoff), a skip answers it by hand."""
         for call in list(to_run):
-            tool = self.registry.get(call.name) if self.registry is not None else None
+            tool = registry.get(call.name)
             pause = self._point(rec, PauseKind.TOOL, sequences[call.id], tool=tool,
                                 tool_call={"id": call.id, "name": call.name, "arguments": call.arguments})
             if pause is None:

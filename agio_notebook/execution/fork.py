@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..agent import OWNER
 from ..core import AgentSession, NotFoundError, Step, new_id
 from ..models.recording import Recording
 from ..storage import current_store
@@ -44,7 +45,8 @@ def fork_session(original_session_id: str, fork_at_sequence: int, repository: Re
     check_continuation_point(steps, fork_at_sequence, "fork")
     origin = repository.get_session(original_session_id)
     session = AgentSession(title=origin.title if origin else None, forked_from=original_session_id,
-                           forked_at=fork_at_sequence)
+                           forked_at=fork_at_sequence,  # the same conversation: the same owner (agent.py)
+                           metadata={OWNER: origin.metadata[OWNER]} if origin and OWNER in origin.metadata else {})
     kept = [s for s in steps if s.sequence <= fork_at_sequence]
     new_ids = {s.id: new_id() for s in kept}  # the trace graph's parent ids point at the copies
     copies = [replace(s, id=new_ids[s.id], session_id=session.session_id, run_id=None, superseded=False,

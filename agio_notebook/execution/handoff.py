@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..agent import Agent, Handoff
+from ..agent import HANDOFF_PREFIX, Agent, Handoff
 from ..core import InvalidOperationError, Step, StepEvent, StepEventType, StepRole, ToolCall
-from ..models.request import tools_digest
-from ..models.settings import check_settings, merge_settings
 from ..tools import ToolResult
 from ..tools.context import get_call
 from .nested import current_scope
@@ -38,7 +36,7 @@ async def hand_off(handoff: Handoff, reason: str | None = None) -> str:
     rec = scope.recorder
     asking = next((s for s in reversed(rec.steps) if s.role is StepRole.ASSISTANT), None)
     calls = asking.tool_calls if asking is not None else []
-    first = next((c for c in calls if c.name.startswith("transfer_to_")), None)
+    first = next((c for c in calls if c.name.startswith(HANDOFF_PREFIX)), None)
     if first is not None and first.id != ctx.tool_call_id:
         raise HandoffError(f"not handed to {target!r}: only the first handoff of a turn is honoured "
                            f"({first.name} was first)")
@@ -77,19 +75,9 @@ def take_handoff(executor: Any, rec: RunRecorder, calls: list[ToolCall],
 
 def switch(executor: Any, rec: RunRecorder, agent: Agent) -> None:
     """Point a running executor at ``agent``: its model, settings, tools and instructions."""
-    from .tool_executor import ToolExecutor
-
     if getattr(executor.model, "replays_tree", False):  # a replayed tree answers the new agent's calls too
         agent = agent.with_model(executor.model)
-    model = agent.model
-    own = getattr(model, "settings", None)
-    executor.model = model
-    executor.settings = merge_settings(own if isinstance(own, dict) else None, check_settings(agent.model_settings),
-                                       check_settings(executor.config.model_settings))
-    executor.registry = agent.registry
-    executor.tool_executor = ToolExecutor(agent.registry, executor.config)
-    executor._schemas = agent.registry.schemas()
-    executor._tools_sha = tools_digest(executor._schemas)
+    executor.use(agent)
     # a new list (the executor digests a context it sees change identity afresh)
     body = rec.messages[1:] if rec.messages and rec.messages[0].get("role") == "system" else rec.messages
     rec.messages = ([{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []) + body

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..agent import Agent
 from ..core import Step, StepMetrics, StepRole, now
+from ..core.conversation import MEMORY_READ, is_memory_step
 from ..memory.records import to_doc
 from ..memory.retrieval import MemoryConfig, format_block, retrieve
 from ..memory.store import existing_memory
@@ -61,7 +62,7 @@ def read_memory(agent: Agent, repository: Repository, query: str, rec: RunRecord
     run = rec.run
     return Step(session_id=run.session_id, run_id=run.id, sequence=rec.next_sequence(), role=StepRole.SYSTEM,
                 content=block, metrics=StepMetrics(duration_ms=took_ms),
-                extra={"kind": "memory_read", "memory": {
+                extra={"kind": MEMORY_READ, "memory": {
                     "query": query, "scope": got.scope, "mode": got.mode, "items": items,
                     "retrieved_at": started_at, "retrieval_ms": took_ms}})
 
@@ -86,4 +87,4 @@ def memory_read_sequence(repository: Repository, run_id: str) -> int | None:
         chain.add(run.id)
         run = repository.get_run(run.retry_of) if run.retry_of else None
     return next((s.sequence for s in repository.get_steps(session_id)
-                 if s.run_id in chain and s.extra.get("kind") == "memory_read"), None)
+                 if s.run_id in chain and is_memory_step(s)), None)

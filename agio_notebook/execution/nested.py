@@ -8,7 +8,7 @@ task). This module holds the pieces the executor needs for that and nothing that
 
 - :func:`interleave` runs a batch of tool calls while forwarding what nested runs emit;
 - :class:`Scope` is what a tool call running under a run can see of it (a contextvar);
-- :class:`Tree` is the outermost run's budget, shared by every run nested in it.
+- :class:`Tree` is the outermost run's budget and fan-out, shared by every run nested in it.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, TypeVar
+from typing import Any, AsyncIterator, Callable, TypeVar
 
-from ..core import AgentRun, ExecutionConfig, StepEvent, StepEventType, run_tree
+from ..core import AgentRun, ExecutionConfig, Step, StepEvent, StepEventType, run_tree
 from ..models.recording import Recording
 from ..storage.base import Repository, iter_events
 from .recorder import RunRecorder
@@ -44,43 +44,117 @@ class ParentLink:
         run.depth, run.root_run_id = self.depth, self.root_run_id
 
 
+FIRST_ANSWER_GUESS = 256  # tokens a nested call is expected to answer with when nothing is known yet
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """What one model call set aside from its tree's budget before it was made."""
+
+    tokens: int
+    cost: float
+
+
 @dataclass
 class Tree:
-    """The outermost run of a tree and what the runs nested in it spent, for the shared budget."""
+    """The outermost run's budget and fan-out, shared by every run nested in it.
 
-    root: AgentRun
+    Every model call of every run of the tree reserves its estimate before it is made and settles it
+    with what it really spent after, so parallel branches cannot all pass the same check: the tree
+    spends past the outermost ``max_tokens``/``max_cost`` by no more than one call's misestimate. A
+    call with no history of its own is expected to answer as long as the longest answer seen in the tree,
+    and a nested run's first call at least :data:`FIRST_ANSWER_GUESS` tokens long: parallel branches that all
+    start at once would otherwise each be let through on a prompt-only estimate.
+    """
+
+    root_id: str
     max_tokens: int | None
     max_cost: float | None
-    nested_tokens: int = 0
-    nested_cost: float | None = 0.0
+    max_runs: int
+    spent_tokens: int = 0
+    spent_cost: float = 0.0
+    nested_tokens: int = 0  # of spent_tokens and spent_cost, what nested runs spent
+    nested_cost: float = 0.0
+    reserved_tokens: int = 0
+    reserved_cost: float = 0.0
+    nested_runs: int = 0
+    longest_completion: int = 0
 
-    def add(self, tokens: int | None, cost: float | None, reused: bool) -> None:
-        """A model call of a nested run (a reused one spent nothing)."""
-        if reused:
-            return
-        self.nested_tokens += tokens or 0
-        if self.nested_cost is not None:
-            self.nested_cost = None if cost is None else self.nested_cost + cost
+    @property
+    def limited(self) -> bool:
+        return self.max_tokens is not None or self.max_cost is not None
 
-    def over(self) -> str | None:
-        """Why no run of the tree may call its model again, or None."""
-        m = self.root.metrics
+    def reserve(self, prompt: int, completion: int, price: Callable[[int, int], float | None], *,
+                nested: bool) -> Reservation | str:
+        """Set aside the next call's estimate; why it may not be made (a line) when the tree cannot afford it.
+
+        Runs on the event loop the whole tree shares, so a check and its reservation are one step."""
+        completion = max(completion, self.longest_completion, FIRST_ANSWER_GUESS if nested else 0)
+        tokens = prompt + completion
         if self.max_tokens is not None:
-            used = (m.total_tokens or 0) + self.nested_tokens
-            if used >= self.max_tokens:
-                return (f"token budget max_tokens={self.max_tokens} of the outermost run is used up "
-                        f"({used} tokens, {self.nested_tokens} of them by nested runs)")
-        if self.max_cost is not None and self.nested_cost is None:
-            return "max_cost is set but the price of a nested run's model is unknown"
-        if self.max_cost is not None and self.nested_cost is not None and m.cost is not None:
-            spent = m.cost + self.nested_cost
-            if spent >= self.max_cost:
-                return (f"max_cost (${self.max_cost:g}) of the outermost run is used up: ${spent:.6f} spent "
-                        f"(${self.nested_cost:.6f} by nested runs)")
+            committed = self.spent_tokens + self.reserved_tokens
+            if committed + tokens > self.max_tokens:
+                return (f"token budget max_tokens={self.max_tokens} of the outermost run would be exceeded "
+                        f"({self.spent_tokens} spent, {self.nested_tokens} of them by nested runs; "
+                        f"{self.reserved_tokens} set aside by calls in flight; about {tokens} more needed)")
+        cost = 0.0
+        if self.max_cost is not None:
+            estimate = price(prompt, completion)
+            if estimate is None:
+                return "max_cost is set but the price of a model in the outermost run's tree is unknown"
+            cost = estimate
+            if self.spent_cost + self.reserved_cost + cost > self.max_cost:
+                return (f"max_cost (${self.max_cost:g}) of the outermost run would be exceeded: "
+                        f"${self.spent_cost:.6f} spent (${self.nested_cost:.6f} by nested runs), "
+                        f"${self.reserved_cost:.6f} set aside by calls in flight, next call ~${cost:.6f}")
+        self.reserved_tokens += tokens
+        self.reserved_cost += cost
+        return Reservation(tokens, cost)
+
+    def settle(self, reservation: Reservation, step: Step | None) -> None:
+        """A reserved call ended (``step``: what it became, None if it failed before): its reservation goes,
+        what it spent stays (the estimate where the spend is unknown)."""
+        self.reserved_tokens -= reservation.tokens
+        self.reserved_cost -= reservation.cost
+        if step is not None and "reused" in step.extra:  # answered from a recording: nothing spent
+            return
+        m = step.metrics if step is not None else None
+        tokens = m.total_tokens if m is not None else None
+        cost = m.cost if m is not None else None
+        spent, paid = reservation.tokens if tokens is None else tokens, reservation.cost if cost is None else cost
+        self.spent_tokens += spent
+        self.spent_cost += paid
+        if step is None or step.run_id != self.root_id:
+            self.nested_tokens += spent
+            self.nested_cost += paid
+        self.longest_completion = max(self.longest_completion, (m.completion_tokens or 0) if m is not None else 0)
+
+    def spent_elsewhere(self, tokens: int, cost: float) -> None:
+        """What runs in another process spent for this tree (an agio agent called over MCP or A2A reports it)."""
+        self.spent_tokens += tokens
+        self.spent_cost += cost
+        self.nested_tokens += tokens
+        self.nested_cost += cost
+
+    def start_nested(self) -> str | None:
+        """A nested run is about to start; why not (a line) past ``max_nested_runs``."""
+        if self.nested_runs >= self.max_runs:
+            return (f"the outermost run already started {self.nested_runs} nested runs "
+                    f"(max_nested_runs={self.max_runs}); answer with what you have")
+        self.nested_runs += 1
         return None
 
 
 _TREES: dict[str, Tree] = {}
+
+
+def tool_engine() -> Any:
+    """What agent tools and handoffs call back into (``execution.agent_tool``): handed to every tool call
+    in its context, so the agent layer never imports the engine. Imported on first use, as it runs a
+    ``StepRunner``, which imports this module."""
+    from . import agent_tool
+
+    return agent_tool
 
 
 def needs_scope(tool: Any) -> bool:
@@ -88,20 +162,23 @@ def needs_scope(tool: Any) -> bool:
     return tool is not None and getattr(tool.function, "needs_scope", False)
 
 
+def join_tree(run: AgentRun, config: ExecutionConfig) -> Tree | None:
+    """The tree ``run`` spends from: a new one for an outermost run (its config's limits hold for every run
+    nested in it), the outermost run's for a nested one (None when that is not in this process)."""
+    if run.tree_root_id == run.id:  # an outermost run, or one served to a run of another process (remote.py)
+        tree = _TREES[run.id] = Tree(run.id, config.max_tokens, config.max_cost, config.max_nested_runs)
+        return tree
+    return _TREES.get(run.tree_root_id)
+
+
 def tree_of(run: AgentRun) -> Tree | None:
     return _TREES.get(run.tree_root_id)
 
 
 def forget_tree(run: AgentRun) -> None:
-    """The outermost run ended: its tree's budget goes with it."""
-    if run.parent_run_id is None:
+    """The root of a tree ended (an outermost run, or a run served to another process): its budget goes."""
+    if run.tree_root_id == run.id:
         _TREES.pop(run.id, None)
-
-
-def over_tree_budget(run: AgentRun) -> str | None:
-    """Why ``run`` may not call its model again because its tree spent the outermost budget, or None."""
-    tree = _TREES.get(run.tree_root_id)
-    return tree.over() if tree is not None else None
 
 
 @dataclass
@@ -154,9 +231,7 @@ async def interleave(results: AsyncIterator[T], rec: RunRecorder, executor: Any,
     The batch runs in a task of its own that sees the :class:`Scope`; cancelling the caller cancels it,
     and so every nested run under it (each records its cancellation and keeps its steps).
     """
-    run, config = rec.run, executor.config
-    if run.tree_root_id not in _TREES:
-        _TREES[run.tree_root_id] = Tree(run, config.max_tokens, config.max_cost)
+    config = executor.config
     queue: asyncio.Queue[Any] = asyncio.Queue()
     scope = Scope(rec, config, recording, executor.model, executor.approver, queue, current_agents.get(),
                   {call_id: step_id for call_id in call_ids})

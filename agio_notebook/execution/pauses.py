@@ -17,10 +17,12 @@ from enum import Enum
 from typing import Any, Callable, Iterable, Mapping, Union
 
 from ..core import AgioError
+from ..core.messages import MessageError, check_tool_calls
+from ..core.messages import check_messages as _check_messages
 from ..models.settings import SettingsError, check_settings
 from ..tools import Tool
 from .approval import check_arguments
-from .token_count import TokenCount, message_tokens
+from ..models.tokens import TokenCount, message_counts, prompt_total
 
 
 class DebugError(AgioError, ValueError):
@@ -34,7 +36,6 @@ class PauseKind(str, Enum):
     RESULT = "result"  # after one tool call's result, before it is stored
 
 
-_ROLES = ("system", "user", "assistant", "tool")
 _EDITS = {PauseKind.MODEL: ("messages", "system", "settings"), PauseKind.REPLY: ("reply",),
           PauseKind.TOOL: ("arguments",), PauseKind.RESULT: ("result",)}
 
@@ -49,57 +50,22 @@ def _parsed(value: Any, what: str) -> Any:
         raise DebugError(f"{what}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
 
 
-def check_tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
-    """Tool calls in the wire shape ``{"id", "type": "function", "function": {"name", "arguments"}}``."""
-    if not isinstance(calls, list):
-        raise DebugError(f"{where}: tool_calls must be a list, got {type(calls).__name__}")
-    out = []
-    for i, call in enumerate(calls):
-        fn = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(fn, dict) or not isinstance(call.get("id"), str) or not isinstance(fn.get("name"), str):
-            raise DebugError(f"{where}: tool_calls[{i}] must be {{\"id\": str, \"type\": \"function\", "
-                             f"\"function\": {{\"name\": str, \"arguments\": str}}}}")
-        arguments = fn.get("arguments", "{}")
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments)
-        out.append({"id": call["id"], "type": "function", "function": {"name": fn["name"], "arguments": arguments}})
-    return out
-
-
 def check_messages(messages: Any) -> list[dict[str, Any]]:
-    """Chat messages of the shape a model accepts; the first problem as one line."""
-    messages = _parsed(messages, "messages")
-    if not isinstance(messages, list) or not messages:
-        raise DebugError("messages must be a non-empty list of {\"role\", \"content\"} objects")
-    out = []
-    for i, message in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(message, dict):
-            raise DebugError(f"{where} must be an object with \"role\" and \"content\", got {type(message).__name__}")
-        role = message.get("role")
-        if role not in _ROLES:
-            raise DebugError(f"{where}: role must be one of {', '.join(_ROLES)}, got {role!r}")
-        content = message.get("content")
-        if content is not None and not isinstance(content, str):
-            raise DebugError(f"{where}: content must be text or null, got {type(content).__name__}")
-        unknown = sorted(set(message) - {"role", "content", "tool_calls", "tool_call_id", "name"})
-        if unknown:
-            raise DebugError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
-        clean: dict[str, Any] = {"role": role, "content": content}
-        if "tool_calls" in message:
-            if role != "assistant":
-                raise DebugError(f"{where}: only an assistant message has tool_calls")
-            clean["tool_calls"] = check_tool_calls(message["tool_calls"], where)
-        if role == "tool":
-            if not isinstance(message.get("tool_call_id"), str):
-                raise DebugError(f"{where}: a tool message needs a \"tool_call_id\" (text)")
-            clean["tool_call_id"] = message["tool_call_id"]
-            if isinstance(message.get("name"), str):
-                clean["name"] = message["name"]
-        elif content is None and not clean.get("tool_calls"):
-            raise DebugError(f"{where}: a {role} message needs content")
-        out.append(clean)
-    return out
+    """An edited request's messages, by the rules every conversation is checked by (``core.messages``)."""
+    try:
+        return _check_messages(_parsed(messages, "messages"), allow_empty=False)
+    except MessageError as exc:
+        raise DebugError(str(exc)) from None
+
+
+MAX_EDIT_CHARS = 1_000_000  # an edit is stored with the step (and what was proposed beside it): keep it sane
+
+
+def _check_size(key: str, value: Any) -> None:
+    size = len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
+    if size > MAX_EDIT_CHARS:
+        raise DebugError(f"{key}: the edit is {size:,} characters; at most {MAX_EDIT_CHARS:,} can be stored "
+                         "with a step")
 
 
 def check_reply(reply: Any) -> dict[str, Any]:
@@ -112,7 +78,10 @@ def check_reply(reply: Any) -> dict[str, Any]:
     content = reply.get("content")
     if content is not None and not isinstance(content, str):
         raise DebugError(f"reply: content must be text or null, got {type(content).__name__}")
-    calls = check_tool_calls(reply.get("tool_calls") or [], "reply")
+    try:
+        calls = check_tool_calls(reply.get("tool_calls") or [], "reply")
+    except MessageError as exc:
+        raise DebugError(str(exc)) from None
     if content is None and not calls:
         raise DebugError("reply: needs content or tool_calls")
     return {"content": content, "tool_calls": calls}
@@ -175,7 +144,9 @@ class Pause:
 
     @property
     def token_total(self) -> int:
-        return sum(t.tokens for t in self.tokens)
+        """The whole prompt: every message with the chat format around it, and the reply's priming (what a
+        budget counts for this call)."""
+        return prompt_total(self.tokens).tokens
 
     @property
     def decided(self) -> bool:
@@ -205,6 +176,7 @@ class Pause:
             raise DebugError(f"cannot edit {', '.join(wrong)} {self._where()}; editable here: {', '.join(allowed)}")
         checked: dict[str, Any] = {}
         for key, value in changes.items():
+            _check_size(key, value)
             if key == "messages":
                 checked[key] = check_messages(value)
             elif key == "system":
@@ -347,4 +319,4 @@ def parse_breakpoints(specs: Iterable[BreakpointSpec] | str | None) -> list[Brea
 
 
 def request_tokens(request: Mapping[str, Any]) -> list[TokenCount]:
-    return [message_tokens(m, request.get("model")) for m in request.get("messages") or ()]
+    return message_counts(request.get("messages") or (), request.get("model"))

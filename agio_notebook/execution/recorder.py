@@ -9,10 +9,12 @@ store's writer thread (grouped with other runs' commits) while the event loop go
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ..core import (TRANSIENT_EVENTS, AgentRun, AgentSession, RunStatus, Step, StepEvent, StepEventType,
                     StepRole, now)
+from ..core.conversation import is_memory_step
 from ..storage.base import Repository
 from ..storage.group_commit import committer_for, store_wait
 
@@ -67,7 +69,7 @@ class RunRecorder:
         if run.attempt > 1 and step.run_id == run.id:
             step.attempt = run.attempt  # a retry's steps are that attempt's
         self._link(step)
-        if step.extra.get("kind") != "memory_read":  # memory goes into the system prompt instead
+        if not is_memory_step(step):  # memory goes into the system prompt instead
             self.messages.append(step.to_message())
         self.steps.append(step)
         self._pending_steps.append(step)
@@ -121,6 +123,11 @@ class RunRecorder:
         last = self.steps[-1] if self.steps else None
         return list(last.parent_ids) if last is not None and last.role is StepRole.TOOL else []
 
+    def stage(self, steps: list[Step]) -> None:
+        """Steps that go into the next commit only: not into the context or the run's totals (a side-effect
+        call's "started" step, which its result replaces, same id, before the next model call)."""
+        self._pending_steps.extend(steps)
+
     def update_step(self, step: Step) -> None:
         """A changed version of an already stored step (e.g. tool time filled in, superseded)."""
         if not any(p is step for p in self._pending_steps):
@@ -159,21 +166,11 @@ class RunRecorder:
         if commit is None:
             return
         committer = self._committer
-        wait = store_wait.get()
-        if wait is not None:
-            wait.begin()
-        try:
+        with self._durably(commit):
             if committer is None:
                 self.repository.commit(**commit)
             else:
                 committer.submit(commit).result()
-        except BaseException:
-            self._restore(commit)
-            raise
-        finally:
-            if wait is not None:
-                wait.end()
-        self.committed()
 
     async def commit(self) -> None:
         """:meth:`checkpoint` without blocking the event loop: the store's writer thread makes it
@@ -183,23 +180,25 @@ class RunRecorder:
         if commit is None:
             return
         committer = self._committer
-        if committer is None:
-            try:
+        with self._durably(commit):
+            if committer is None:
                 self.repository.commit(**commit)
-            except BaseException:
-                self._restore(commit)
-                raise
-            self.committed()
-            return
-        durable = committer.submit_async(commit)
-        durable.add_done_callback(lambda f: f.cancelled() or f.exception())  # a cancelled waiter's outcome is seen
+            else:
+                durable = committer.submit_async(commit)
+                durable.add_done_callback(lambda f: f.cancelled() or f.exception())  # a cancelled waiter's outcome is seen
+                await asyncio.shield(durable)  # a cancelled run's commit still completes, in order
+
+    @contextmanager
+    def _durably(self, commit: dict[str, Any]) -> Iterator[None]:
+        """Around one commit: its wait counted as the store's (:data:`store_wait`); a failed commit stays
+        pending for the next (the run's last) to try again; :meth:`committed` once it is durable."""
         wait = store_wait.get()
         if wait is not None:
             wait.begin()
         try:
-            await asyncio.shield(durable)  # a cancelled run's commit still completes, in order
+            yield
         except asyncio.CancelledError:
-            raise
+            raise  # the shielded commit goes on, and lands
         except BaseException:
             self._restore(commit)
             raise

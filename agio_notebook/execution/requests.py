@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import AgioError, NotFoundError, Step, scrub
+from ..core.conversation import current_at, is_memory_step
 from ..models.request import build_request, messages_digest
 from ..storage.base import Repository
 
@@ -46,8 +47,8 @@ def context_of(repository: Repository, step: Step) -> list[tuple[dict[str, Any],
     if ref.get("system") is not None and "inline" not in ref:
         triples.append(({"role": "system", "content": ref["system"]}, None, False))
     # a memory_read step is not a message: its text is part of the stored system prompt
-    triples.extend((s.to_message(), s.sequence, False) for s in _context_at(repository, step)
-                   if s.extra.get("kind") != "memory_read")
+    earlier = current_at(repository.get_steps(step.session_id, 1, step.sequence - 1, include_superseded=True), step)
+    triples.extend((s.to_message(), s.sequence, False) for s in earlier if not is_memory_step(s))
     if "inline" in ref:  # edited in step mode: what was sent is stored whole; origins where unchanged
         triples = _match_origins(ref["inline"], stored.get("edited", {}).get("proposed", {}).get("messages"),
                                  triples)
@@ -79,15 +80,4 @@ def _match_origins(sent: list[dict[str, Any]], proposed: list[dict[str, Any]] | 
     return out
 
 
-def _context_at(repository: Repository, step: Step) -> list[Step]:
-    """For each sequence before ``step``, the attempt that was current when ``step`` was made: the latest
-    one created no later than it (a retry's attempts are created after the ones they supersede)."""
-    every = repository.get_steps(step.session_id, 1, step.sequence - 1, include_superseded=True)
-    chosen: dict[int, Step] = {}
-    for s in every:
-        if s.created_at > step.created_at or s.id == step.id:
-            continue
-        best = chosen.get(s.sequence)
-        if best is None or (s.created_at, s.attempt) >= (best.created_at, best.attempt):
-            chosen[s.sequence] = s
-    return [chosen[q] for q in sorted(chosen)]
+

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..core import AgentRun, InvalidOperationError, NotFoundError, RunStatus, Step, StepRole
+from ..core.conversation import is_memory_step
 from ..storage.base import Repository
 from ..storage.ids import resolve_run_id, resolve_session_id
 from .context import pending_tool_calls
@@ -70,7 +71,7 @@ def plan_retry(repository: Repository, run_id: str, from_seq: int | None, active
         raise NotFoundError(f"session {run.session_id} of run {run_id} has no steps")
     if from_seq is None:
         own = [s for s in steps if s.run_id == run_id and s.role is not StepRole.USER
-               and s.extra.get("kind") != "memory_read"]  # a retry reuses the recorded memory
+               and not is_memory_step(s)]  # a retry reuses the recorded memory
         if not own:
             raise InvalidOperationError(f"run {run_id} has no current model step to retry; pass from_seq")
         from_seq = own[0].sequence

@@ -14,19 +14,21 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 
-from ..agent import Agent
+from ..agent import Agent, stamp_owner
 from ..core import (AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, ModelError, RunMetrics,
                     RunStatus, SessionBusyError, Step, StepEvent, StepEventType, StepRole)
+from ..core.conversation import is_memory_step
+from ..core.messages import check_answered, check_messages
 from ..models.recording import Recording
 from ..storage import Repository, open_repository
 from ..storage.ids import resolve_run_id, resolve_session_id
 from .approval import Approver
 from .debug import Debugger, DebugRun, Handler
 from .pauses import BreakpointSpec, parse_breakpoints
-from .context import is_memory_step, pending_tool_calls, steps_to_messages, trailing_ids
+from .context import pending_tool_calls, steps_to_messages, trailing_ids
 from .fork import attempts_recording, fork_recording, fork_session
 from .handoff import holder
-from .history import check_answered, check_messages, history_steps
+from .history import history_steps
 from .hooks import AgentHook, HookCaller, default_hooks
 from .nested import ParentLink, forget_tree
 from .memory_read import memory_event_payload, memory_read_sequence, read_memory
@@ -177,8 +179,7 @@ class StepRunner:
         self.repository = repository if repository is not None else open_repository()
         self.approver = approver
         self._hook_caller = HookCaller(self.hooks)
-        self._executor = StepExecutor(agent.model, agent.registry, self.config, self._hook_caller, approver,
-                                      settings=agent.model_settings)
+        self._executor = StepExecutor(agent, self.config, self._hook_caller, approver)
 
     # -- public entry points -----------------------------------------------------
     async def run_stream(self, session: AgentSession | str | None, query: str, *,
@@ -204,6 +205,8 @@ class StepRunner:
                 new_session = session if repo.get_session(session_id) is None else None
             else:
                 new_session = None if repo.get_session(session_id) is not None else AgentSession(session_id=session_id)
+            if new_session is not None:
+                stamp_owner(new_session, self.agent)  # which agent made it: servers continue only their own
             steps = repo.get_steps(session_id) if new_session is None else []
             if history:
                 if steps:
@@ -275,8 +278,7 @@ class StepRunner:
         async def start(handler: Handler) -> RunResult:
             events: list[StepEvent] = []
             try:
-                async for event in self.debug_stream(session, query, Debugger(handler, breakpoints,
-                                                                              self.agent.registry)):
+                async for event in self.debug_stream(session, query, Debugger(handler, breakpoints)):
                     events.append(event)
             except asyncio.CancelledError:
                 if not events or not events[-1].type.is_terminal:

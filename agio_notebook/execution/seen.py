@@ -11,7 +11,7 @@ from typing import Any
 from ..core import NotFoundError, Step, StepRole
 from ..storage.base import Repository
 from .requests import context_of
-from .token_count import message_text, message_tokens
+from ..models.tokens import TokenCount, message_counts, message_text, prompt_total
 
 
 def model_call_step(repository: Repository, run_id: str, step: int) -> Step:
@@ -33,13 +33,33 @@ def model_call_step(repository: Repository, run_id: str, step: int) -> Step:
 
 
 def seen_rows(repository: Repository, run_id: str, step: int) -> list[dict[str, Any]]:
-    """One dict per message model call ``step`` of ``run_id`` received: position, role, text, tokens,
-    tokens_estimated, step (where the message came from; None for the system prompt) and edited."""
+    """One dict per message model call ``step`` of ``run_id`` received: position, role, text, tokens (the
+    message with the chat format around it, counted as the budget counts), tokens_estimated, step (where
+    the message came from; None for the system prompt) and edited."""
+    return _rows(repository, model_call_step(repository, run_id, step))
+
+
+def seen_total(repository: Repository, run_id: str, step: int) -> dict[str, Any]:
+    """The prompt of model call ``step`` as counted (:func:`prompt_total`: its messages and the reply's
+    priming) beside what the model reported (``usage.prompt_tokens``; None when it reported nothing), and
+    whether they differ."""
     call = model_call_step(repository, run_id, step)
+    return _total(_rows(repository, call), call)
+
+
+def _total(rows: list[dict[str, Any]], call: Step) -> dict[str, Any]:
+    total = prompt_total([TokenCount(r["tokens"], r["tokens_estimated"]) for r in rows])
+    reported = call.metrics.prompt_tokens
+    return {"prompt_tokens": total.tokens, "estimated": total.estimated, "reported": reported,
+            "differs": reported is not None and reported != total.tokens}
+
+
+def _rows(repository: Repository, call: Step) -> list[dict[str, Any]]:
     model = (call.extra.get("request") or {}).get("model")
+    context = context_of(repository, call)
+    counts = message_counts([m for m, _, _ in context], model)
     rows = []
-    for position, (message, origin, edited) in enumerate(context_of(repository, call)):
-        count = message_tokens(message, model)
+    for position, ((message, origin, edited), count) in enumerate(zip(context, counts)):
         row = {"position": position, "role": message.get("role"), "text": message_text(message),
                "tokens": count.tokens, "tokens_estimated": count.estimated, "step": origin, "edited": edited}
         if message.get("tool_call_id"):
@@ -48,17 +68,18 @@ def seen_rows(repository: Repository, run_id: str, step: int) -> list[dict[str, 
     return rows
 
 
-def seen_by_call(repository: Repository, run_id: str) -> dict[int, list[dict[str, Any]]]:
-    """Every model call of the run (by its step number) with what it saw; calls whose request cannot be
-    rebuilt (stored before requests were kept) are left out."""
+def seen_by_call(repository: Repository, run_id: str) -> dict[int, tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """Every model call of the run (by its step number) with what it saw and its prompt's total (see
+    :func:`seen_total`); calls whose request cannot be rebuilt (stored before requests were kept) are left out."""
     run = repository.get_run(run_id)
     if run is None:
         return {}
-    out: dict[int, list[dict[str, Any]]] = {}
+    out: dict[int, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
     for s in repository.get_steps(run.session_id, include_superseded=True):
         if s.run_id == run_id and s.role is StepRole.ASSISTANT and s.extra.get("request"):
             try:
-                out[s.sequence] = seen_rows(repository, run_id, s.sequence)
+                rows = _rows(repository, s)
             except Exception:  # noqa: BLE001 - a transcript shows what it can
                 continue
+            out[s.sequence] = (rows, _total(rows, s))
     return out

@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Callable, Iterable
 import pydantic
 
 from ..core import ExecutionConfig, ToolCall, scrub
+from ..core.redact import mask_known
 from ..tools import Tool, ToolRegistry, ToolResult
 from ..tools.base import to_content
 from ..tools.context import ToolCallContext, tool_call_scope
@@ -103,7 +104,8 @@ class ToolExecutor:
             except Exception as exc:  # noqa: BLE001
                 return self._fail(call, "exception", f"result cannot be serialised: {exc}", started, attempt,
                                   arguments)
-            return ToolResult(tool_call_id=call.id, name=call.name, content=content,
+            # a tool that echoes a key of this process never hands it to the model, the store or a view
+            return ToolResult(tool_call_id=call.id, name=call.name, content=mask_known(content),
                               duration_ms=(time.perf_counter() - started) * 1000.0, attempts=attempt,
                               arguments=arguments)
 

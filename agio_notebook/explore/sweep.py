@@ -18,7 +18,7 @@ import itertools
 import math
 from dataclasses import dataclass, field, fields, replace
 from html import escape
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any, Awaitable, TypeVar
 
 from ..core import AgioError, AgentRun, InvalidOperationError, NotFoundError, Step, StepRole, now
+from ..core.conversation import is_memory_step
 from ..models.base import Model, TextDelta
 from ..storage.base import Repository
 from .records import Experience, Feedback, Proposal, from_doc, to_doc
@@ -44,7 +45,7 @@ def trace_text(run: AgentRun, steps: list[Step]) -> str:
     """The run as short lines: what the extractor reads."""
     lines = [f"Query: {run.query}"]
     for s in steps:
-        if s.extra.get("kind") == "memory_read":
+        if is_memory_step(s):
             lines.append(f"#{s.sequence} memory: {len(s.extra.get('memory', {}).get('items', []))} item(s)")
         elif s.role is StepRole.ASSISTANT:
             calls = ", ".join(f"{c.name}({c.arguments})" for c in s.tool_calls)

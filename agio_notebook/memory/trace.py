@@ -17,26 +17,27 @@ from typing import Any, Iterable
 import pandas as pd
 
 from ..core import NotFoundError, run_tree
+from ..core.conversation import MEMORY_READ, is_memory_step
 from ..storage.base import Repository
 from ..storage.ids import resolve_run_id
 from ..views import graph_layout, graph_png
 
 MIME_TYPE = "application/vnd.agio.trace+json"
 
-KIND_STYLE = {"user": ("#ddf4ff", "#0969da"), "memory_read": ("#fff8c5", "#9a6700"),
+KIND_STYLE = {"user": ("#ddf4ff", "#0969da"), MEMORY_READ: ("#fff8c5", "#9a6700"),
               "model": ("#fbefff", "#8250df"), "tool": ("#dafbe1", "#1a7f37"), "context": ("#f6f8fa", "#8c959f"),
               "action": ("#fff1e5", "#bc4c00")}
 
 
 def step_kind(step: dict[str, Any]) -> str:
-    if (step.get("extra") or {}).get("kind") == "memory_read":
-        return "memory_read"
+    if is_memory_step(step):
+        return MEMORY_READ
     return {"assistant": "model", "user": "user", "tool": "tool"}.get(step["role"], step["role"])
 
 
 def _label(step: dict[str, Any], kind: str) -> str:
     head = f"#{step['sequence']}" + (f" (attempt {step.get('attempt', 1)})" if step.get("attempt", 1) > 1 else "")
-    if kind == "memory_read":
+    if kind == MEMORY_READ:
         items = ((step.get("extra") or {}).get("memory") or {}).get("items") or []
         return f"{head} memory: {len(items)} item(s)"
     if kind == "tool":

@@ -13,6 +13,7 @@ import re
 from typing import Any, AsyncIterator
 
 from ..core import ModelError, scrub
+from ..core.redact import register_secret
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
 from .settings import check_settings, merge_settings
 
@@ -30,6 +31,7 @@ class OpenAIModel:
         self.settings = merge_settings({"temperature": temperature, "extra_body": extra_body},
                                        check_settings(settings))
         self.include_usage = include_usage
+        given = client is not None
         if client is None:
             from openai import AsyncOpenAI
 
@@ -37,6 +39,9 @@ class OpenAIModel:
                                  base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None,
                                  organization=organization, max_retries=max_retries, timeout=timeout)
         self._client = client
+        # the key (given, or the one a client passed in holds) is masked by value wherever it would show;
+        # a key from OPENAI_API_KEY is a secret-named variable, masked already
+        register_secret(api_key or (getattr(client, "api_key", None) if given else None))
 
     @property
     def base_url(self) -> str:

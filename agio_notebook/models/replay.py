@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 
 from ..core import ModelError, NotFoundError, Step, StepRole, run_tree
+from ..core.conversation import current_at, to_messages
 from ..storage import current_store
 from ..storage.ids import resolve_run_id, resolve_session_id
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
@@ -60,27 +61,6 @@ async def response_chunks(response: dict[str, Any]) -> AsyncIterator[ModelChunk]
     yield Finish("tool_calls" if calls else "stop")
 
 
-class _SessionSteps:
-    """A session's steps by sequence, to rebuild what the model was sent by a call (only when needed)."""
-
-    def __init__(self, steps: list[Step]):
-        self.by_seq: dict[int, list[Step]] = defaultdict(list)
-        for s in steps:
-            self.by_seq[s.sequence].append(s)
-        self.sequences = sorted(self.by_seq)
-
-    def context(self, step: Step) -> list[Step]:
-        """Per earlier sequence, the latest attempt that existed when ``step`` was made."""
-        context = []
-        for seq in self.sequences:
-            if seq >= step.sequence:
-                break
-            seen = [s for s in self.by_seq[seq] if s.created_at <= step.created_at]
-            if seen:
-                context.append(max(seen, key=lambda s: (s.attempt, s.created_at)))
-        return context
-
-
 @dataclass(slots=True)
 class RecordedCall:
     """One recorded model call: its request fingerprint, where it sits, and what it answered."""
@@ -88,14 +68,14 @@ class RecordedCall:
     index: int
     fingerprint: str
     step: Step
-    session: _SessionSteps
+    steps: list[Step]  # its session's steps, every attempt: what it saw is rebuilt from them on demand
     system: str | None
 
     def messages(self) -> list[dict[str, Any]]:
         """The recorded request's messages, rebuilt from the steps the model had seen."""
         head = [{"role": "system", "content": self.system}] if self.system is not None else []
         # a memory_read step is not a message: its text is part of the stored system prompt
-        return head + [s.to_message() for s in self.session.context(self.step) if s.extra.get("kind") != "memory_read"]
+        return head + to_messages(current_at(self.steps, self.step))
 
 
 def recorded_calls(steps: Iterable[Step], run_ids: set[str] | None = None, *,
@@ -107,7 +87,6 @@ def recorded_calls(steps: Iterable[Step], run_ids: set[str] | None = None, *,
     and forks. Matching needs only the stored fingerprints.
     """
     steps = list(steps)
-    session = _SessionSteps(steps)
     targets = sorted((s for s in steps if s.role is StepRole.ASSISTANT
                       and (run_ids is None or s.run_id in run_ids) and not (current_only and s.superseded)),
                      key=lambda s: (s.created_at, s.sequence))
@@ -119,7 +98,7 @@ def recorded_calls(steps: Iterable[Step], run_ids: set[str] | None = None, *,
             raise NotFoundError(f"step {step.sequence} of session {step.session_id} was recorded without its "
                                 "request; record the run again to replay it")
         key = request.get("content") or content_key(ref["sha256"], tools_digest(request.get("tools") or ()))
-        calls.append(RecordedCall(len(calls), key, step, session, ref.get("system")))
+        calls.append(RecordedCall(len(calls), key, step, steps, ref.get("system")))
     return calls
 
 

@@ -81,3 +81,19 @@ def request_fingerprint(request: Mapping[str, Any]) -> str:
     """A stable id of what a model was asked: equal requests (up to key order) give equal fingerprints."""
     return fingerprint_parts(messages_digest(request.get("messages") or ()), request.get("tools") or (),
                              request.get("settings"))
+
+
+def stored_request(model: str, messages: Sequence[Mapping[str, Any]], messages_sha256: str,
+                   settings: Mapping[str, Any], tools: Sequence[Mapping[str, Any]], tools_sha256: str, stream: bool,
+                   *, inline: bool = False) -> dict[str, Any]:
+    """What is stored with a model call's step: its request with the messages *by reference* (the system
+    prompt, how many, their chained digest), or ``inline`` where they are not the stored steps (an edit at
+    a step-mode pause). The one place that shapes it: the executor and the debugger both call it."""
+    first = messages[0] if messages else None
+    system = first.get("content") if first is not None and first.get("role") == "system" else None
+    ref: dict[str, Any] = {"system": system, "count": len(messages), "sha256": messages_sha256}
+    if inline:
+        ref["inline"] = list(messages)
+    return {"model": model, "settings": settings, "tools": tools, "stream": stream, "messages": ref,
+            "fingerprint": fingerprint_parts(messages_sha256, tools_sha256, settings),
+            "content": fingerprint_parts(messages_sha256, tools_sha256, None)}

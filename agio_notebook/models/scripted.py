@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Callable, Iterable
 
 from ..core import InvalidOperationError, ModelError
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
+from .tokens import PromptCounter, completion_tokens, count_text
 
 _WORDS = re.compile(r"\S+\s*|\s+")
 
@@ -79,19 +80,18 @@ def _as_reply(value: Any) -> Reply:
 
 
 def reply_chunks(reply: Reply, chunk_size: int, prompt_tokens: int, call_prefix: str = "call", *,
-                 stream: bool = True) -> Iterable[ModelChunk]:
-    """A reply as the chunks a streaming provider would send (without ``stream``, the text in one piece)."""
-    completion = 0
+                 stream: bool = True, model_name: str | None = None) -> Iterable[ModelChunk]:
+    """A reply as the chunks a streaming provider would send (without ``stream``, the text in one piece);
+    its usage counted by the one token counter (:mod:`.tokens`), as the budget counts."""
+    completion = completion_tokens(reply.text, [(s.name, s.raw_arguments) for s in reply.tool_calls], model_name)
     if reply.text:
         words = _tokens(reply.text)
-        completion += len(words)
         if not stream:
             chunk_size = len(words)
         for i in range(0, len(words), chunk_size):
             yield TextDelta("".join(words[i:i + chunk_size]))
     for index, spec in enumerate(reply.tool_calls):
         raw = spec.raw_arguments
-        completion += 1 + len(raw) // 4
         call_id = spec.id or f"{call_prefix}_{index}"
         if len(raw) > 16:  # arguments arrive in pieces, as from real providers
             half = len(raw) // 2
@@ -153,25 +153,6 @@ def _chunk_tokens(chunk: Any) -> int:
     return 0
 
 
-class _PromptCounter:
-    """Plausible prompt-token counts without rescanning history: count only messages not seen before."""
-
-    __slots__ = ("_seen", "_total")
-
-    def __init__(self) -> None:
-        self._seen = 0
-        self._total = 0
-
-    def count(self, messages: list[dict[str, Any]]) -> int:
-        if len(messages) < self._seen:  # a new conversation
-            self._seen, self._total = 0, 0
-        for m in messages[self._seen:]:
-            content = m.get("content") or ""
-            self._total += 4 + len(content) // 4 + 8 * len(m.get("tool_calls") or ())
-        self._seen = len(messages)
-        return self._total
-
-
 class ScriptedModel:
     """Replies from a script, streamed in chunks of ``chunk_size`` words, with token usage.
 
@@ -189,7 +170,7 @@ class ScriptedModel:
         self.loop = loop
         self.calls: list[tuple[list[dict[str, Any]], int]] = []
         self._next = 0
-        self._counter = _PromptCounter()
+        self._counter = PromptCounter(self.name)
         self._token = secrets.token_hex(3)
 
     def __repr__(self) -> str:
@@ -198,7 +179,7 @@ class ScriptedModel:
     def reset(self) -> None:
         self._next = 0
         self.calls.clear()
-        self._counter = _PromptCounter()
+        self._counter = PromptCounter(self.name)
 
     def messages_of(self, i: int) -> list[dict[str, Any]]:
         messages, n = self.calls[i]
@@ -214,7 +195,7 @@ class ScriptedModel:
         self._next += 1
         self.calls.append((messages, len(messages)))
         chunks = reply_chunks(reply, self.chunk_size, self._counter.count(messages),
-                              f"call_{self._token}{len(self.calls)}", stream=stream)
+                              f"call_{self._token}{len(self.calls)}", stream=stream, model_name=self.name)
         async for chunk in self.latency.for_reply(reply).pace(chunks):
             yield chunk  # type: ignore[misc]
 
@@ -230,7 +211,7 @@ class FunctionModel:
         self.latency = Latency(ttft, tokens_per_second)
         self.name = name or getattr(fn, "__name__", "function")
         self.chunk_size = max(1, chunk_size)
-        self._counter = _PromptCounter()
+        self._counter = PromptCounter(self.name)
         self._n = 0
         self._token = secrets.token_hex(3)
 
@@ -244,7 +225,7 @@ class FunctionModel:
             completion, saw_usage = 0, False
             async for item in self.latency.pace(self.fn(messages, tools)):
                 if isinstance(item, str):
-                    completion += len(_tokens(item))
+                    completion += count_text(item, self.name)[0]
                     yield TextDelta(item)
                 else:
                     saw_usage = saw_usage or isinstance(item, Usage)
@@ -257,6 +238,7 @@ class FunctionModel:
             value = await value
         self._n += 1
         reply = _as_reply(value)
-        chunks = reply_chunks(reply, self.chunk_size, prompt, f"call_{self._token}{self._n}", stream=stream)
+        chunks = reply_chunks(reply, self.chunk_size, prompt, f"call_{self._token}{self._n}", stream=stream,
+                              model_name=self.name)
         async for chunk in self.latency.for_reply(reply).pace(chunks):
             yield chunk  # type: ignore[misc]

@@ -4,15 +4,19 @@ OpenAI's encodings come from ``bpe-openai``, which embeds them (``tiktoken`` dow
 use, which fails offline). A message costs its role, content, name and tool calls plus the chat
 format's few tokens around each message. Any other model is estimated at about four characters a
 token, on the high side, so a budget that trusts the estimate stops early rather than late.
-Budgets (``execution.budget``) and anything that shows per-message counts use this one module.
+This is the one token counter: budgets (``execution.budget``), the offline models' reported usage, the
+step debugger's pause view and "what the model saw" (``context()``) all count with it, so the numbers a
+learner sees are the numbers a budget counts.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 PER_MESSAGE = 3  # OpenAI's chat format: <|start|>role<|message|> … <|end|>
 PER_NAME = 1
@@ -71,7 +75,18 @@ def count_text(text: str, model_name: str | None) -> tuple[int, bool]:
     return len(encoding.encode(text, disallowed_special=())), True
 
 
-def _message_text(message: dict[str, Any]) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class TokenCount:
+    """A count and whether it is only an estimate (about four characters a token)."""
+
+    tokens: int
+    estimated: bool
+
+    def __str__(self) -> str:
+        return f"~{self.tokens}" if self.estimated else str(self.tokens)
+
+
+def _message_text(message: Mapping[str, Any]) -> list[str]:
     parts = [str(message.get("role") or "")]
     content = message.get("content")
     if isinstance(content, list):  # content parts: their text counts (images are priced apart)
@@ -86,7 +101,7 @@ def _message_text(message: dict[str, Any]) -> list[str]:
     return parts
 
 
-def count_tokens(messages: Sequence[dict[str, Any]], model_name: str | None) -> tuple[list[int], bool]:
+def count_tokens(messages: Sequence[Mapping[str, Any]], model_name: str | None) -> tuple[list[int], bool]:
     """Tokens of each chat message (as the OpenAI chat API counts them) and whether the counts are exact.
 
     A whole prompt costs ``sum(counts) + REPLY_PRIMING``. Without an encoding for the model each
@@ -104,7 +119,55 @@ def count_tokens(messages: Sequence[dict[str, Any]], model_name: str | None) -> 
     return counts, encoding is not None
 
 
-def prompt_tokens(messages: Sequence[dict[str, Any]], model_name: str | None) -> tuple[int, bool]:
+def prompt_tokens(messages: Sequence[Mapping[str, Any]], model_name: str | None) -> tuple[int, bool]:
     """Tokens of a whole prompt of ``messages`` (the reply's priming included) and whether exact."""
     counts, exact = count_tokens(messages, model_name)
     return sum(counts) + REPLY_PRIMING, exact
+
+
+def message_counts(messages: Sequence[Mapping[str, Any]], model_name: str | None) -> list[TokenCount]:
+    """One :class:`TokenCount` per message (each with the chat format's overhead around it); a prompt of
+    them costs their sum plus :data:`REPLY_PRIMING` (see :func:`prompt_total`)."""
+    counts, exact = count_tokens(messages, model_name)
+    return [TokenCount(n, not exact) for n in counts]
+
+
+def prompt_total(counts: Sequence[TokenCount]) -> TokenCount:
+    """What a prompt of messages with these counts costs: their sum and the reply's priming."""
+    return TokenCount(sum(c.tokens for c in counts) + REPLY_PRIMING, any(c.estimated for c in counts))
+
+
+def completion_tokens(text: str | None, calls: Sequence[tuple[str, str]], model_name: str | None) -> int:
+    """Tokens of a reply: its text and each tool call's name and arguments (what an offline model reports
+    as its completion, counted like everything else)."""
+    total = count_text(text, model_name)[0] if text else 0
+    return total + sum(count_text(name, model_name)[0] + count_text(args, model_name)[0] for name, args in calls)
+
+
+class PromptCounter:
+    """A conversation's prompt tokens as it grows, counting only the messages not counted before (what
+    the offline models report as their usage, so a scripted run's tokens agree with its budget)."""
+
+    __slots__ = ("model_name", "_seen", "_total")
+
+    def __init__(self, model_name: str | None) -> None:
+        self.model_name = model_name
+        self._seen = 0
+        self._total = 0
+
+    def count(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        if len(messages) < self._seen:  # a new conversation
+            self._seen, self._total = 0, 0
+        self._total += sum(count_tokens(messages[self._seen:], self.model_name)[0])
+        self._seen = len(messages)
+        return self._total + REPLY_PRIMING
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """What of a chat message a person reads: its content and its tool calls' names and arguments."""
+    content = message.get("content")
+    parts = [content if isinstance(content, str) else json.dumps(content) if content is not None else ""]
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        parts.append(f"{fn.get('name', '')}({fn.get('arguments', '')})")
+    return "\n".join(p for p in parts if p)

@@ -18,10 +18,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..core import InvalidOperationError, new_id
+from ..core import InvalidOperationError, mask, new_id
 from ..scheduling import BatchHandle
 from ..views import text_html
-from .transcript import _mask_secrets
 from .worker import capture_parent, restore_parent, submit
 
 MIME_TYPE = "application/vnd.agio.batch+json"
@@ -153,7 +152,7 @@ def summary_text(d: dict[str, Any]) -> str:
 
 
 def summary_bundle(handle: BatchHandle) -> dict[str, Any]:
-    d = _mask_secrets(summary_data(handle))  # errors come from providers, which echo keys
+    d = mask(summary_data(handle))  # errors come from providers, which echo keys
     return {MIME_TYPE: d, "text/html": summary_html(d), "text/plain": summary_text(d)}
 
 

@@ -423,7 +423,7 @@ class Controller:
             shell.user_ns["_agio"] = handle  # the latest run's handle, whatever the cell displays
         approver = functools.partial(_ask, handle, live) if shell is not None else None
         if step:  # step mode: each pause shows as a view in the cell (or, without a kernel, waits for Python)
-            handle.debugger = Debugger(functools.partial(show_pause, handle, live), breakpoints, agent.registry)
+            handle.debugger = Debugger(functools.partial(show_pause, handle, live), breakpoints)
             if shell is not None:
                 warm_pause_views()
 

@@ -22,11 +22,14 @@ _EDITED = ('<span class="agio-edited" title="{title}" style="font-size:11px;colo
 
 def seen_payload(repository: Repository, run_id: str) -> dict[str, Any]:
     """What every model call of the run saw, for the bundle: each distinct message once, and per call
-    (its step number) the positions of its messages, so a long session does not repeat its history."""
+    (its step number) the positions of its messages, so a long session does not repeat its history, and
+    its prompt's total beside what the model reported (``totals``)."""
     rows: list[dict[str, Any]] = []
     index: dict[str, int] = {}
     calls: dict[str, list[int]] = {}
-    for sequence, messages in seen_by_call(repository, run_id).items():
+    totals: dict[str, dict[str, Any]] = {}
+    for sequence, (messages, total) in seen_by_call(repository, run_id).items():
+        totals[str(sequence)] = total
         positions = []
         for row in messages:
             row = {k: v for k, v in row.items() if k != "position"}
@@ -36,7 +39,7 @@ def seen_payload(repository: Repository, run_id: str) -> dict[str, Any]:
                 rows.append(row)
             positions.append(index[key])
         calls[str(sequence)] = positions
-    return {"messages": rows, "calls": calls}
+    return {"messages": rows, "calls": calls, "totals": totals}
 
 
 def attach_seen(view: RunView, seen: dict[str, Any] | None) -> None:
@@ -48,6 +51,7 @@ def attach_seen(view: RunView, seen: dict[str, Any] | None) -> None:
         positions = (seen.get("calls") or {}).get(str(step.sequence))
         if positions is not None and step.role == "assistant":
             step.seen = [rows[i] for i in positions if 0 <= i < len(rows)]
+            step.seen_total = (seen.get("totals") or {}).get(str(step.sequence))
 
 
 def _pause_line(pause: dict[str, Any]) -> str:
@@ -83,7 +87,7 @@ def step_marks_html(step: StepView) -> str:
     for pause in step.pauses:
         out += f'<div class="agio-pause-mark" style="{_SMALL}">{escape(_pause_line(pause))}</div>'
     if step.seen:
-        out += seen_html(step.seen)
+        out += seen_html(step.seen, step.seen_total)
     return out
 
 
@@ -96,10 +100,22 @@ def card_marks_html(card: ToolCard) -> str:
     return out
 
 
-def seen_html(rows: list[dict[str, Any]]) -> str:
+def seen_summary(rows: list[dict[str, Any]], total: dict[str, Any] | None) -> str:
+    """The disclosure's line: messages, the prompt's tokens as the budget counts them (the chat format and
+    the reply's priming included), and what the model reported where that differs."""
+    if total is None:  # a bundle saved before totals were kept: the messages' sum
+        total = {"prompt_tokens": sum(int(r.get("tokens") or 0) for r in rows),
+                 "estimated": any(r.get("tokens_estimated") for r in rows)}
+    est = total.get("estimated")
+    line = (f"What the model saw · {len(rows)} {'message' if len(rows) == 1 else 'messages'} · "
+            f"{'~' if est else ''}{total['prompt_tokens']} tokens{' (estimated)' if est else ''}")
+    if total.get("differs"):
+        line += f" · the model reported {total['reported']}"
+    return line
+
+
+def seen_html(rows: list[dict[str, Any]], total: dict[str, Any] | None = None) -> str:
     """"What the model saw" as a disclosure: one row per message, role, tokens, the step it came from."""
-    total = sum(int(r.get("tokens") or 0) for r in rows)
-    estimated = any(r.get("tokens_estimated") for r in rows)
     body = "".join(
         f'<tr class="agio-seen-row{" agio-seen-edited" if r.get("edited") else ""}">'
         f'<td style="{_SMALL}">{escape(str(r.get("role")))}</td>'
@@ -108,9 +124,8 @@ def seen_html(rows: list[dict[str, Any]]) -> str:
         f'{" edited" if r.get("edited") else ""}</td>'
         f'<td><pre style="{_MONO};margin:0;white-space:pre-wrap">{escape(str(r.get("text") or ""))}</pre></td></tr>'
         for r in rows)
-    return (f'<details class="agio-seen" style="margin:2px 0"><summary style="{_SMALL}">What the model saw · '
-            f'{len(rows)} messages · {"~" if estimated else ""}{total} tokens{" (estimated)" if estimated else ""}'
-            f'</summary><table style="border-collapse:collapse">{body}</table></details>')
+    return (f'<details class="agio-seen" style="margin:2px 0"><summary style="{_SMALL}">'
+            f'{escape(seen_summary(rows, total))}</summary><table style="border-collapse:collapse">{body}</table></details>')
 
 
 def marks_text(step: StepView) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import ipywidgets as widgets
 
-from ..core import StepEvent, StepEventType
+from ..core import StepEvent, StepEventType, mask
 from .shared_widgets import button_style, html, html_style, layout
 from .render import (ROLE_COLORS, card_html, footer_html, header_html, memory_card_html, metrics_line, role_color,
                      step_label)
@@ -157,8 +157,10 @@ class LiveView:
         return self.counter[0]
 
     def feed(self, event: StepEvent | dict[str, Any]) -> bool:
-        """Apply an event; flush if the interval has passed or the run ended. Returns whether it flushed."""
-        self.view.apply(event)
+        """Apply an event; flush if the interval has passed or the run ended. Returns whether it flushed.
+
+        What the view shows is masked like every renderer (a tool may echo a key of this process)."""
+        self.view.apply(mask(event.to_dict() if isinstance(event, StepEvent) else event))
         self._dirty = True
         kind = event.type if isinstance(event, StepEvent) else _E(event["type"])
         if kind.is_terminal or self.clock() - self._last_flush >= self.min_interval:

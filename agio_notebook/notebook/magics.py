@@ -12,7 +12,6 @@ from IPython.core.async_helpers import _asyncio_runner
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from ..agent import Agent
 from ..core import AgioError, AmbiguousIdError, NotFoundError
 from ..storage.ids import resolve_session_id
 from ..models.settings import parse_settings

@@ -55,7 +55,7 @@ def request_html(pause: Pause) -> str:
 
 
 def _message_text(message: dict[str, Any]) -> str:
-    from ..execution.token_count import message_text
+    from ..models.tokens import message_text
 
     return message_text(message)
 

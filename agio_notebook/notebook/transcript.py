@@ -8,11 +8,9 @@ not configuration, and any configured API key that slipped into model or tool te
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any, Iterable
 
-from ..core import AgentRun, AgentSession, StepEvent, StepEventType
+from ..core import AgentRun, AgentSession, StepEvent, StepEventType, mask
 from ..execution.attempts import Attempt, list_attempts
 from ..execution.nested import nested_events
 from ..storage.base import Repository, iter_events
@@ -23,19 +21,6 @@ from .view_model import fold
 
 MIME_TYPE = "application/vnd.agio.run+json"
 BUNDLE_VERSION = 1
-SECRET_ENV_VARS = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "AGIO_API_KEY")
-
-
-def _mask_secrets(data: Any) -> Any:
-    secrets = [v for v in (os.environ.get(name) for name in SECRET_ENV_VARS) if v and len(v) >= 8]
-    if not secrets:
-        return data
-    text = json.dumps(data)
-    if not any(s in text for s in secrets):
-        return data
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return json.loads(text)
 
 
 def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | dict[str, Any] | None = None,
@@ -52,7 +37,7 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
     if run_dict is None:
         run_dict = next((e["payload"]["run"] for e in reversed(dicts) if "run" in e["payload"]), None)
     session_dict = session.to_dict() if isinstance(session, AgentSession) else session
-    payload = _mask_secrets({"version": BUNDLE_VERSION, "run": run_dict, "session": session_dict,
+    payload = mask({"version": BUNDLE_VERSION, "run": run_dict, "session": session_dict,
                              "events": dicts, "attempts": attempt_dicts(attempts),
                              **({"seen": seen} if seen else {})})
     view = fold(payload["events"], payload["session"])

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..core import StepEvent, StepEventType
+from ..core.conversation import is_memory_step
 
 _E = StepEventType
 
@@ -49,6 +50,7 @@ class StepView:
     edited: dict[str, Any] = field(default_factory=dict)  # step mode: the request or the reply was edited
     pauses: list[dict[str, Any]] = field(default_factory=list)  # step mode: before the call, after the reply
     seen: list[dict[str, Any]] | None = None  # the messages this model call received (from the bundle)
+    seen_total: dict[str, Any] | None = None  # its prompt's tokens as counted, and as the model reported them
 
 
 @dataclass
@@ -126,7 +128,7 @@ class RunView:
             view.text = step.get("content") or ""
             view.status, view.attempt = step.get("status", "ok"), step.get("attempt", 1)
             view.superseded, view.metrics, view.complete = step.get("superseded", False), step.get("metrics") or {}, True
-            if (step.get("extra") or {}).get("kind") == "memory_read":
+            if is_memory_step(step):
                 view.role, view.text = "memory", ""  # shown as a card from its memory_read event
             if step["role"] == "tool" and step.get("tool_call_id") in self._cards:
                 card = self._cards[step["tool_call_id"]]  # figures and screenshots come whole with the step

@@ -4,8 +4,13 @@ Ray has no task priorities, so the queue, the priorities, the caps and the rate 
 driver's :class:`Executor`; Ray only executes. A worker runs the agent against an in-memory store and
 streams the run's events back (a Ray generator); the driver writes them to the TinyDB store as they
 arrive, so workers never touch the store files and what the driver announces is already on disk.
-A worker that dies mid-run leaves a run the driver marks failed, and the item is retried per its
-policy (the task itself is never retried by Ray: a replayed generator would repeat events).
+An agent that calls agents as tools runs its nested runs on the same worker: their events come back
+inside the run's own (``nested`` events), with each nested session's record before its first event, and
+the driver stores each nested run, its steps and events in its own session, linked to its parent, exactly
+as a local run would.
+A worker that dies mid-run leaves a run the driver marks failed (its nested runs that had not ended are
+marked ``interrupted``, and resume like any interrupted run), and the item is retried per its policy (the
+task itself is never retried by Ray: a replayed generator would repeat events).
 
 Needs the ``ray`` extra: ``pip install agio-notebook[ray]``.
 """
@@ -135,7 +140,8 @@ def run_on_worker(agent: Agent, config: ExecutionConfig, session_id: str, query:
 
     yield {"_agio_worker": {"pid": os.getpid()}}
     loop = asyncio.new_event_loop()
-    runner = StepRunner(agent, hooks=[Catch()], config=config, repository=InMemoryRepository())
+    repository = InMemoryRepository()
+    runner = StepRunner(agent, hooks=[Catch()], config=config, repository=repository)
     stream = runner.run_stream(session_id, query).__aiter__()
     try:
         while True:
@@ -143,8 +149,14 @@ def run_on_worker(agent: Agent, config: ExecutionConfig, session_id: str, query:
                 event = loop.run_until_complete(stream.__anext__())
             except StopAsyncIteration:
                 break
-            if event.type is not _E.STEP_DELTA:
-                yield event.to_dict()
+            own = event.payload["event"] if event.type is _E.NESTED else event.to_dict()
+            if own["type"] == _E.STEP_DELTA.value:
+                continue  # the driver stores completed steps; deltas are for a live view
+            if own["type"] == _E.RUN_STARTED.value:  # the session's record (its title, links, owner) first
+                session = repository.get_session(own["session_id"])
+                if session is not None:
+                    yield {"_agio_session": session.to_dict()}
+            yield event.to_dict()
         if Catch.error is not None:
             from .limits import is_retryable
 
@@ -185,7 +197,7 @@ class RayBackend:
                       config: ExecutionConfig) -> AgentRun:
         gen = self.remote().remote(agent, config, rec.session_id, rec.request.get("query", ""))
         run: AgentRun | None = None
-        session_known = repo.get_session(rec.session_id) is not None
+        writer = _Writer(repo, rec.session_id)
         try:
             async for ref in gen:
                 item = await ref
@@ -196,18 +208,26 @@ class RayBackend:
                     err = item["_agio_error"]
                     catcher.error = _RemoteError(err["message"], err["retryable"])
                     continue
+                if "_agio_session" in item:
+                    writer.sessions[item["_agio_session"]["session_id"]] = AgentSession.from_dict(item["_agio_session"])
+                    continue
                 event = StepEvent.from_dict(item)
-                run, session_known = _persist(repo, event, run, session_known)
+                if event.type is _E.NESTED:
+                    writer.persist(StepEvent.from_dict(event.payload["event"]))
+                    continue
+                run = writer.persist(event) or run
                 if event.type is _E.RUN_STARTED:
                     catcher.started(event.run_id)
         except asyncio.CancelledError:
             ray.cancel(gen, force=True)
             if run is not None and not run.status.is_terminal:
                 _close(repo, run, RunStatus.CANCELLED, "cancelled")
+            writer.close_nested(RunStatus.CANCELLED, "cancelled")
             raise
         except (ray.exceptions.RayError, OSError) as exc:
             if run is not None and not run.status.is_terminal:
                 _close(repo, run, RunStatus.FAILED, f"the Ray worker running it was lost: {type(exc).__name__}")
+            writer.close_nested(RunStatus.INTERRUPTED, "the Ray worker running it was lost")
             raise WorkerLost(f"the Ray worker running this execution was lost ({type(exc).__name__})") from None
         finally:
             self.worker_pids.pop(rec.id, None)
@@ -222,19 +242,39 @@ class _RemoteError(Exception):
         self.retryable = retryable
 
 
-def _persist(repo: Repository, event: StepEvent, run: AgentRun | None,
-             session_known: bool) -> tuple[AgentRun | None, bool]:
-    """Write what one streamed event carries (run, step) with the event itself, in one commit."""
-    p = event.payload
-    session = None if session_known else AgentSession(session_id=event.session_id)
-    if event.type is _E.RUN_STARTED or event.type.is_terminal:
-        run = AgentRun.from_dict(p["run"])
-        repo.commit(session=session, run=run, events=[event])
-    elif event.type is _E.STEP_COMPLETED:
-        repo.commit(session=session, steps=[Step.from_dict(p["step"])], events=[event])
-    else:
-        repo.commit(session=session, events=[event])
-    return run, True
+class _Writer:
+    """The driver's side of a worker's stream: each event's run and step stored with the event, in one
+    commit, for the run itself and every run nested in it (each in its own session)."""
+
+    def __init__(self, repo: Repository, session_id: str):
+        self.repo = repo
+        self.known = {session_id} if repo.get_session(session_id) is not None else set()
+        self.sessions: dict[str, AgentSession] = {}  # records the worker sent, written with their first event
+        self.runs: dict[str, AgentRun] = {}  # every run seen start, by id
+
+    def persist(self, event: StepEvent) -> AgentRun | None:
+        """Store one event of the run or of a nested run; the run it carries, if any."""
+        p = event.payload
+        session = None
+        if event.session_id not in self.known:
+            session = self.sessions.pop(event.session_id, None) or AgentSession(session_id=event.session_id)
+            self.known.add(event.session_id)
+        run = None
+        if event.type is _E.RUN_STARTED or event.type.is_terminal:
+            run = self.runs[event.run_id] = AgentRun.from_dict(p["run"])
+            self.repo.commit(session=session, run=run, events=[event])
+        elif event.type is _E.STEP_COMPLETED:
+            self.repo.commit(session=session, steps=[Step.from_dict(p["step"])], events=[event])
+        else:
+            self.repo.commit(session=session, events=[event])
+        return run
+
+    def close_nested(self, status: RunStatus, error: str) -> None:
+        """The worker is gone: its nested runs that had not ended end here (a dead process's runs are
+        ``interrupted``, as the store reports them locally, and resume like them)."""
+        for run in self.runs.values():
+            if run.parent_run_id and not run.status.is_terminal:
+                _close(self.repo, run, status, error)
 
 
 def _close(repo: Repository, run: AgentRun, status: RunStatus, error: str) -> None:

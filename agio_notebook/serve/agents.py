@@ -36,6 +36,19 @@ def load_agents(path: str) -> dict[str, Agent]:
     return named_agents(value, where=f"--agents {path}")
 
 
+def load_agent_paths(paths: Iterable[str], what: str) -> dict[str, Agent]:
+    """The agents of several ``module:attribute`` paths (``--agents`` repeated), names unique across them."""
+    agents: dict[str, Agent] = {}
+    for path in paths:
+        for name, agent in load_agents(path).items():
+            if name in agents:
+                raise AgioError(f"--agents: two agents are named {name!r}")
+            agents[name] = agent
+    if not agents:
+        raise AgioError(f"{what}: name the agents to serve with --agents module:attribute")
+    return agents
+
+
 def named_agents(value: Any, *, where: str = "agents") -> dict[str, Agent]:
     """One name per agent: a dict's keys, else each agent's ``name``; names must be unique tool names."""
     if isinstance(value, Agent):

@@ -1,8 +1,17 @@
-"""A stored run as Markdown: what an MCP client (or a person in a terminal) reads of a transcript."""
+"""A stored run as Markdown: the one transcript renderer of the servers (MCP's ``read_transcript`` and run
+resources, A2A's status messages), masked of the process's secrets (``core.redact.mask``).
+
+A run that called agents as tools shows each nested run under the tool result it answered, quoted one
+level deeper, as the notebook's transcript draws it inside the tool card.
+"""
 
 from __future__ import annotations
 
-from ..core import AgentRun, NotFoundError, Step, StepRole
+import re
+
+from ..core import AgentRun, NotFoundError, Step, StepRole, mask
+from ..core.conversation import is_memory_step
+from ..execution.nested import MAX_DEPTH
 from ..storage.base import Repository
 
 _LIMIT = 4000  # characters of one tool result shown; the whole result stays in the store
@@ -12,17 +21,41 @@ def run_markdown(repository: Repository, run_id: str) -> str:
     run = repository.get_run(run_id)
     if run is None:
         raise NotFoundError(f"no run {run_id!r} in the store")
-    steps = [s for s in repository.get_steps(run.session_id) if s.run_id == run.id]
-    return "\n\n".join([_head(run), *(_step(s) for s in steps if _shown(s)), _foot(run)])
+    return mask(_run(repository, run, 1, {run.id}))
 
 
-def _head(run: AgentRun) -> str:
-    return (f"# Run {run.id[:8]} · {run.agent_name or 'agent'} ({run.model_name or 'model'})\n\n"
-            f"session `{run.session_id}` · run `{run.id}` · {run.kind} · **{run.status.value}**")
+def step_markdown(step: Step) -> str:
+    """One stored step, as a client is told it (masked)."""
+    return mask(_step(step))
 
 
-def _shown(step: Step) -> bool:
-    return step.extra.get("kind") != "memory_read"
+def _run(repository: Repository, run: AgentRun, level: int, seen: set[str]) -> str:
+    blocks = [_head(run, level)]
+    for step in repository.get_steps(run.session_id):
+        if step.run_id != run.id or is_memory_step(step):
+            continue
+        blocks.append(_step(step))
+        nested = _nested(repository, step, seen) if level <= MAX_DEPTH else None
+        if nested is not None:
+            seen.add(nested.id)
+            blocks.append(_quote(_run(repository, nested, level + 1, seen)))
+    blocks.append(_foot(run))
+    return "\n\n".join(blocks)
+
+
+def _nested(repository: Repository, step: Step, seen: set[str]) -> AgentRun | None:
+    """The nested run that answered this tool step (an agent called as a tool), if it is in the store."""
+    link = step.extra.get("nested_run") if step.role is StepRole.TOOL else None
+    run_id = link.get("run_id") if isinstance(link, dict) else None
+    if not run_id or run_id in seen:
+        return None
+    return repository.get_run(run_id)
+
+
+def _head(run: AgentRun, level: int) -> str:
+    where = (f" · nested at depth {run.depth} under run `{run.parent_run_id}`" if run.parent_run_id else "")
+    return (f"{'#' * min(level, 6)} Run {run.id[:8]} · {run.agent_name or 'agent'} ({run.model_name or 'model'})\n\n"
+            f"session `{run.session_id}` · run `{run.id}` · {run.kind} · **{run.status.value}**{where}")
 
 
 def _step(step: Step) -> str:
@@ -32,7 +65,8 @@ def _step(step: Step) -> str:
         text = step.content or ""
         if len(text) > _LIMIT:
             text = text[:_LIMIT] + f"… [{len(step.content or '')} characters]"
-        return f"**Tool result** `{step.name}` (#{step.sequence}, {step.status})\n\n```\n{text}\n```"
+        fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+        return f"**Tool result** `{step.name}` (#{step.sequence}, {step.status})\n\n{fence}\n{text}\n{fence}"
     if step.role is StepRole.ASSISTANT:
         parts = [f"**Assistant** (#{step.sequence})"]
         if step.content:

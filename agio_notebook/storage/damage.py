@@ -11,7 +11,7 @@ import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 Doc = dict[str, Any]
 
@@ -24,17 +24,56 @@ class StoreDamageWarning(UserWarning):
 class Damage:
     """One unreadable part of one file (``line`` is 1-based, ``None`` for the file as a whole)."""
 
-    path: Path
+    path: Path | str  # a file, or a database's (password-free) URL
     what: str
     line: int | None = None
+    lost: tuple[tuple[str, int, int], ...] = ()  # lost steps: (run id, committed, left) per run
 
     def __str__(self) -> str:
         where = f" (line {self.line})" if self.line is not None else ""
         return f"store file {self.path}{where}: {self.what}"
 
 
+# damage is reported on every read that meets it, not once per place in the code that read it
+warnings.filterwarnings("always", category=StoreDamageWarning)
+
+
 def report(damage: Damage, stacklevel: int = 3) -> None:
     warnings.warn(str(damage), StoreDamageWarning, stacklevel=stacklevel)
+
+
+def lost_steps(where: Path | str, session_id: str, runs: Iterable[Doc], held: Mapping[Any, int],
+               acknowledged: Mapping[str, int] | None = None) -> Damage | None:
+    """Steps a session's runs committed that its file (or table) no longer holds (``held``: steps found
+    per run id), as one damage record.
+
+    A run's record counts the steps it stored (``metrics.steps``; ``runs`` may hold a run's record twice,
+    from an index and from the session, and the larger count holds); superseded runs are left out
+    (pruning removes their steps). Every read of the session meets the loss again, so it is never forgotten once
+    a torn tail has been cut; only a repair acknowledges it (``acknowledged``: run id -> the steps left when
+    ``agio store repair`` recorded the loss), until more go missing."""
+    committed: dict[str, int] = {}
+    replaced: set[str] = set()
+    for run in runs:  # a run may come twice (an index and a session file): the larger count holds
+        committed[run["id"]] = max(committed.get(run["id"], 0), (run.get("metrics") or {}).get("steps") or 0)
+        if run.get("superseded_by"):
+            replaced.add(run["id"])
+    known = acknowledged or {}
+    short = [(rid, n, held.get(rid, 0)) for rid, n in committed.items()
+             if rid not in replaced and held.get(rid, 0) < n and known.get(rid) != held.get(rid, 0)]
+    if not short:
+        return None
+    missing = sum(c - h for _, c, h in short)
+    detail = "; ".join(f"run {rid[:8]} committed {c}, {h} left" for rid, c, h in short[:3])
+    return Damage(where, f"session {session_id} has lost {missing} committed step{'s' if missing != 1 else ''} "
+                         f"({detail}{'; ...' if len(short) > 3 else ''}); restore it from a backup, or "
+                         "`agio store repair` to record the loss and read on", lost=tuple(short))
+
+
+def acknowledgements(damage: Damage, stamp: str) -> list[Doc]:
+    """What a repair records of lost steps (the ``lost`` records a session keeps), one per short run."""
+    return [{"id": rid, "committed": committed, "left": left, "repaired_at": stamp}
+            for rid, committed, left in damage.lost]
 
 
 _WS = " \t\r\n"

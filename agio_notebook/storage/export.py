@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import orjson
 
-from ..core import AgentRun, AgentSession, Step, StepEvent
+from ..core import AgentRun, AgentSession, Step, StepEvent, mask
 from .base import Repository, iter_events
 from .journal import atomic_write
 from .memory import InMemoryRepository
@@ -28,7 +28,13 @@ TABLES = ("sessions", "runs", "steps", "events")
 
 
 def iter_records(repository: Repository, session_id: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(table, doc)`` for everything stored (or one session's), sessions first."""
+    """``(table, doc)`` for everything stored (or one session's), sessions first; secrets masked (an export
+    is shared)."""
+    for table, doc in _records(repository, session_id):
+        yield table, mask(doc)
+
+
+def _records(repository: Repository, session_id: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
     sessions = repository.list_sessions()
     if session_id is not None:
         sessions = [s for s in sessions if s.session_id == session_id]

@@ -25,6 +25,7 @@ SESSION_KEYS: dict[str, Callable[[Doc], str]] = {
     "steps": lambda d: d["id"],
     "runs": lambda d: d["id"],
     "events": lambda d: f"{d['run_id']}:{d['seq']}",
+    "lost": lambda d: d["id"],  # steps a repair found lost, by run: reads stop warning about them
 }
 INDEX_KEYS: dict[str, Callable[[Doc], str]] = {
     "sessions": lambda d: d["session_id"],

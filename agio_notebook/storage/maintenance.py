@@ -41,8 +41,7 @@ def run_maintenance(repo: Repository, action: str, *, path: str | None = None, s
         out.failed = bool(problems)
     elif action == "repair":
         done = repo.repair()
-        out.lines += [f"repaired {fixed.path.name}: {fixed.records} records kept; the damaged original is "
-                      f"{fixed.kept_as}" for fixed in done]
+        out.lines += [fixed.to_text() for fixed in done]
         out.lines.append(f"{len(done)} file(s) repaired")
     elif action == "delete":
         if (session is None) == (run is None):

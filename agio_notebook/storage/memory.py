@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError, SessionBusyError, Step, StepEvent
+from ..core import AgentRun, AgentSession, NotFoundError, SessionBusyError, Step, StepEvent
 from .damage import Damage
+from .prune import prune
 from .reports import Pruned, Repaired, SessionSize, StoreStats
 from .run_query import FACETS, RunFilter, RunPage, check_limit, facets_of, newest_first, run_row
 
@@ -193,28 +194,20 @@ class InMemoryRepository:
         return Pruned(0, 1, len(doomed), len(self._events.pop(run_id, [])))
 
     def prune(self, *, superseded: bool = False, older_than: Any = None) -> Pruned:
-        from .tinydb_maintenance import to_timestamp
+        return prune(self, superseded=superseded, older_than=older_than, remove_superseded=self._prune_superseded)
 
-        if not superseded and older_than is None:
-            raise InvalidOperationError("prune what? pass superseded=True and/or older_than=<date>")
+    def _prune_superseded(self) -> Pruned:
         total = Pruned()
-        if older_than is not None:
-            cutoff = to_timestamp(older_than)
-            for sid, session in list(self._sessions.items()):
-                last = max([session.created_at, *((r.ended_at or r.started_at) for r in self.list_runs(sid))])
-                if last < cutoff and sid not in self._claimed:
-                    total += self.delete_session(sid)
-        if superseded:
-            for sid, steps in self._steps.items():
-                if sid in self._claimed:
-                    continue
-                doomed = [k for k, s in steps.items() if s.superseded]
-                for k in doomed:
-                    del steps[k]
-                total += Pruned(0, 0, len(doomed), 0)
-            for run in [r for r in self._runs.values() if r.superseded_by and r.session_id not in self._claimed]:
-                del self._runs[run.id]
-                total += Pruned(0, 1, 0, len(self._events.pop(run.id, [])))
+        for sid, steps in self._steps.items():
+            if sid in self._claimed:
+                continue
+            doomed = [k for k, s in steps.items() if s.superseded]
+            for k in doomed:
+                del steps[k]
+            total += Pruned(0, 0, len(doomed), 0)
+        for run in [r for r in self._runs.values() if r.superseded_by and r.session_id not in self._claimed]:
+            del self._runs[run.id]
+            total += Pruned(0, 1, 0, len(self._events.pop(run.id, [])))
         return total
 
     def close(self) -> None:

@@ -40,12 +40,19 @@ class StoreStats:
 
 @dataclass(frozen=True)
 class Repaired:
-    """One file rewritten by ``repair()``: what was salvaged, and where the damaged original is kept."""
+    """One file rewritten by ``repair()``: what was salvaged, and where the damaged original is kept
+    (``kept_as`` None: nothing was rewritten, a loss of steps was recorded in the database)."""
 
-    path: Path
-    kept_as: Path
+    path: Path | str
+    kept_as: Path | None
     records: int
     damage: tuple[Damage, ...]
+
+    def to_text(self) -> str:
+        if self.kept_as is None:
+            return f"recorded in {self.path}: " + "; ".join(d.what for d in self.damage)
+        return (f"repaired {Path(self.path).name}: {self.records} records kept; the damaged original is "
+                f"{self.kept_as}")
 
 
 @dataclass

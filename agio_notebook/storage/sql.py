@@ -12,17 +12,17 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
 
 
-from ..core import AgentRun, AgentSession, InvalidOperationError, NotFoundError, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
+from ..core import AgentRun, AgentSession, NotFoundError, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
 from .claims import Holder
 from .ids import prefix_pattern
-from .damage import Damage
+from .damage import Damage, acknowledgements, lost_steps, report
 from .layout import SCHEMA_VERSION
+from .prune import prune
 from .reports import Pruned, Repaired, SessionSize, StoreStats
 from .sql_journal import TABLES as JOURNAL_TABLES
 from .sql_journal import KeyFn, SQLJournal
@@ -328,11 +328,47 @@ class SQLRepository(SQLRunQuery):
             params.append(end_seq)
         rows = self._query(f"SELECT doc, content FROM agio_steps WHERE {' AND '.join(where)} "
                            "ORDER BY sequence, attempt", params)
+        self._report_lost(session_id)
         return [Step.from_dict(_step_doc(r)) for r in rows]
+
+    def _report_lost(self, session_id: str | None) -> None:
+        """Steps the runs of a session (None: of every session) committed that the table no longer holds
+        (rows deleted by hand, an old backup restored), reported on every read as the TinyDB store does."""
+        for damage in self._lost(session_id):
+            report(damage, stacklevel=5)
+
+    def _lost(self, session_id: str | None) -> list[Damage]:
+        where, params = ("WHERE session_id = ?", (session_id,)) if session_id is not None else ("", ())
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for (doc,) in self._query(f"SELECT doc FROM agio_runs {where}", params):
+            run = _loads(doc)
+            runs.setdefault(run["session_id"], []).append(run)
+        if not runs:
+            return []
+        held: dict[str, dict[Any, int]] = {}
+        for sid, run_id, count in self._query(f"SELECT session_id, run_id, COUNT(*) FROM agio_steps {where} "
+                                              "GROUP BY session_id, run_id", params):
+            held.setdefault(sid, {})[run_id] = count
+        found = []
+        for sid in sorted(runs):
+            lost = lost_steps(self.root, sid, runs[sid], held.get(sid, {}))
+            if lost is not None:  # was it recorded by a repair? (read only when something is short)
+                recorded = self._lost_journal().tables.get("lost", {})
+                lost = lost_steps(self.root, sid, runs[sid], held.get(sid, {}),
+                                  {k: d.get("left") for k, d in recorded.items()})
+            if lost is not None:
+                found.append(lost)
+        return found
+
+    def _lost_journal(self) -> SQLJournal:
+        journal = self.journal("repairs", {"lost": lambda d: d["id"]})
+        journal.refresh()
+        return journal
 
     def get_last_step(self, session_id: str) -> Step | None:
         rows = self._query("SELECT doc, content FROM agio_steps WHERE session_id = ? AND superseded = 0 "
                            "ORDER BY sequence DESC, attempt DESC LIMIT 1", (session_id,))
+        self._report_lost(session_id)
         return Step.from_dict(_step_doc(rows[0])) if rows else None
 
     def get_run(self, run_id: str) -> AgentRun | None:
@@ -357,6 +393,7 @@ class SQLRepository(SQLRunQuery):
             rows = self._query("SELECT doc, content FROM agio_steps")
         else:
             rows = self._query("SELECT doc, content FROM agio_steps WHERE session_id = ?", (session_id,))
+        self._report_lost(session_id)
         for row in rows:
             yield _step_doc(row)
 
@@ -365,6 +402,7 @@ class SQLRepository(SQLRunQuery):
         where, params = ("WHERE session_id = ?", (session_id,)) if session_id is not None else ("", ())
         rows = self._query(f"SELECT {', '.join(FRAME_COLUMNS)} FROM agio_steps {where} "
                            "ORDER BY session_id, sequence, attempt", params)
+        self._report_lost(session_id)
         columns = zip(*rows) if rows else [()] * len(FRAME_COLUMNS)
         return dict(zip(FRAME_COLUMNS, columns))
 
@@ -520,12 +558,18 @@ class SQLRepository(SQLRunQuery):
                 try:
                     _loads(doc)
                 except orjson.JSONDecodeError as exc:
-                    damage.append(Damage(Path(self.root), f"{table} {ident}: {exc}"))
-        return damage
+                    damage.append(Damage(self.root, f"{table} {ident}: {exc}"))
+        return damage + self._lost(None)
 
     def repair(self) -> list[Repaired]:
-        """Nothing to salvage file by file: the database keeps its own pages; see ``verify``."""
-        return []
+        """Nothing to salvage file by file (the database keeps its own pages); steps lost from a session are
+        recorded as such, so reads stop warning about them (until more go missing)."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        done = []
+        for lost in self._lost(None):
+            self._lost_journal().append([("lost", doc) for doc in acknowledgements(lost, stamp)])
+            done.append(Repaired(self.root, None, 0, (lost,)))
+        return done
 
     def _write(self, statements: list[tuple[str, Sequence[Any]]]) -> list[int]:
         """Run statements in one transaction; how many rows each touched."""
@@ -564,30 +608,17 @@ class SQLRepository(SQLRunQuery):
         return Pruned(0, counts[-1], sum(counts[1:-1]), counts[0])
 
     def prune(self, *, superseded: bool = False, older_than: Any = None) -> Pruned:
-        from .tinydb_maintenance import to_timestamp
+        return prune(self, superseded=superseded, older_than=older_than, remove_superseded=self._prune_superseded)
 
-        if not superseded and older_than is None:
-            raise InvalidOperationError("prune what? pass superseded=True and/or older_than=<date>")
-        total = Pruned()
-        if older_than is not None:
-            cutoff = to_timestamp(older_than)
-            for session in self.list_sessions():
-                runs = self.list_runs(session.session_id)
-                last = max([session.created_at, *((r.ended_at or r.started_at) for r in runs)])
-                if last < cutoff and session.session_id not in self._held and \
-                        self.session_holder(session.session_id) is None:
-                    total += self.delete_session(session.session_id)
-        if superseded:
-            busy = self._held | {r.session_id for r in self.list_runs() if r.status is RunStatus.RUNNING}
-            old_runs = [r for r in self.list_runs() if r.superseded_by and r.session_id not in busy]
-            doomed_steps = [d["id"] for d in self.iter_step_dicts() if d.get("superseded")
-                            and d["session_id"] not in busy]
-            counts = self._write([*(("DELETE FROM agio_steps WHERE id = ?", (sid,)) for sid in doomed_steps),
-                                  *(("DELETE FROM agio_events WHERE run_id = ?", (r.id,)) for r in old_runs),
-                                  *(("DELETE FROM agio_runs WHERE id = ?", (r.id,)) for r in old_runs)])
-            n = len(doomed_steps)
-            total += Pruned(0, len(old_runs), sum(counts[:n]), sum(counts[n:n + len(old_runs)]))
-        return total
+    def _prune_superseded(self) -> Pruned:
+        busy = self._held | {r.session_id for r in self.list_runs() if r.status is RunStatus.RUNNING}
+        old_runs = [r for r in self.list_runs() if r.superseded_by and r.session_id not in busy]
+        doomed_steps = [d["id"] for d in self.iter_step_dicts() if d.get("superseded") and d["session_id"] not in busy]
+        counts = self._write([*(("DELETE FROM agio_steps WHERE id = ?", (sid,)) for sid in doomed_steps),
+                              *(("DELETE FROM agio_events WHERE run_id = ?", (r.id,)) for r in old_runs),
+                              *(("DELETE FROM agio_runs WHERE id = ?", (r.id,)) for r in old_runs)])
+        n = len(doomed_steps)
+        return Pruned(0, len(old_runs), sum(counts[:n]), sum(counts[n:n + len(old_runs)]))
 
     def compact(self, min_lines: int = 1) -> list[Any]:
         """Give freed space back (VACUUM); nothing is ever skipped."""

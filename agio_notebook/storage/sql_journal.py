@@ -10,12 +10,9 @@ change gets a version number, so ``refresh`` reads only what changed since it la
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import orjson
-
-if TYPE_CHECKING:
-    from .sql import SQLRepository
 
 Doc = dict[str, Any]
 KeyFn = Callable[[Doc], str]
@@ -27,8 +24,15 @@ TABLES = (
 )
 
 
+class JournalRows(Protocol):
+    """What a journal needs of its SQL store (``SQLRepository`` provides it)."""
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+    def _append_journal(self, name: str, rows: list[tuple[str, str, str | None]]) -> None: ...
+
+
 class SQLJournal:
-    def __init__(self, repository: SQLRepository, name: str, keys: dict[str, KeyFn]):
+    def __init__(self, repository: JournalRows, name: str, keys: dict[str, KeyFn]):
         self.repository = repository
         self.name = name
         self.keys = keys

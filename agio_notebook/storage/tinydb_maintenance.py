@@ -13,32 +13,16 @@ import time
 import warnings
 from collections import Counter
 from contextlib import contextmanager
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
-from ..core import InvalidOperationError, NotFoundError, SessionBusyError, StoreError
-from .damage import Damage, StoreDamageWarning
+from ..core import NotFoundError, SessionBusyError, StoreError
+from .damage import Damage, StoreDamageWarning, acknowledgements
 from .journal import Journal, atomic_write, fsync_dir
 from .layout import INDEX_KEYS, SESSION_KEYS
+from .prune import prune
 from .reports import Pruned, Repaired, SessionSize, StoreStats
-
-if TYPE_CHECKING:
-    from .tinydb_repo import TinyDBRepository
-
-
-def to_timestamp(when: datetime | date | str | float | int) -> float:
-    """A cutoff as a POSIX timestamp: a datetime (naive means UTC), a date, an ISO string or a number."""
-    if isinstance(when, (int, float)):
-        return float(when)
-    if isinstance(when, str):
-        try:
-            when = datetime.fromisoformat(when)
-        except ValueError:
-            raise InvalidOperationError(f"not a date: {when!r} (use YYYY-MM-DD or an ISO date and time)") from None
-    if isinstance(when, datetime):
-        return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
-    return datetime(when.year, when.month, when.day, tzinfo=timezone.utc).timestamp()
 
 
 def _quiet_journal(path: Path, keys: dict, lock_timeout: float) -> Journal:
@@ -51,11 +35,15 @@ def _quiet_journal(path: Path, keys: dict, lock_timeout: float) -> Journal:
 
 
 class TinyDBMaintenance:
-    def _session_paths(self: TinyDBRepository) -> list[Path]:
+    """Stats, verify, repair, delete, prune and compaction of a TinyDB store, mixed into
+    ``TinyDBRepository``: it works through that class's files and locks (``root``, ``lock_timeout``,
+    ``_lock``, ``_index``, ``_journal()``, ``_journals``, ``_claimed``...), and imports nothing of it."""
+
+    def _session_paths(self) -> list[Path]:
         return sorted(p for p in self._sessions_dir.iterdir() if p.name.endswith(".jsonl"))
 
     # -- stats -----------------------------------------------------------------------
-    def stats(self: TinyDBRepository, top: int = 5) -> StoreStats:
+    def stats(self, top: int = 5) -> StoreStats:
         """Sessions, runs (by status), steps, events and bytes; the ``top`` largest sessions by bytes."""
         out = StoreStats()
         sizes: list[SessionSize] = []
@@ -80,7 +68,7 @@ class TinyDBMaintenance:
         return out
 
     # -- verify and repair ---------------------------------------------------------------
-    def verify(self: TinyDBRepository) -> list[Damage]:
+    def verify(self) -> list[Damage]:
         """Every problem in the store: unreadable lines, cut files, two current steps on one sequence."""
         problems: list[Damage] = []
         for path, keys in [(self.root / "index.jsonl", INDEX_KEYS)] + [(p, SESSION_KEYS)
@@ -88,6 +76,9 @@ class TinyDBMaintenance:
             journal = _quiet_journal(path, keys, self.lock_timeout)
             problems += journal.damage
             if keys is SESSION_KEYS:
+                lost = self._lost_of(path, journal)
+                if lost is not None:
+                    problems.append(lost)
                 seqs = Counter(d.get("sequence") for d in journal.tables.get("steps", {}).values()
                                if not d.get("superseded"))
                 problems += [Damage(path, f"{n} current steps share sequence {seq}")
@@ -95,7 +86,7 @@ class TinyDBMaintenance:
             journal.close()
         return problems
 
-    def repair(self: TinyDBRepository) -> list[Repaired]:
+    def repair(self) -> list[Repaired]:
         """Rewrite each damaged file with every readable record; the original stays beside it.
 
         The original is kept as ``<file>.damaged-<UTC time>`` (not read by the store).
@@ -113,8 +104,12 @@ class TinyDBMaintenance:
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore", StoreDamageWarning)
                             journal.refresh()
-                        if not journal.damaged:
+                        lost = self._lost_of(path, journal) if keys is SESSION_KEYS else None
+                        if not journal.damaged and lost is None:
                             continue
+                        if lost is not None:  # recorded: reads stop warning, until more is lost
+                            journal.tables.setdefault("lost", {}).update(
+                                {d["id"]: d for d in acknowledgements(lost, stamp)})
                         kept = path.with_name(f"{path.name}.damaged-{stamp}")
                         try:
                             os.link(path, kept)  # the original bytes, untouched, under a new name
@@ -122,7 +117,7 @@ class TinyDBMaintenance:
                             shutil.copy2(path, kept)
                         records = sum(len(docs) for docs in journal.tables.values())
                         atomic_write(path, journal.snapshot_bytes(), journal.lock)
-                        done.append(Repaired(path, kept, records, tuple(journal.damage)))
+                        done.append(Repaired(path, kept, records, (*journal.damage, *([lost] if lost else []))))
                 finally:
                     journal.close()
                 self._forget(path)
@@ -132,11 +127,17 @@ class TinyDBMaintenance:
             self._repair_index()
         return done
 
-    def _forget(self: TinyDBRepository, path: Path) -> None:
+    def _lost_of(self, path: Path, journal: Journal) -> Damage | None:
+        """Steps the session in ``journal`` lost (see ``TinyDBRepository._lost_in``)."""
+        session_ids = list(journal.tables.get("session", {})) or [d["session_id"] for d in
+                                                                   journal.tables.get("steps", {}).values()][:1]
+        return self._lost_in(path, session_ids[0], journal.tables) if session_ids else None
+
+    def _forget(self, path: Path) -> None:
         """Drop cached state of a file rewritten or removed here (it is re-read on next use)."""
         if path == self.root / "index.jsonl":
             self._index.close()
-            self._index = Journal(path, INDEX_KEYS, self.lock_timeout)
+            self._open_index()
             return
         for sid, journal in list(self._journals.items()):
             if journal.path == path:
@@ -146,7 +147,7 @@ class TinyDBMaintenance:
 
     # -- delete and prune -------------------------------------------------------------------
     @contextmanager
-    def _claimed(self: TinyDBRepository, session_id: str, what: str) -> Iterator[None]:
+    def _claimed(self, session_id: str, what: str) -> Iterator[None]:
         """Hold the session's claim while changing it: never under a live run."""
         self.claim_session(session_id, what)
         try:
@@ -154,7 +155,7 @@ class TinyDBMaintenance:
         finally:
             self.release_session(session_id, linger=False)
 
-    def delete_session(self: TinyDBRepository, session_id: str) -> Pruned:
+    def delete_session(self, session_id: str) -> Pruned:
         """Remove a session with all its steps, runs and events (refused while a run holds it)."""
         path = self.session_file(session_id)
         if not path.exists() and self.get_session(session_id) is None:
@@ -174,7 +175,7 @@ class TinyDBMaintenance:
             self._index.append((), [("sessions", session_id), *(("runs", k) for k in runs)])
         return gone
 
-    def delete_run(self: TinyDBRepository, run_id: str) -> Pruned:
+    def delete_run(self, run_id: str) -> Pruned:
         """Remove one run: its record, its events and every step it wrote (all attempts)."""
         run = self.get_run(run_id)
         if run is None:
@@ -182,7 +183,7 @@ class TinyDBMaintenance:
         with self._claimed(run.session_id, "a delete"), self._lock:
             return self._remove(run.session_id, lambda t, d: d.get("run_id" if t != "runs" else "id") == run_id)
 
-    def _remove(self: TinyDBRepository, session_id: str, doomed: Any) -> Pruned:
+    def _remove(self, session_id: str, doomed: Any) -> Pruned:
         """Delete the docs ``doomed(table, doc)`` picks from a session (claim held), then compact it."""
         journal = self._journal(session_id)
         journal.check_writable()
@@ -199,44 +200,29 @@ class TinyDBMaintenance:
             self._index.append((), [("runs", k) for k in runs if k in self._index.tables.get("runs", {})])
         return Pruned(0, count["runs"], count["steps"], count["events"])
 
-    def prune(self: TinyDBRepository, *, superseded: bool = False,
-              older_than: datetime | date | str | float | None = None) -> Pruned:
+    def prune(self, *, superseded: bool = False, older_than: datetime | date | str | float | None = None) -> Pruned:
         """Remove superseded attempts (their steps, and runs replaced by a retry), and/or whole sessions
         whose last activity is before ``older_than``. Sessions a live run holds are left alone."""
-        if not superseded and older_than is None:
-            raise InvalidOperationError("prune what? pass superseded=True and/or older_than=<date>")
+        return prune(self, superseded=superseded, older_than=older_than, remove_superseded=self._prune_superseded)
+
+    def _prune_superseded(self) -> Pruned:
         total = Pruned()
-        cutoff = to_timestamp(older_than) if older_than is not None else None
-        if cutoff is not None:
-            last: dict[str, float] = {}
-            for s in self.list_sessions():
-                last[s.session_id] = s.created_at
-            for d in self.iter_run_dicts():
-                sid = d["session_id"]
-                last[sid] = max(last.get(sid, 0.0), d.get("ended_at") or d.get("started_at") or 0.0)
-            for sid, when in sorted(last.items()):
-                if when < cutoff:
-                    try:
-                        total += self.delete_session(sid)
-                    except SessionBusyError:
-                        continue
-        if superseded:
-            for s in self.list_sessions():
-                try:
-                    with self._claimed(s.session_id, "a prune"), self._lock:
-                        runs = self._journal(s.session_id).tables.get("runs", {})
-                        gone = {k for k, d in runs.items() if d.get("superseded_by")}
-                        total += self._remove(s.session_id, lambda t, d: bool(
-                            d.get("superseded") if t == "steps" else d.get("id") in gone if t == "runs"
-                            else d.get("run_id") in gone))
-                except SessionBusyError:
-                    continue
-                except StoreError as exc:  # a damaged session: reported, left for repair
-                    warnings.warn(str(exc), StoreDamageWarning, stacklevel=2)
+        for s in self.list_sessions():
+            try:
+                with self._claimed(s.session_id, "a prune"), self._lock:
+                    runs = self._journal(s.session_id).tables.get("runs", {})
+                    gone = {k for k, d in runs.items() if d.get("superseded_by")}
+                    total += self._remove(s.session_id, lambda t, d: bool(
+                        d.get("superseded") if t == "steps" else d.get("id") in gone if t == "runs"
+                        else d.get("run_id") in gone))
+            except SessionBusyError:
+                continue
+            except StoreError as exc:  # a damaged session: reported, left for repair
+                warnings.warn(str(exc), StoreDamageWarning, stacklevel=2)
         return total
 
     # -- compaction --------------------------------------------------------------------------
-    def compact(self: TinyDBRepository, min_lines: int = 1) -> list[Path]:
+    def compact(self, min_lines: int = 1) -> list[Path]:
         """Rewrite every journal with at least ``min_lines`` change lines as one snapshot (atomic).
 
         Damaged files are left as they are and returned (``repair`` first).

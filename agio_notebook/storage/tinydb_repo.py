@@ -8,6 +8,7 @@ re-reads or rewrites it). See ``docs/store.md``.
 from __future__ import annotations
 
 import atexit
+from collections import Counter
 import os
 import threading
 import weakref
@@ -18,7 +19,7 @@ import orjson
 
 from ..core import AgentRun, AgentSession, RunStatus, SessionBusyError, Step, StepEvent, StoreError, now
 from .claims import ClaimFiles, Holder
-from .damage import Damage, report, salvage_snapshot
+from .damage import Damage, lost_steps, report, salvage_snapshot
 from .durability import FilesystemSync
 from .journal import Journal, atomic_write, fsync_dir, fsync_path
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
@@ -45,7 +46,7 @@ class TinyDBRepository(TinyDBMaintenance):
         self._check_meta()
         self._syncfs = FilesystemSync(self.root)
         self._replay_dead_logs()  # what a stopped machine lost of reported commits is put back
-        self._index = Journal(self.root / "index.jsonl", INDEX_KEYS, lock_timeout)  # read by recovery below
+        self._open_index()  # read by recovery below
         self._journals: dict[str, Journal] = {}
         self._written: dict[int, Journal] = {}  # session files written (so left open) since the last limit
         self._lock = threading.RLock()
@@ -476,12 +477,63 @@ class TinyDBRepository(TinyDBMaintenance):
             docs = self._index.tables.get("sessions", {}).values()
             return sorted((AgentSession.from_dict(d) for d in docs), key=lambda s: s.created_at)
 
+    def _session_steps(self, session_id: str) -> Iterable[dict[str, Any]] | None:
+        """The session's step records (None: no such session), read and checked against what its runs
+        committed: steps lost from the file (cut in the middle, an old copy restored) are reported on
+        every read, not only on the read that cut a torn tail. Called holding ``_lock``."""
+        if not self.session_file(session_id).exists():
+            return None
+        journal = self._journal(session_id)
+        steps = journal.tables.get("steps", {}).values()
+        lost = self._lost_in(journal.path, session_id, journal.tables)
+        if lost is not None:
+            report(lost, stacklevel=4)
+        return steps
+
+    def _lost_in(self, path: Path, session_id: str, tables: dict[str, dict[str, Any]]) -> Damage | None:
+        """Steps a session's runs committed that its tables (a session file's) no longer hold, unless a
+        repair recorded the loss (the file's ``lost`` records)."""
+        with self._lock:
+            self._index.refresh()
+            runs = [*self._runs_of_session(session_id), *tables.get("runs", {}).values()]
+        held = Counter(d.get("run_id") for d in tables.get("steps", {}).values())
+        acknowledged = {k: d.get("left") for k, d in tables.get("lost", {}).items()}
+        return lost_steps(path, session_id, runs, held, acknowledged)
+
+    def _open_index(self) -> None:
+        """(Re)open the index journal, and what is derived from it in memory (made again on first use)."""
+        self._index = Journal(self.root / "index.jsonl", INDEX_KEYS, self.lock_timeout)
+        self._index_runs: dict[str, dict[str, dict[str, Any]]] | None = None  # session -> run id -> index record
+        self._index.on_change = self._follow_index_runs
+
+    def _runs_of_session(self, session_id: str) -> Iterable[dict[str, Any]]:
+        """The index's records of a session's runs (the final one of each finished run), grouped by session
+        once and then kept current by :meth:`_follow_index_runs`, not found by a pass over every run."""
+        if self._index_runs is None:
+            by_session: dict[str, dict[str, dict[str, Any]]] = {}
+            for doc in self._index.tables.get("runs", {}).values():
+                by_session.setdefault(doc["session_id"], {})[doc["id"]] = doc
+            self._index_runs = by_session
+        return self._index_runs.get(session_id, {}).values()
+
+    def _follow_index_runs(self, table: str, key: str, doc: dict[str, Any] | None) -> None:
+        """The index journal's feed: run records into the by-session grouping (a reload empties it)."""
+        grouped = self._index_runs
+        if table == "":
+            self._index_runs = None  # grouped again from the tables on next use
+        elif table == "runs" and grouped is not None:
+            if doc is None:
+                for runs in grouped.values():
+                    runs.pop(key, None)
+            else:
+                grouped.setdefault(doc["session_id"], {})[key] = doc
+
     def get_steps(self, session_id: str, start_seq: int | None = None, end_seq: int | None = None,
                   *, include_superseded: bool = False) -> list[Step]:
         with self._lock:
-            if not self.session_file(session_id).exists():
+            docs = self._session_steps(session_id)
+            if docs is None:
                 return []
-            docs = self._journal(session_id).tables.get("steps", {}).values()
             picked = [d for d in docs if (include_superseded or not d.get("superseded"))
                       and (start_seq is None or d["sequence"] >= start_seq)
                       and (end_seq is None or d["sequence"] <= end_seq)]
@@ -490,10 +542,10 @@ class TinyDBRepository(TinyDBMaintenance):
 
     def get_last_step(self, session_id: str) -> Step | None:
         with self._lock:
-            if not self.session_file(session_id).exists():
+            found = self._session_steps(session_id)
+            if found is None:
                 return None
-            docs = [d for d in self._journal(session_id).tables.get("steps", {}).values()
-                    if not d.get("superseded")]
+            docs = [d for d in found if not d.get("superseded")]
         if not docs:
             return None
         return Step.from_dict(max(docs, key=lambda d: (d["sequence"], d.get("attempt", 1))))
@@ -528,14 +580,23 @@ class TinyDBRepository(TinyDBMaintenance):
     def iter_step_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         if session_id is not None:
             with self._lock:
-                if not self.session_file(session_id).exists():
-                    return
-                docs = list(self._journal(session_id).tables.get("steps", {}).values())
+                found = self._session_steps(session_id)
+                docs = list(found) if found is not None else []
             yield from docs
             return
         for name in sorted(os.listdir(self._sessions_dir)):
             if name.endswith(".jsonl"):
-                yield from read_table_fast(self._sessions_dir / name, "steps")
+                docs = list(read_table_fast(self._sessions_dir / name, "steps"))
+                if docs:  # checked against the runs' counts as a read of the one session is
+                    path, session_id = self._sessions_dir / name, docs[0]["session_id"]
+                    tables: dict[str, dict[str, Any]] = {"steps": dict(enumerate(docs))}
+                    lost = self._lost_in(path, session_id, tables)
+                    if lost is not None:  # was the loss recorded by a repair? (read only when something is short)
+                        tables["lost"] = {d["id"]: d for d in read_table_fast(path, "lost")}
+                        lost = self._lost_in(path, session_id, tables)
+                    if lost is not None:
+                        report(lost)
+                yield from docs
 
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         with self._lock:

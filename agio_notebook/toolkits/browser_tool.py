@@ -39,7 +39,12 @@ from .proxy import BLOCK_HEADER, FilteringProxy
 from .web import Guard, to_markdown
 from .workspace import SANDBOX_UID, reachable_temp_dir
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = "/usr/bin/chromium"  # Debian's; found on PATH or named by AGIO_CHROMIUM where it lives elsewhere
+_CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+_NODE_LAUNCHER = """#!/bin/sh
+export TMPDIR={files}
+exec {node} "$@"
+"""
 _LAUNCHER = """#!/bin/sh
 for arg in "$@"; do
   case "$arg" in --user-data-dir=*) chown -R {uid}:{uid} "${{arg#--user-data-dir=}}" ;; esac
@@ -144,8 +149,6 @@ class BrowserHost:
     def _start(self) -> None:
         if self._browser is not None:
             return
-        if not os.path.exists(self.executable):
-            raise ActionError(f"no chromium at {self.executable}; install Debian's chromium package")
         from playwright.sync_api import sync_playwright
 
         root = os.geteuid() == 0
@@ -156,23 +159,35 @@ class BrowserHost:
             home.mkdir(mode=0o700)
             os.chown(home, SANDBOX_UID, SANDBOX_UID)
         self._proxy = FilteringProxy(self.guard).start()
-        # Playwright's driver makes the profile and its other files in its own TMPDIR, read when it starts
+        # Playwright's driver makes the profile and its other files in its own TMPDIR, read when it starts:
+        # the driver alone is started with ours (through a launcher), the process's environment never changes
         with _ENV_LOCK:
-            saved = os.environ.get("TMPDIR")
-            os.environ["TMPDIR"] = self._files
+            saved = os.environ.get("PLAYWRIGHT_NODEJS_PATH")
+            os.environ["PLAYWRIGHT_NODEJS_PATH"] = self._node_launcher()
             try:
                 self._pw = sync_playwright().start()
             finally:
                 if saved is None:
-                    os.environ.pop("TMPDIR", None)
+                    os.environ.pop("PLAYWRIGHT_NODEJS_PATH", None)
                 else:
-                    os.environ["TMPDIR"] = saved
+                    os.environ["PLAYWRIGHT_NODEJS_PATH"] = saved
         args = ["--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--disable-quic",
                 "--proxy-bypass-list=<-loopback>", "--force-webrtc-ip-handling-policy=disable_non_proxied_udp"]
         executable = self._unprivileged(self.executable) if root else self.executable
         self._browser = self._pw.chromium.launch(executable_path=executable, args=args, chromium_sandbox=True,
                                                  proxy={"server": self._proxy.url})
+
+    def _node_launcher(self) -> str:
+        """A launcher for Playwright's driver (its own Node.js) that gives it this browser's TMPDIR."""
+        from playwright._impl._driver import compute_driver_executable
+
+        assert self._files is not None
+        node, _ = compute_driver_executable()
+        launcher = Path(self._files) / "node"
+        launcher.write_text(_NODE_LAUNCHER.format(files=shlex.quote(self._files), node=shlex.quote(node)))
+        launcher.chmod(0o700)
+        return str(launcher)
 
     def _unprivileged(self, executable: str) -> str:
         """As root, chromium would need ``--no-sandbox``; instead it runs as ``nobody``, with its own
@@ -344,11 +359,32 @@ def _session() -> str:
     return call.session_id if call is not None else MANUAL_SESSION
 
 
+def find_chromium(executable: str | None = None) -> str:
+    """The chromium to drive: ``executable``, else ``$AGIO_CHROMIUM``, else the first of chromium,
+    chromium-browser and google-chrome on PATH, else Debian's path; one line when there is none."""
+    given = executable or os.environ.get("AGIO_CHROMIUM")
+    if given:
+        found = shutil.which(given) or (given if os.path.isfile(given) and os.access(given, os.X_OK) else None)
+        if found is None:
+            source = "executable=" if executable else "AGIO_CHROMIUM"
+            raise ActionError(f"no chromium at {given} (from {source}); give the path of a chromium that exists")
+        return found
+    found = next((p for p in map(shutil.which, _CHROMIUM_NAMES) if p), None)
+    if found is None and os.access(CHROMIUM, os.X_OK):
+        found = CHROMIUM
+    if found is None:
+        raise ActionError(f"no chromium found ({', '.join(_CHROMIUM_NAMES)} on PATH, or {CHROMIUM}); install "
+                          "Debian's chromium package, or name one with AGIO_CHROMIUM or browser(executable=...)")
+    return found
+
+
 def browser(*, allow: list[str] | tuple[str, ...] = (), limits: BrowserLimits | None = None,
-            executable: str = CHROMIUM, requires_approval: bool = False) -> list[Tool]:
-    """Browser tools: navigate_and_extract, click, fill_form, screenshot. ``allow`` as for web_fetch."""
+            executable: str | None = None, requires_approval: bool = False) -> list[Tool]:
+    """Browser tools: navigate_and_extract, click, fill_form, screenshot. ``allow`` as for web_fetch.
+
+    ``executable``: the chromium to drive (default: :func:`find_chromium`), checked here, before any tool runs."""
     limits = limits or BrowserLimits()
-    host = BrowserHost(tuple(allow), executable)
+    host = BrowserHost(tuple(allow), find_chromium(executable))
     _hosts.append(host)
 
     def describe(page: Any, status: int | None = None) -> dict[str, Any]:

@@ -37,6 +37,9 @@ class ToolCallContext:
     batch_call_ids: tuple[str, ...] = ()
     actions: list[dict[str, Any]] = field(default_factory=list)
     step_extra: dict[str, Any] = field(default_factory=dict)
+    # the running engine, for tools that act through their run (agent tools, handoffs): it has
+    # ``call_agent(call, query, input)`` and ``hand_off(handoff, reason)``; None outside a run
+    engine: Any = None
 
 
 current_call: ContextVar[ToolCallContext | None] = ContextVar("agio_current_tool_call", default=None)
@@ -69,3 +72,25 @@ def history_changed(session_id: str, repository: Any) -> None:
             listener(session_id, repository)
         except Exception as exc:  # noqa: BLE001
             warnings.warn(f"after the retry in session {session_id}: {type(exc).__name__}: {exc}", stacklevel=2)
+
+
+# A tool that calls an agent in another process (over MCP or A2A) passes its run's limits along: the
+# engine (execution/remote.py) installs these two, so this layer needs nothing above it.
+_outbound: Callable[[], dict[str, Any] | None] = lambda: None
+_inbound: Callable[[Any], None] = lambda meta: None
+
+
+def set_remote_limits(outbound: Callable[[], dict[str, Any] | None], inbound: Callable[[Any], None]) -> None:
+    global _outbound, _inbound
+    _outbound, _inbound = outbound, inbound
+
+
+def outbound_meta() -> dict[str, Any] | None:
+    """What a remote call made from this context carries: the calling run's depth and what is left of its
+    outermost run's budget (None outside a run)."""
+    return _outbound()
+
+
+def take_inbound_meta(meta: Any) -> None:
+    """A remote call answered: what the remote runs spent (in its metadata) counts against this run's tree."""
+    _inbound(meta)

@@ -14,17 +14,22 @@ import asyncio
 import atexit
 import concurrent.futures
 import os
+import re
 import shlex
 import shutil
 import tempfile
 import threading
+import warnings
 from typing import Any, Sequence
 
 import jsonschema
 import pydantic
 
 from ..core import AgioError
+from ..core.redact import register_secret
 from .base import Tool
+from .context import outbound_meta, take_inbound_meta
+from .mcp_checks import MAX_RESULT_CHARS, bad_name, bad_schema, cap
 
 
 class MCPError(AgioError):
@@ -33,6 +38,26 @@ class MCPError(AgioError):
 
 class MCPToolError(Exception):
     """The server ran the tool and reported an error (``isError``): the model sees the text."""
+
+    def __init__(self, text: str, meta: Any = None):
+        super().__init__(text)
+        self.meta = meta
+
+
+class MCPToolRefused(UserWarning):
+    """A tool a server offers that cannot be used (a bad name, a schema with a ``$ref`` loop): the
+    server's other tools are kept."""
+
+
+_SECRET_HEADER = re.compile(r"(?i)authorization|cookie|key|token|secret|password")
+
+
+def register_header_secrets(headers: dict[str, str]) -> None:
+    """The values of credential headers are secrets of this process: masked wherever they would show."""
+    for name, value in headers.items():
+        if isinstance(value, str) and _SECRET_HEADER.search(name):
+            register_secret(value)
+            register_secret(value.partition(" ")[2])  # "Bearer <token>": the token alone too
 
 
 def _is_url(target: str) -> bool:
@@ -48,7 +73,8 @@ class MCPConnection:
 
     def __init__(self, target: str | Sequence[str], *, name: str | None = None, env: dict[str, str] | None = None,
                  cwd: str | None = None, timeout: float = 30.0, startup_timeout: float = 60.0,
-                 max_restarts: int = 3, headers: dict[str, str] | None = None):
+                 max_restarts: int = 3, headers: dict[str, str] | None = None,
+                 max_result_chars: int = MAX_RESULT_CHARS):
         argv = None
         if isinstance(target, str) and not _is_url(target):
             argv = shlex.split(target)
@@ -63,6 +89,8 @@ class MCPConnection:
         if headers is not None and self.url is None:
             raise MCPError("mcp_tools: headers= are for an HTTP server (a URL)")
         self._headers = dict(headers or {})  # e.g. a bearer token: never shown in a name, repr or error
+        register_header_secrets(self._headers)
+        self.max_result_chars = max_result_chars
         self.timeout, self.startup_timeout, self.max_restarts = timeout, startup_timeout, max_restarts
         self.restarts = 0
         self.tools: list[Any] = []
@@ -115,6 +143,9 @@ class MCPConnection:
         if thread is not None:
             thread.join(10)
         self._loop = self._thread = self._stop = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
 
     def _serve_forever(self, loop: asyncio.AbstractEventLoop, ready: concurrent.futures.Future[None]) -> None:
         asyncio.set_event_loop(loop)
@@ -137,8 +168,8 @@ class MCPConnection:
         elif self.url is not None:
             server = self.url
         else:
-            assert self.argv is not None
-            params = StdioServerParameters(command=self.argv[0], args=self.argv[1:], env=self.env, cwd=self.cwd)
+            argv = self.argv or [""]  # a connection without a URL was made with a command
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=self.env, cwd=self.cwd)
             # the server's stderr goes to a file, not into the notebook; its tail explains a crash
             self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
             server = stdio_client(params, errlog=self._stderr)
@@ -150,7 +181,7 @@ class MCPConnection:
                 ready.set_result(None)
                 await self._stop.wait()
         except BaseException as exc:  # noqa: BLE001 - reported to the starter or to the next call
-            message = _one_line(exc) + self._stderr_tail()
+            message = one_line(exc) + self._stderr_tail()
             if not ready.done():
                 ready.set_exception(MCPError(f"MCP server {self.name!r} could not be started: {message}"))
             else:
@@ -168,13 +199,16 @@ class MCPConnection:
         return f" (server stderr: {lines[-1][:200]})" if lines else ""
 
     # -- calls ------------------------------------------------------------------------------
-    async def call(self, tool_name: str, arguments: dict[str, Any]) -> str:
-        """Call a tool from any event loop; a failure raises (the engine turns it into an error result)."""
+    async def call(self, tool_name: str, arguments: dict[str, Any],
+                   meta: dict[str, Any] | None = None) -> tuple[str, Any]:
+        """Call a tool from any event loop: its text and the result's metadata; a failure raises (the
+        engine turns it into an error result)."""
         if not self.running:
             await asyncio.to_thread(self._restart)
         loop, client = self._loop, self._client
-        assert loop is not None and client is not None
-        future = asyncio.run_coroutine_threadsafe(self._call(client, tool_name, arguments), loop)
+        if loop is None or client is None:
+            raise MCPError(f"MCP server {self.name!r} is not running ({self._broken or 'stopped'})")
+        future = asyncio.run_coroutine_threadsafe(self._call(client, tool_name, arguments, meta), loop)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -183,7 +217,7 @@ class MCPConnection:
         except MCPToolError:
             raise
         except Exception as exc:
-            self._broken = _one_line(exc)  # crashed or hung: start it again on the next call
+            self._broken = one_line(exc)  # crashed or hung: start it again on the next call
             raise MCPError(f"MCP server {self.name!r} failed during {tool_name}: {self._broken}") from None
 
     def _restart(self) -> None:
@@ -193,19 +227,18 @@ class MCPConnection:
         self.restarts += 1
         self.start()
 
-    async def _call(self, client: Any, tool_name: str, arguments: dict[str, Any]) -> str:
+    async def _call(self, client: Any, tool_name: str, arguments: dict[str, Any],
+                    meta: dict[str, Any] | None) -> tuple[str, Any]:
         try:
             async with asyncio.timeout(self.timeout):
-                result = await client.call_tool(tool_name, arguments)
+                result = await client.call_tool(tool_name, arguments, meta=meta)
         except TimeoutError:
             raise MCPError(f"no answer within {self.timeout:g}s") from None
-        text = _result_text(result)
-        is_error = getattr(result, "is_error", None)
-        if is_error is None:
-            is_error = getattr(result, "isError", False)
-        if is_error:
-            raise MCPToolError(text or "the server reported an error")
-        return text
+        text = _result_text(result, self.max_result_chars)
+        result_meta = getattr(result, "meta", None)
+        if getattr(result, "is_error", False):
+            raise MCPToolError(text or "the server reported an error", result_meta)
+        return text, result_meta
 
 
 def _command_name(argv: list[str]) -> str:
@@ -216,29 +249,31 @@ def _command_name(argv: list[str]) -> str:
     return os.path.basename(scripts[0] if scripts else argv[0])
 
 
-def _result_text(result: Any) -> str:
+def _result_text(result: Any, limit: int = MAX_RESULT_CHARS) -> str:
+    """The result as the model reads it, at most ``limit`` characters (and a line saying what was cut)."""
     parts = []
     for item in getattr(result, "content", None) or []:
         kind = getattr(item, "type", "")
         if kind == "text":
             parts.append(item.text)
         elif kind in ("image", "audio"):
-            parts.append(f"[{kind}: {getattr(item, 'mime_type', None) or getattr(item, 'mimeType', '')}]")
+            parts.append(f"[{kind}: {getattr(item, 'mime_type', None) or ''}]")
         elif kind == "resource":
             resource = item.resource
             parts.append(getattr(resource, "text", None) or f"[resource: {resource.uri}]")
         else:
             parts.append(f"[{kind}]")
     if not parts:
-        structured = getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
+        structured = getattr(result, "structured_content", None)
         if structured is not None:
             import json
 
-            return json.dumps(structured, ensure_ascii=False)
-    return "\n".join(parts)
+            parts = [json.dumps(structured, ensure_ascii=False)]
+    return cap(parts, limit)
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception (the first of a group) as one line of at most 300 characters."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     text = " ".join(str(exc).split()) or type(exc).__name__
@@ -260,17 +295,29 @@ def _validator(name: str, schema: dict[str, Any]) -> Any:
 
 
 def _as_tool(connection: MCPConnection, spec: Any, prefix: str) -> Tool:
-    schema = dict(getattr(spec, "input_schema", None) or getattr(spec, "inputSchema", None) or {})
+    schema = dict(getattr(spec, "input_schema", None) or {})
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
     remote = spec.name
 
     async def call(**arguments: Any) -> str:
-        return await connection.call(remote, arguments)
+        try:
+            text, meta = await connection.call(remote, arguments, outbound_meta())
+        except MCPToolError as exc:
+            take_inbound_meta(exc.meta)  # a refused or failed remote run still spent what it spent
+            raise
+        take_inbound_meta(meta)
+        return text
 
+    call.needs_scope = True  # type: ignore[attr-defined] - sees its run: the depth and budget go along
     return Tool(name=f"{prefix}{remote}", description=spec.description or remote, parameters=schema,
                 function=call, is_async=True, validate=_validator(remote, schema),
                 timeout=connection.timeout + 5.0)  # the server's own timeout answers first, clearly
+
+
+def _refusal(spec: Any, prefix: str) -> str | None:
+    """Why a tool the server offers cannot be an agio tool, or None."""
+    return bad_name(f"{prefix}{spec.name}") or bad_schema(getattr(spec, "input_schema", None) or {})
 
 
 _CONNECTIONS: dict[tuple[Any, ...], MCPConnection] = {}
@@ -279,22 +326,25 @@ _NAMED: dict[str, MCPConnection] = {}
 
 def mcp_tools(server: str | Sequence[str] | MCPConnection, *, allow: Sequence[str] | None = None,
               prefix: str = "", env: dict[str, str] | None = None, cwd: str | None = None,
-              timeout: float = 30.0, name: str | None = None, headers: dict[str, str] | None = None) -> list[Tool]:
+              timeout: float = 30.0, name: str | None = None, headers: dict[str, str] | None = None,
+              max_result_chars: int = MAX_RESULT_CHARS) -> list[Tool]:
     """The tools of an MCP server: ``"python -m some_server …"`` (stdio) or ``"http://…/mcp"`` (with
     ``headers=``, e.g. ``{"Authorization": "Bearer …"}``, sent with every request).
 
     The same server (same command or URL, env, cwd and headers) is started once per process and reused.
     ``allow`` keeps only the named tools (an unknown name is an error: a typo must not hide a tool).
+    A tool with a name providers refuse or a schema with a ``$ref`` loop is left out with a warning naming
+    the server (the others are kept); a result longer than ``max_result_chars`` is cut and says so.
     """
     if isinstance(server, MCPConnection):
         connection = server
     else:
         key = (tuple(server) if not isinstance(server, str) else server, tuple(sorted((env or {}).items())), cwd,
-               tuple(sorted((headers or {}).items())))
+               tuple(sorted((headers or {}).items())), max_result_chars)
         connection = _CONNECTIONS.get(key)
         if connection is None:
             connection = _CONNECTIONS[key] = MCPConnection(server, name=name, env=env, cwd=cwd, timeout=timeout,
-                                                           headers=headers)
+                                                           headers=headers, max_result_chars=max_result_chars)
     connection.start()
     specs = connection.tools
     if allow is not None:
@@ -302,9 +352,19 @@ def mcp_tools(server: str | Sequence[str] | MCPConnection, *, allow: Sequence[st
         missing = [n for n in allow if n not in known]
         if missing:
             raise MCPError(f"MCP server {connection.name!r} has no tool {', '.join(map(repr, missing))} "
-                           f"(it has: {', '.join(sorted(known)) or 'none'})")
+                           f"(it has: {', '.join(sorted(map(str, known))) or 'none'})")
         specs = [s for s in specs if s.name in set(allow)]
-    return [_as_tool(connection, spec, prefix) for spec in specs]
+    tools = []
+    for spec in specs:
+        why = _refusal(spec, prefix)
+        if why is None:
+            tools.append(_as_tool(connection, spec, prefix))
+        elif allow is not None:  # asked for by name: the caller must know at once
+            raise MCPError(f"MCP server {connection.name!r} offers tool {str(spec.name)[:80]!r}, but {why}")
+        else:
+            warnings.warn(MCPToolRefused(f"MCP server {connection.name!r}: tool {str(spec.name)[:80]!r} left out: "
+                                         f"{why}"), stacklevel=2)
+    return tools
 
 
 def register_server(name: str, server: str | Sequence[str], **options: Any) -> MCPConnection:

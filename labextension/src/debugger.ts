@@ -17,9 +17,32 @@ export interface SeenRow {
 }
 
 /** What each model call saw: distinct messages once, and per call (its step number) their positions. */
+/** A model call's prompt as counted (messages, chat format and the reply's priming) and as the model reported it. */
+export interface SeenTotal {
+  prompt_tokens: number;
+  estimated: boolean;
+  reported: number | null;
+  differs: boolean;
+}
+
 export interface Seen {
   messages: SeenRow[];
   calls: Record<string, number[]>;
+  totals?: Record<string, SeenTotal>;
+}
+
+/** The disclosure's line, as notebook/debug_marks.py:seen_summary writes it. */
+export function seenSummary(rows: SeenRow[], total?: SeenTotal | null): string {
+  const t = total ?? {
+    prompt_tokens: rows.reduce((sum, r) => sum + (Number(r.tokens) || 0), 0),
+    estimated: rows.some(r => r.tokens_estimated), reported: null, differs: false
+  };
+  let line = `What the model saw · ${rows.length} ${rows.length === 1 ? 'message' : 'messages'} · ` +
+    `${t.estimated ? '~' : ''}${t.prompt_tokens} tokens${t.estimated ? ' (estimated)' : ''}`;
+  if (t.differs) {
+    line += ` · the model reported ${t.reported}`;
+  }
+  return line;
 }
 
 const PLACES: Record<string, (name: string) => string> = {
@@ -86,11 +109,9 @@ function editedBadge(doc: Document, edited: Record<string, any>): HTMLElement {
 }
 
 /** "What the model saw": a disclosure with one row per message (role, tokens, the step it came from). */
-export function renderSeen(doc: Document, rows: SeenRow[]): HTMLElement {
+export function renderSeen(doc: Document, rows: SeenRow[], total?: SeenTotal | null): HTMLElement {
   const details = el(doc, 'details', ['agio-seen']);
-  const total = rows.reduce((sum, r) => sum + (Number(r.tokens) || 0), 0);
-  const estimated = rows.some(r => r.tokens_estimated);
-  details.append(el(doc, 'summary', [], `What the model saw · ${rows.length} messages · ${estimated ? '~' : ''}${total} tokens${estimated ? ' (estimated)' : ''}`));
+  details.append(el(doc, 'summary', [], seenSummary(rows, total)));
   const table = el(doc, 'table', ['agio-seen-table']);
   for (const r of rows) {
     const tr = el(doc, 'tr', r.edited ? ['agio-seen-row', 'agio-seen-edited'] : ['agio-seen-row']);
@@ -137,7 +158,8 @@ export function renderStepDebug(doc: Document, t: Transcript, sequence: number, 
   }
   const rows = seenRows(t, sequence);
   if (rows && rows.length) {
-    out.push(renderSeen(doc, rows));
+    const seen = (t as Transcript & { seen?: Seen }).seen;
+    out.push(renderSeen(doc, rows, seen?.totals?.[String(sequence)]));
   }
   return out;
 }

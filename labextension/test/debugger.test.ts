@@ -56,7 +56,7 @@ describe('step mode in the transcript', () => {
     expect(node.querySelector('.agio-edited-args')?.textContent).toBe('{"a": 20, "b": 30}');
     const seen = Array.from(node.querySelectorAll('details.agio-seen'));
     expect(seen.map(d => d.querySelector('summary')?.textContent)).toEqual([
-      'What the model saw · 1 messages · ~9 tokens (estimated)',
+      'What the model saw · 1 message · ~9 tokens (estimated)',
       'What the model saw · 3 messages · ~11 tokens (estimated)'
     ]);
     expect(seen[0].querySelector('.agio-seen-edited .agio-seen-step')?.textContent).toBe(' edited');

@@ -24,3 +24,28 @@ researcher = Agent(model=FunctionModel(_research, name="research-script"), tools
 writer = Agent(model=FunctionModel(lambda m, t: "Draft: " + (m[-1]["content"] or ""), name="write-script"),
                name="writer", system_prompt="You write one sentence.")
 team = [researcher, writer]
+
+
+def _plan(messages, tools):
+    if messages[-1]["role"] == "tool":
+        return f"Plan: {messages[-1]['content']}"
+    return Reply.call("researcher", query=messages[-1]["content"])
+
+
+planner = Agent(model=FunctionModel(_plan, name="plan-script"), tools=[researcher], name="planner",
+                description="Plans with the researcher's help.")
+
+billing = Agent(model=FunctionModel(lambda m, t: f"billing here: {m[-1]['content']}", name="billing-script"),
+                name="billing", description="refunds and invoices")
+
+
+def _triage(messages, tools):
+    last = messages[-1]
+    if last["role"] == "user" and "refund" in (last["content"] or ""):
+        return Reply.call("transfer_to_billing", reason="a refund")
+    return "triage here"
+
+
+triage = Agent(model=FunctionModel(_triage, name="triage-script"), name="triage", handoffs=[billing])
+stranger = Agent(model=FunctionModel(lambda m, t: "stranger here", name="stranger-script"), name="stranger")
+composed = [planner, triage]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...agent import Agent
-from ...execution.context import is_memory_step
+from ...core.conversation import is_memory_step
 from ...models import FunctionModel, Reply
 from ...storage.base import Repository
 from ...tools import tool
