@@ -34,6 +34,14 @@ _NOTIFY = (
 )
 
 
+def _who_hint(detail: str) -> str:
+    """What a refused role can do: in a classroom, only the class's members connect (``agio classroom``)."""
+    if "CONNECT privilege" in detail or ("role" in detail and "does not exist" in detail):
+        return (" (in a classroom each member connects as their own role: the teacher adds one with "
+                "`agio classroom add-student NAME`)")
+    return ""
+
+
 def _lock_key(session_id: str) -> int:
     """The advisory-lock key of a session (a stable 63-bit number)."""
     return zlib.crc32(b"agio:" + session_id.encode()) << 31 | zlib.adler32(session_id.encode())
@@ -75,7 +83,7 @@ class PostgresRepository(SQLRepository):
             return psycopg.connect(self.url, connect_timeout=max(1, int(self.connect_timeout)))
         except psycopg.Error as exc:  # libpq quotes the token it could not parse: it may be the password
             detail = scrub(" ".join(str(exc).split()), url_secrets(self.url))
-            raise StoreError(f"cannot connect to the PostgreSQL store at {self.root}: {detail}") from None
+            raise StoreError(f"cannot connect to the PostgreSQL store at {self.root}: {detail}{_who_hint(detail)}") from None
 
     def _end_read(self) -> None:
         self._conn.rollback()
