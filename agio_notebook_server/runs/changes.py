@@ -63,7 +63,7 @@ class ChangeFeed:
                 log.debug("agio panel listener failed", exc_info=True)
 
     def _set_state(self, state: str, message: str | None = None) -> None:
-        changed = self.state.get("state") != state or self.state.get("message") != message
+        changed = self.state.get("state") != state  # said once: a database down for a minute is not 60 lines
         self.state = {"type": "store", "state": state, **({"message": message} if message else {})}
         if changed:
             self._tell(self.state)
