@@ -178,7 +178,7 @@ def _classroom(args: argparse.Namespace) -> int:
         report = admin.init(args.url, args.teacher, parse_students(args.students), args.secrets)
         roster = admin.roster(args.url)
         assert roster is not None
-        config = render(roster.database, roster.teacher, args.secrets, args.course)
+        config = render(roster.database, roster.teacher, args.secrets, args.course, trial_password=args.trial_password)
         if args.hub_config:
             from pathlib import Path
 
@@ -262,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
                            help="init: write the JupyterHub configuration there (default: print it)")
     classroom.add_argument("--course", default=None, metavar="DIR",
                            help="init: a folder of notebooks copied into each user's home at their first spawn")
+    classroom.add_argument("--trial-password", default=None, metavar="PASSWORD",
+                           help="init: a trial on this machine: everyone logs in to the hub with PASSWORD, servers run "
+                                "as this user with homes under ./homes (not for a real class)")
     classroom.add_argument("--export", default=None, metavar="FILE",
                            help="remove-student: write the student's rows to FILE (JSON Lines), then delete them "
                                 "(default: keep them; the teacher still sees them)")

@@ -284,8 +284,9 @@ def test_the_hub_config_gives_each_member_their_own_store_and_refuses_strangers(
                             "from agio_notebook.classroom import class_role; print(class_role(open_repository()))"],
                            env=env, capture_output=True, text=True, timeout=120)
     assert check.stdout.strip() == repr((alice, "student")), check.stderr
-    with pytest.raises(RuntimeError, match="zed is not a member of this class: the teacher adds them"):
+    with pytest.raises(Exception, match="zed is not a member of this class: the teacher adds them") as caught:
         hook(Spawner("zed", tmp_path))
+    assert caught.value.status_code == 403 and "add-student zed" in caught.value.jupyterhub_message
 
 
 class Held:

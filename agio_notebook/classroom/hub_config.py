@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..core import AgioError
+
 _TEMPLATE = '''# JupyterHub configuration for the agio classroom {database!r} (written by `agio classroom init`).
 # Each user's server gets AGIO_STORE (the class's database, as that user's own role) and PGPASSWORD
 # (that role's password) in its environment, read from the secrets file at each spawn: a student added
@@ -22,6 +24,8 @@ import json as _json
 import pathlib as _pathlib
 import shutil as _shutil
 from urllib.parse import quote as _quote, urlsplit as _urlsplit, urlunsplit as _urlunsplit
+
+from tornado.web import HTTPError as _HTTPError
 
 AGIO_CLASSROOM_SECRETS = _pathlib.Path({secrets!r})
 AGIO_COURSE = {course!r}  # copied into each user's home at their first spawn (None: no course)
@@ -32,8 +36,10 @@ def agio_classroom_store(spawner):
     secrets = _json.loads(AGIO_CLASSROOM_SECRETS.read_text())
     password = secrets["passwords"].get(name)
     if password is None:
-        raise RuntimeError(f"{{name}} is not a member of this class: the teacher adds them with "
-                           f"`agio classroom add-student {{name}}`")
+        line = f"{{name}} is not a member of this class: the teacher adds them with `agio classroom add-student {{name}}`"
+        refused = _HTTPError(403, line)  # the hub passes an HTTPError through to the page (it hides other errors)
+        refused.jupyterhub_message = line
+        raise refused
     parts = _urlsplit(secrets["store"])
     spawner.environment["AGIO_STORE"] = _urlunsplit(parts._replace(netloc=f"{{_quote(name)}}@{{parts.netloc}}"))
     spawner.environment["PGPASSWORD"] = password
@@ -54,7 +60,30 @@ c.Authenticator.allow_all = True
 '''
 
 
-def render(database: str, teacher: str, secrets: str | os.PathLike[str], course: str | os.PathLike[str] | None = None) -> str:
-    """The configuration text (Python, for ``jupyterhub -f``); values are written as Python literals."""
-    return _TEMPLATE.format(database=database, teacher=teacher, secrets=str(Path(secrets).absolute()),
+_TRIAL = '''
+# A trial on this machine (`--trial-password`): everyone logs in with one password, each user's server runs
+# as this system user with a home of its own. Not for a real class: anyone with the password can log in as
+# anyone (the database still keeps each role to its own rows).
+c.JupyterHub.authenticator_class = "shared-password"
+c.SharedPasswordAuthenticator.user_password = {password!r}
+c.Authenticator.admin_users = set()  # the teacher logs in like everyone; the dashboard comes with their role
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = {homes!r}
+c.Spawner.default_url = "/lab"
+c.Spawner.args = {args!r}
+'''
+
+
+def render(database: str, teacher: str, secrets: str | os.PathLike[str], course: str | os.PathLike[str] | None = None,
+           *, trial_password: str | None = None, homes: str | os.PathLike[str] = "homes") -> str:
+    """The configuration text (Python, for ``jupyterhub -f``); values are written as Python literals.
+    ``trial_password``: also choose a shared-password login and servers on this machine, users' homes in
+    ``homes`` (a trial, as ``scripts/classroom.sh`` runs one)."""
+    text = _TEMPLATE.format(database=database, teacher=teacher, secrets=str(Path(secrets).absolute()),
                             course=str(Path(course).absolute()) if course is not None else None)
+    if trial_password is None:
+        return text
+    if len(trial_password) < 8:
+        raise AgioError("--trial-password needs 8 characters or more (JupyterHub's shared-password login)")
+    args = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    return text + _TRIAL.format(password=trial_password, homes=str(Path(homes).absolute() / "{username}"), args=args)
