@@ -154,6 +154,26 @@ def test_a_run_whose_process_died_shows_interrupted_in_its_page(store_url):
     repo.close()
 
 
+def test_a_run_still_going_shows_the_steps_it_committed_so_far(store_url, tmp_path):
+    hold = tmp_path / "go-on"
+    writer = subprocess.Popen([*ENGINE, store_url, "s", f"hold:{hold}", "1"], stdout=subprocess.PIPE, text=True)
+    try:
+        while not writer.stdout.readline().startswith("call "):  # the assistant's tool call is committed
+            pass
+        repo = new_repository(store_url)
+        (run,) = repo.query_runs().runs
+        assert run.status is RunStatus.RUNNING and run.metrics.steps == 2  # the question and the tool call
+        assert run.metrics.total_tokens is None or run.metrics.total_tokens >= 0
+        hold.touch()
+        assert writer.wait(120) == 0
+        (run,) = repo.query_runs().runs
+        assert run.status is RunStatus.COMPLETED and run.metrics.steps == 4
+        repo.close()
+    finally:
+        hold.touch()
+        writer.wait(120)
+
+
 def test_tinydb_index_follows_a_compaction_by_another_process(tmp_path):
     store = str(tmp_path / "store")
     repo = new_repository(store)

@@ -138,6 +138,16 @@ def after_cursor(row: dict[str, Any], cursor: tuple[float, str] | None) -> bool:
     return cursor is None or (row["started_at"], row["id"]) < cursor
 
 
+def with_live_totals(doc: dict[str, Any], steps: int, tokens: int | None) -> dict[str, Any]:
+    """A running run's document with the totals of the steps it has committed so far (the stored run
+    document is written when the run starts and ends; its steps as they complete)."""
+    metrics = dict(doc.get("metrics") or {})
+    metrics["steps"] = max(int(metrics.get("steps") or 0), steps)
+    if tokens is not None:
+        metrics["total_tokens"] = max(int(metrics.get("total_tokens") or 0), tokens)
+    return {**doc, "metrics": metrics}
+
+
 def page_of(docs: list[dict[str, Any]], limit: int) -> RunPage:
     """A page from up to ``limit + 1`` docs in page order (one more than asked: there is a next page)."""
     shown = docs[:limit]

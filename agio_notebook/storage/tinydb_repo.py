@@ -25,7 +25,7 @@ from .journal import Journal, atomic_write, fsync_dir, fsync_path
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
 from .locking import FileLock, LockTimeout, native_flock
 from .run_index import RunIndex
-from .run_query import RunFilter, RunPage, check_limit, page_of
+from .run_query import RunFilter, RunPage, check_limit, page_of, with_live_totals
 from .tinydb_maintenance import TinyDBMaintenance
 from .wal import Append, DeadLogs, WriteAheadLog, has_logs, replay
 
@@ -624,8 +624,8 @@ class TinyDBRepository(TinyDBMaintenance):
         return self._runs_index
 
     def query_runs(self, where: RunFilter = RunFilter(), limit: int = 50, cursor: str | None = None) -> RunPage:
-        """A page of runs, newest first (see ``storage/run_query.py``); a run still going shows its latest
-        totals, read from its session file (the index has a run's start and end only)."""
+        """A page of runs, newest first (see ``storage/run_query.py``); a run still going shows the totals of
+        the steps its session file holds so far."""
         limit = check_limit(limit)
         with self._lock:
             self._index.refresh()
@@ -636,9 +636,15 @@ class TinyDBRepository(TinyDBMaintenance):
                 docs = [known[i] for i in ids if i in known]
                 if not self._settle(docs[:limit]):
                     break
-            docs = [self._journal(d["session_id"]).tables.get("runs", {}).get(d["id"], d)
-                    if d.get("status") == RunStatus.RUNNING.value else d for d in docs]
+            docs = [self._live(d) if d.get("status") == RunStatus.RUNNING.value else d for d in docs]
         return page_of(docs, limit)
+
+    def _live(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """A running run with the totals of the steps its session file holds so far."""
+        steps = [s for s in self._journal(doc["session_id"]).tables.get("steps", {}).values()
+                 if s.get("run_id") == doc["id"] and not s.get("superseded")]
+        tokens = [(s.get("metrics") or {}).get("total_tokens") for s in steps]
+        return with_live_totals(doc, len(steps), sum(t for t in tokens if t) if any(t is not None for t in tokens) else None)
 
     def run_facets(self, limit: int = 100) -> dict[str, list[str]]:
         """The values each filter of the run query can take (agents, statuses, notebooks, users), sorted."""
