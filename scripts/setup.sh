@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up a development environment from a clean clone: Debian's bubblewrap and graphviz, a venv with the
 # package (editable, with test extras), the JupyterLab extension built from source, and — with --browser —
-# what only the tests need (chromium, postgresql, the LiteLLM proxy and an OTLP receiver in venvs of their
-# own); --lab leaves out the test tools. Safe to run again; it only redoes a step whose inputs changed.
+# what only the tests need (chromium, postgresql, JupyterHub's configurable-http-proxy from npm, the LiteLLM
+# proxy and an OTLP receiver in venvs of their own); --lab leaves out the test tools. Safe to run again; it only redoes a step whose inputs changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -136,6 +137,24 @@ def decode_cursor(cursor: Any) -> tuple[float, str]:
 def after_cursor(row: dict[str, Any], cursor: tuple[float, str] | None) -> bool:
     """Whether ``row`` comes after the cursor, newest first."""
     return cursor is None or (row["started_at"], row["id"]) < cursor
+
+
+class Recheck:
+    """Which of some sessions are due a look for runs left ``running`` by a process that died: each at most every
+    ``every`` seconds. A page read many times a second (a live panel over a class of thirty running at once)
+    otherwise tries every running session's claim at each read; a dead run is found within ``every`` seconds."""
+
+    def __init__(self, every: float = 5.0):
+        self.every = every
+        self._last: dict[str, float] = {}
+
+    def due(self, session_ids: Any) -> list[str]:
+        now = time.monotonic()
+        due = [s for s in sorted(set(session_ids)) if now - self._last.get(s, float("-inf")) >= self.every]
+        if len(self._last) > 10_000:  # forget old looks rather than grow without end
+            self._last.clear()
+        self._last.update((s, now) for s in due)
+        return due
 
 
 def with_live_totals(doc: dict[str, Any], steps: int, tokens: int | None) -> dict[str, Any]:

@@ -12,12 +12,14 @@ the row (the ``owner`` column's default, ``current_user``), which a process cann
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import orjson
 
 from ..core import AgentRun
-from .run_query import FACETS, RunFilter, RunPage, check_limit, facets_of, page_of, run_row, where_clause, with_live_totals
+from .run_query import (FACETS, Recheck, RunFilter, RunPage, check_limit, facets_of, page_of, run_row, where_clause,
+                        with_live_totals)
 
 # the shape of the tables within a schema version: 2 adds the run query's columns (additive: a store at
 # revision 2 still reads with a version that knows revision 1)
@@ -49,6 +51,10 @@ class SQLRunQuery:
     _query: Any
     _execute: Any
     _executemany: Any
+
+    @functools.cached_property
+    def _recheck(self) -> Recheck:
+        return Recheck()
 
     def _table_columns(self, cur: Any, table: str) -> set[str]:
         raise NotImplementedError
@@ -99,7 +105,7 @@ class SQLRunQuery:
         """A page of runs, newest first, filtered and ordered by the database (``storage/run_query.py``)."""
         limit = check_limit(limit)
         docs = self._page_docs(where, limit + 1, cursor)
-        running = sorted({d["session_id"] for d in docs[:limit] if d.get("status") == "running"})
+        running = self._recheck.due(d["session_id"] for d in docs[:limit] if d.get("status") == "running")
         if running and any([self.recover_interrupted(sid) for sid in running]):  # type: ignore[attr-defined]
             docs = self._page_docs(where, limit + 1, cursor)  # runs whose process died, settled just now
         going = [d["id"] for d in docs[:limit] if d.get("status") == "running"]

@@ -25,7 +25,7 @@ from .journal import Journal, atomic_write, fsync_dir, fsync_path
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
 from .locking import FileLock, LockTimeout, native_flock
 from .run_index import RunIndex
-from .run_query import RunFilter, RunPage, check_limit, page_of, with_live_totals
+from .run_query import Recheck, RunFilter, RunPage, check_limit, page_of, with_live_totals
 from .tinydb_maintenance import TinyDBMaintenance
 from .wal import Append, DeadLogs, WriteAheadLog, has_logs, replay
 
@@ -57,6 +57,7 @@ class TinyDBRepository(TinyDBMaintenance):
         self._claim_lock = threading.Lock()
         self._seq_index: dict[str, dict[int, str]] = {}  # session -> sequence -> current step id
         self._runs_index: RunIndex | None = None  # the run query's index, made on its first use
+        self._recheck = Recheck()  # when the run query last looked for runs whose process died, per session
         self._wal = WriteAheadLog(self.root, self._make_durable)
         _live.add(self)
         self.recover_interrupted()  # runs left `running` by a process that died are found on open
@@ -634,7 +635,9 @@ class TinyDBRepository(TinyDBMaintenance):
                 ids = self._run_index().page_ids(where, limit + 1, cursor)
                 known = self._index.tables.get("runs", {})
                 docs = [known[i] for i in ids if i in known]
-                if not self._settle(docs[:limit]):
+                due = set(self._recheck.due(d["session_id"] for d in docs[:limit]
+                                            if d.get("status") == RunStatus.RUNNING.value))
+                if not self._settle([d for d in docs[:limit] if d["session_id"] in due]):
                     break
             docs = [self._live(d) if d.get("status") == RunStatus.RUNNING.value else d for d in docs]
         return page_of(docs, limit)
