@@ -21,8 +21,8 @@ from agio_notebook_server.runs.store import LOCK_TIMEOUT, PanelError, PanelStore
 from store_backends import running_postgres
 
 
-def ask(store: PanelStore, view, *args):
-    return asyncio.run(store.call(view, store, *args))
+def ask(store: PanelStore, view, *args, **params):
+    return asyncio.run(store.call(lambda: view(store, *args, **params)))
 
 
 def test_loading_the_extension_imports_no_engine():
@@ -37,7 +37,7 @@ def test_no_store_yet_is_a_state_not_an_error_and_nothing_is_made(tmp_path):
     info, damage = ask(store, views.status)
     assert info["state"] == "none" and info["message"].startswith("no agio store yet at .agio: run a %%agio cell")
     with pytest.raises(PanelError, match="no agio store yet") as caught:
-        ask(store, views.runs_page, {})
+        ask(store, views.runs_page)
     assert caught.value.status == 404 and not (tmp_path / ".agio").exists()
 
 
@@ -52,14 +52,14 @@ def _filled(target: str) -> str:
 def test_bad_input_is_one_line_with_a_status(tmp_path):
     run_id = _filled(str(tmp_path / ".agio"))
     store = PanelStore(tmp_path)
-    page, damage = ask(store, views.runs_page, {"agent": "a"})
+    page, damage = ask(store, views.runs_page, agent="a")
     assert [r["id"] for r in page["runs"]] == [run_id] and damage == []
     for params, status, line in (({"status": "done"}, 400, "no run status 'done'"),
                                  ({"limit": "9999"}, 400, "a page of runs holds 1 to 500 runs"),
                                  ({"limit": "ten"}, 400, "limit is a number of runs"),
                                  ({"cursor": "garbage"}, 400, "is not a cursor of a page of runs")):
         with pytest.raises(PanelError, match=line) as caught:
-            ask(store, views.runs_page, params)
+            ask(store, views.runs_page, **params)
         assert caught.value.status == status and "\n" not in str(caught.value)
     with pytest.raises(PanelError, match="no run 'nope123'") as caught:
         ask(store, views.transcript, "nope123")
@@ -81,7 +81,7 @@ def test_a_damaged_tinydb_store_is_one_line_or_its_readable_runs_with_the_damage
     (tmp_path / ".agio" / "meta.json").write_text("{ not json")
     store = PanelStore(tmp_path)
     with pytest.raises(PanelError, match=r"store metadata .*meta.json is unreadable") as caught:
-        ask(store, views.runs_page, {})
+        ask(store, views.runs_page)
     assert caught.value.status == 503 and "\n" not in str(caught.value)
 
 
@@ -89,7 +89,7 @@ def test_a_file_that_is_not_a_sqlite_database_is_one_line(tmp_path):
     (tmp_path / "agio.db").write_bytes(b"not a database, " * 100)
     store = PanelStore(tmp_path, f"sqlite:///{tmp_path / 'agio.db'}")
     with pytest.raises(PanelError, match="file is not a database") as caught:
-        ask(store, views.runs_page, {})
+        ask(store, views.runs_page)
     assert "\n" not in str(caught.value)
 
 
@@ -110,13 +110,13 @@ time.sleep(120)
         store = PanelStore(tmp_path, f"sqlite:///{db}")
         started = time.monotonic()
         with pytest.raises(PanelError, match="database is locked") as caught:
-            ask(store, views.runs_page, {})
+            ask(store, views.runs_page)
         waited = time.monotonic() - started
         assert "\n" not in str(caught.value) and waited < LOCK_TIMEOUT * 5, waited
     finally:
         holder.kill()
         holder.wait()
-    page, _ = ask(store, views.runs_page, {})  # the lock gone, the same panel reads
+    page, _ = ask(store, views.runs_page)  # the lock gone, the same panel reads
     assert len(page["runs"]) == 1
 
 

@@ -28,15 +28,18 @@ from .changes import ChangeFeed
 from .store import PanelError, PanelStore
 
 
-class _Endpoint(APIHandler):
-    """Runs one view on the store's worker thread and writes its answer (and the damage it met)."""
+class ViewHandler(APIHandler):
+    """Runs one view on the store's worker thread, with the path's parts and the query's arguments it names,
+    and writes its answer (and the damage it met) as JSON."""
 
-    def initialize(self, store: PanelStore) -> None:
-        self.store = store
+    def initialize(self, store: PanelStore, view: Callable[..., dict[str, Any]], query: tuple[str, ...] = ()) -> None:
+        self.store, self.view, self.query = store, view, query
 
-    async def answer(self, view: Callable[..., dict[str, Any]], *args: Any) -> None:
+    @web.authenticated
+    async def get(self, *path: str) -> None:
+        params = {name: self.get_argument(name, "") for name in self.query}
         try:
-            data, damage = await self.store.call(view, self.store, *args)
+            data, damage = await self.store.call(lambda: self.view(self.store, *path, **params))
         except PanelError as exc:
             self.set_status(exc.status)
             self.finish(json.dumps({"message": str(exc), "where": self.store.where}))
@@ -44,49 +47,6 @@ class _Endpoint(APIHandler):
         if damage:
             data["damage"] = damage
         self.finish(json.dumps(data, default=str))
-
-
-class StoreHandler(_Endpoint):
-    @web.authenticated
-    async def get(self) -> None:
-        await self.answer(views.status)
-
-
-class RunsHandler(_Endpoint):
-    @web.authenticated
-    async def get(self) -> None:
-        params = {k: self.get_argument(k, "") for k in (*views.FILTERS, "limit", "cursor")}
-        await self.answer(views.runs_page, params)
-
-
-class FacetsHandler(_Endpoint):
-    @web.authenticated
-    async def get(self) -> None:
-        await self.answer(views.facets)
-
-
-class RunHandler(_Endpoint):
-    @web.authenticated
-    async def get(self, run_id: str) -> None:
-        await self.answer(views.transcript, run_id)
-
-
-class DiffHandler(_Endpoint):
-    @web.authenticated
-    async def get(self) -> None:
-        await self.answer(views.diff, self.get_argument("a", ""), self.get_argument("b", ""))
-
-
-class TreeHandler(_Endpoint):
-    @web.authenticated
-    async def get(self, session_id: str) -> None:
-        await self.answer(views.tree, session_id)
-
-
-class ProgressHandler(_Endpoint):
-    @web.authenticated
-    async def get(self) -> None:
-        await self.answer(views.progress)
 
 
 class UpdatesSocket(JupyterHandler, websocket.WebSocketHandler):
@@ -126,8 +86,15 @@ class UpdatesSocket(JupyterHandler, websocket.WebSocketHandler):
 
 def routes(base: str, store: PanelStore, feed: ChangeFeed) -> list[tuple[str, type, dict[str, Any]]]:
     api = base.rstrip("/") + "/agio/api"
-    given = {"store": store}
-    return [(f"{api}/store", StoreHandler, given), (f"{api}/runs", RunsHandler, given),
-            (f"{api}/facets", FacetsHandler, given), (f"{api}/runs/([^/]+)", RunHandler, given),
-            (f"{api}/diff", DiffHandler, given), (f"{api}/tree/([^/]+)", TreeHandler, given),
-            (f"{api}/progress", ProgressHandler, given), (f"{api}/updates", UpdatesSocket, {"feed": feed})]
+
+    def view(fn: Callable[..., dict[str, Any]], *query: str) -> dict[str, Any]:
+        return {"store": store, "view": fn, "query": query}
+
+    return [(f"{api}/store", ViewHandler, view(views.status)),
+            (f"{api}/runs", ViewHandler, view(views.runs_page, *views.FILTERS, "limit", "cursor")),
+            (f"{api}/facets", ViewHandler, view(views.facets)),
+            (f"{api}/runs/([^/]+)", ViewHandler, view(views.transcript)),
+            (f"{api}/diff", ViewHandler, view(views.diff, "a", "b")),
+            (f"{api}/tree/([^/]+)", ViewHandler, view(views.tree)),
+            (f"{api}/progress", ViewHandler, view(views.progress)),
+            (f"{api}/updates", UpdatesSocket, {"feed": feed})]

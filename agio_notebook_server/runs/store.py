@@ -102,18 +102,18 @@ class PanelStore:
                 self._repository = new_repository(self.target)
         return self._repository
 
-    async def call(self, fn: Callable[..., T], *args: Any) -> tuple[T, list[str]]:
-        """``fn(*args)`` on the worker thread: its result and the damage it met (one line each)."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, self._guarded, fn, args)
+    async def call(self, fn: Callable[[], T]) -> tuple[T, list[str]]:
+        """``fn()`` on the worker thread: its result and the damage it met (one line each)."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, self._guarded, fn)
 
-    def _guarded(self, fn: Callable[..., T], args: tuple[Any, ...]) -> tuple[T, list[str]]:
+    def _guarded(self, fn: Callable[[], T]) -> tuple[T, list[str]]:
         from agio_notebook.core import AgioError, NotFoundError
         from agio_notebook.storage import StoreDamageWarning
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", StoreDamageWarning)
             try:
-                result = fn(*args)
+                result = fn()
             except PanelError:
                 raise
             except NotFoundError as exc:

@@ -8,7 +8,7 @@ tree are the data ``agio_notebook.diff`` and ``tree`` show in a notebook. Nothin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .store import QUERY_CHARS, PanelError, PanelStore
 
@@ -54,14 +54,14 @@ def status(store: PanelStore) -> dict[str, Any]:
     return info
 
 
-def runs_page(store: PanelStore, params: Mapping[str, str]) -> dict[str, Any]:
+def runs_page(store: PanelStore, limit: str = "", cursor: str = "", **filters: str) -> dict[str, Any]:
     from agio_notebook.storage import RunFilter
 
-    where = RunFilter(**{k: params[k] for k in FILTERS if params.get(k)})
-    limit = params.get("limit") or str(PAGE)
+    where = RunFilter(**{k: v for k, v in filters.items() if k in FILTERS and v})
+    limit = limit or str(PAGE)
     if not limit.isdigit():
         raise PanelError(f"limit is a number of runs, got {limit!r}", 400)
-    page = store.repository().query_runs(where, int(limit), params.get("cursor") or None)
+    page = store.repository().query_runs(where, int(limit), cursor or None)
     return {"runs": [run_row(store, r) for r in page.runs], "next_cursor": page.next_cursor}
 
 

@@ -12,7 +12,7 @@ import { el } from './dom';
 import { MAGIC_EVENT, MagicRequest, controlCell } from './magic';
 import { RunsApi, Update } from './runs_api';
 import { RunsPanel } from './runs_panel';
-import { DashboardTab, DiffTab, StoreTab, TranscriptTab, TreeTab } from './runs_views';
+import { DashboardTab, StoreTab, TranscriptTab, diffTab, treeTab } from './runs_views';
 
 const runsIcon = new LabIcon({
   name: 'agio-notebook:runs',
@@ -96,8 +96,8 @@ export const runsPlugin: JupyterFrontEndPlugin<void> = {
 
     const panel = new RunsPanel(api, {
       openRun,
-      openDiff: (a, b) => show(new DiffTab(api, a, b) as StoreTab<unknown>),
-      openTree: sessionId => show(new TreeTab(api, sessionId) as StoreTab<unknown>),
+      openDiff: (a, b) => show(diffTab(api, a, b) as StoreTab<unknown>),
+      openTree: sessionId => show(treeTab(api, sessionId) as StoreTab<unknown>),
       openDashboard: () => show(new DashboardTab(api, openRun) as StoreTab<unknown>),
       changed: (update: Update) => {
         for (const tab of tabs.values()) {

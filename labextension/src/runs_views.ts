@@ -102,38 +102,35 @@ export class TranscriptTab extends StoreTab<MimeAnswer> {
   }
 }
 
-export class DiffTab extends StoreTab<MimeAnswer> {
-  constructor(api: RunsApi, readonly a: string, readonly b: string) {
-    super(api, 'diff');
-    this.id = `agio-diff-${a}-${b}`;
-    this.title.label = `diff ${a.slice(0, 6)} ↔ ${b.slice(0, 6)}`;
+/** A tab drawing one MIME answer with the renderer a notebook output of that type uses. */
+class MimeTab extends StoreTab<MimeAnswer> {
+  constructor(api: RunsApi, kind: string, id: string, label: string, private ask: () => Promise<MimeAnswer>,
+    private render: (data: unknown, doc: Document) => HTMLElement) {
+    super(api, kind);
+    this.id = id;
+    this.title.label = label;
     this.title.closable = true;
   }
 
   protected read(): Promise<MimeAnswer> {
-    return this.api.diff(this.a, this.b);
+    return this.ask();
   }
 
   protected draw(answer: MimeAnswer): void {
-    this.body.replaceChildren(renderDiff(answer.data, this.node.ownerDocument));
+    this.body.replaceChildren(this.render(answer.data, this.node.ownerDocument));
   }
 }
 
-export class TreeTab extends StoreTab<MimeAnswer> {
-  constructor(api: RunsApi, readonly sessionId: string) {
-    super(api, 'tree');
-    this.id = `agio-tree-${sessionId}`;
-    this.title.label = `tree ${sessionId.slice(0, 8)}`;
-    this.title.closable = true;
-  }
+/** Two runs side by side (explore.ts's diff). */
+export function diffTab(api: RunsApi, a: string, b: string): StoreTab<MimeAnswer> {
+  return new MimeTab(api, 'diff', `agio-diff-${a}-${b}`, `diff ${a.slice(0, 6)} ↔ ${b.slice(0, 6)}`,
+    () => api.diff(a, b), renderDiff);
+}
 
-  protected read(): Promise<MimeAnswer> {
-    return this.api.tree(this.sessionId);
-  }
-
-  protected draw(answer: MimeAnswer): void {
-    this.body.replaceChildren(renderTree(answer.data, this.node.ownerDocument));
-  }
+/** A session's runs, retries and forks (explore.ts's tree). */
+export function treeTab(api: RunsApi, sessionId: string): StoreTab<MimeAnswer> {
+  return new MimeTab(api, 'tree', `agio-tree-${sessionId}`, `tree ${sessionId.slice(0, 8)}`,
+    () => api.tree(sessionId), renderTree);
 }
 
 export class DashboardTab extends StoreTab<Dashboard> {
