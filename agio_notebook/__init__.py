@@ -10,11 +10,12 @@ from .core import (AgentRun, AgentSession, ExecutionConfig, RunStatus, Step, Ste
 from .execution import AgentHook, RunResult, StepRunner, fork_session
 from .models import FunctionModel, OpenAIModel, Reply, ScriptedModel, default_model
 from .tools import Tool, tool
+from .tools.context import RunContext
 
 __version__ = "0.1.0"
 
-_FRAMES = ("runs", "steps", "tool_calls", "sessions", "run_metrics", "actions", "context")
-_EXPLORE = ("diff", "sweep", "tree")
+_FRAMES = ("runs", "steps", "tool_calls", "sessions", "run_metrics", "actions", "context", "outputs", "list_attempts")
+_EXPLORE = ("diff", "sweep", "tree", "evaluate", "compare", "evaluations")
 _SCHEDULING = ("batch", "resume_batch", "executions", "RateLimit")
 _AGENT_RUNNER = ("AgentRunner", "AgentConfig", "CallResult")
 
@@ -77,6 +78,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 __all__ = [
+    "RunContext",
     "Agent", "AgentHook", "AgentRun", "AgentSession", "ExecutionConfig", "FunctionModel", "OpenAIModel", "Reply",
     "RunResult", "RunStatus", "ScriptedModel", "Step", "StepEvent", "StepEventType", "StepRole", "StepRunner",
     "Tool", "default_model", "fork_session", "tool", "memory", "trace", "feedback", *_FRAMES, *_EXPLORE,

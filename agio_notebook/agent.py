@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -15,7 +16,8 @@ from .models import default_model
 from .models.base import Model
 from .models.settings import check_settings
 from .tools import Tool, ToolRegistry, tool
-from .tools.context import get_call
+from .tools.context import RunContext, get_call
+from .tools.output import FINAL_RESULT, OutputSpec, output_spec
 from .tools.decorator import _inline_refs
 
 
@@ -80,11 +82,18 @@ class Agent:
     ``memory`` is an :class:`agio_notebook.memory.MemoryConfig` (None: the defaults, retrieval on).
     ``model_settings`` (``temperature``, ``max_tokens``, ``tool_choice``, ``extra_body``...) go with every
     model call; a run's ``ExecutionConfig.model_settings`` (e.g. from ``%%agio --settings``) override them.
+
+    Typed agents (see ``docs/models.md``): ``output_type`` asks the model for an answer of that type (a
+    pydantic model, a dataclass, a ``TypedDict``, a list of them, ``int``...), validated, retried up to
+    ``output_retries`` times with the reason, and returned as ``result.output``. ``deps_type`` is the type
+    of the dependencies a run is given (``run(..., deps=...)``), which tools and a dynamic ``system_prompt``
+    (a function of a :class:`~agio_notebook.tools.context.RunContext`) receive. ``settings_hook(ctx,
+    messages)`` returns settings for one model call (merged over the others), e.g. a per-turn ``extra_body``.
     """
 
     model: Model | None = None
     tools: Sequence[Tool | Callable[..., Any]] = ()
-    system_prompt: str | None = None
+    system_prompt: str | Callable[[RunContext[Any]], str | None] | None = None
     name: str = "agent"
     config: ExecutionConfig | None = None
     memory: Any = None
@@ -92,12 +101,25 @@ class Agent:
     # agents this one may hand the conversation to: a ``transfer_to_<name>`` tool each (see docs/compose.md)
     handoffs: Sequence[Agent] = ()
     description: str | None = None  # what the agent does, for the models that may call it or hand off to it
+    output_type: Any = None
+    output_retries: int = 3
+    deps_type: Any = None
+    settings_hook: Callable[[RunContext[Any], list[dict[str, Any]]], dict[str, Any] | None] | None = None
     registry: ToolRegistry = field(init=False, repr=False)
+    output: OutputSpec | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.model is None:
             self.model = default_model()
         self.model_settings = check_settings(self.model_settings) or None
+        if self.system_prompt is not None and not isinstance(self.system_prompt, str) and not callable(self.system_prompt):
+            raise TypeError(f"agent {self.name!r}: system_prompt must be text or a function of the run's context, "
+                            f"got {type(self.system_prompt).__name__}")
+        if isinstance(self.output_retries, bool) or not isinstance(self.output_retries, int) or self.output_retries < 0:
+            raise ValueError(f"agent {self.name!r}: output_retries must be a whole number >= 0, got {self.output_retries!r}")
+        if self.settings_hook is not None and not callable(self.settings_hook):
+            raise TypeError(f"agent {self.name!r}: settings_hook must be a function, got {type(self.settings_hook).__name__}")
+        self.output = output_spec(self.output_type)
         self.registry = ToolRegistry([t if isinstance(t, Tool) else t.as_tool() if isinstance(t, Agent) else tool(t)
                                       for t in self.tools])
         for t in self.registry:  # the prefix is the handoffs': a tool of that name would block a real one
@@ -110,6 +132,38 @@ class Agent:
             if target is self:
                 raise ValueError(f"agent {self.name!r} cannot hand off to itself")
             self.registry.add(self._handoff_tool(target))
+        if self.output is not None:
+            if FINAL_RESULT in self.registry.names():
+                raise ValueError(f"agent {self.name!r}: a tool may not be named {FINAL_RESULT!r}, which gives a typed "
+                                 "agent's answer")
+            self.registry.add(self.output.tool)
+
+    def instructions(self, ctx: RunContext[Any]) -> str | None:
+        """The system prompt for a run: the text, or what the function of the run's context returns."""
+        prompt = self.system_prompt
+        if prompt is None or isinstance(prompt, str):
+            return prompt
+        value = prompt(ctx)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"agent {self.name!r}: its system_prompt function returned "
+                            f"{type(value).__name__}, not text")
+        return value
+
+    def check_deps(self, deps: Any) -> None:
+        """Dependencies of the declared ``deps_type``, checked before anything is stored (one line)."""
+        wanted = self.deps_type
+        if wanted is None or deps is None and wanted is type(None):
+            return
+        if deps is None:
+            raise ValueError(f"agent {self.name!r} needs deps of type {getattr(wanted, '__qualname__', wanted)}: "
+                             "run(..., deps=...)")
+        try:
+            fits = isinstance(deps, wanted)
+        except TypeError:  # a TypedDict, a Protocol without runtime checks...: not checkable here
+            return
+        if not fits:
+            raise TypeError(f"agent {self.name!r} takes deps of type {getattr(wanted, '__qualname__', wanted)}, "
+                            f"got {type(deps).__qualname__}")
 
     def _handoff_tool(self, target: Agent) -> Tool:
         name = _tool_name(handoff_tool_name(target), f"agent {self.name!r}: the handoff tool name")
@@ -156,7 +210,9 @@ class Agent:
         model). A session records the fingerprint of the agent that made it (:func:`stamp_owner`); a server
         continues only the sessions of the agents it serves, so another agent that merely shares a name
         cannot be continued through it."""
-        who = [self.name, self.system_prompt or "", sorted(t.name for t in self.registry)]
+        prompt = self.system_prompt
+        instructions = prompt if isinstance(prompt, str) or prompt is None else getattr(prompt, "__qualname__", "")
+        who = [self.name, instructions or "", sorted(t.name for t in self.registry)]
         return hashlib.sha256(json.dumps(who, ensure_ascii=False).encode()).hexdigest()[:32]
 
     def close(self) -> None:
@@ -167,19 +223,40 @@ class Agent:
 
     def with_tools(self, tools: Sequence[Tool | Callable[..., Any]]) -> Agent:
         """The same agent with more tools (e.g. a cell's ``--mcp`` servers); names must stay unique."""
-        return Agent(model=self.model, tools=[*self._own_tools(), *tools], system_prompt=self.system_prompt,
-                     name=self.name, config=self.config, model_settings=self.model_settings, memory=self.memory,
-                     handoffs=self.handoffs, description=self.description)
+        return dataclasses.replace(self, tools=[*self._own_tools(), *tools])
 
     def with_model(self, model: Model) -> Agent:
         """The same agent on another model (e.g. to retry a step with a stronger one)."""
-        return Agent(model=model, tools=self._own_tools(), system_prompt=self.system_prompt,
-                     name=self.name, config=self.config, model_settings=self.model_settings, memory=self.memory,
-                     handoffs=self.handoffs, description=self.description)
+        return dataclasses.replace(self, model=model, tools=self._own_tools())
+
+    def with_instructions(self, system_prompt: str | Callable[[RunContext[Any]], str | None] | None) -> Agent:
+        """The same agent with other instructions (e.g. to fork a session with another system prompt)."""
+        return dataclasses.replace(self, system_prompt=system_prompt, tools=self._own_tools())
 
     def _own_tools(self) -> list[Tool]:
-        """The registry's tools but the handoff tools (a copy of the agent makes its own)."""
-        return [t for t in self.registry if not isinstance(t.function, Handoff)]
+        """The registry's tools but those the agent makes itself (handoffs, a typed agent's final_result)."""
+        return [t for t in self.registry if not isinstance(t.function, Handoff) and
+                (self.output is None or t is not self.output.tool)]
+
+    # -- the short path: one call runs the agent in the default store (StepRunner for control) ----------
+    def run_sync(self, query: str, *, session: Any = None, deps: Any = None) -> Any:
+        """Run the agent on ``query`` from a plain script (new session unless ``session``); its result."""
+        return self._runner().run_sync(session, query, deps=deps)
+
+    async def run(self, query: str, *, session: Any = None, deps: Any = None) -> Any:
+        """``await agent.run(query)`` in a notebook or any event loop; its result (``.output``, ``.final_text``)."""
+        return await self._runner().run(session, query, deps=deps)
+
+    def run_stream(self, query: str, *, session: Any = None, deps: Any = None) -> Any:
+        """``async for event in agent.run_stream(query)``: the run's events as they happen."""
+        return self._runner().run_stream(session, query, deps=deps)
+
+    def _runner(self) -> Any:
+        # the short path is the one place this layer starts the engine above it (declared in the layers
+        # contract in pyproject.toml): agent.run_sync() is StepRunner(agent).run_sync(...)
+        from .execution.runner import StepRunner
+
+        return StepRunner(self)
 
 
 OWNER = "owner"  # the session metadata key of the agent that made the session

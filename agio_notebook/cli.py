@@ -91,8 +91,7 @@ def _migrate(args: argparse.Namespace) -> int:
     finally:
         source.close()
         target.close()
-    print(f"copied {report.sessions} sessions, {report.runs} runs, {report.steps} steps and {report.events} events "
-          f"to {target.root}")
+    print(report.to_text(str(target.root)))
     return 0
 
 
@@ -163,6 +162,23 @@ def _serve_until_interrupted(running: Any, line: str) -> int:
             time.sleep(0.5)
     except KeyboardInterrupt:
         running.stop()
+    return 0
+
+
+def _course(args: argparse.Namespace) -> int:
+    from .teach.export import export_nbgrader, export_otter
+
+    if not (args.nbgrader or args.otter):
+        raise AgioError("agio course export: say where, with --nbgrader DIR and/or --otter DIR")
+    names = [n.strip() for n in args.exercises.split(",") if n.strip()] if args.exercises else None
+    if args.points <= 0:
+        raise AgioError(f"--points must be more than 0, got {args.points:g}")
+    if args.nbgrader:
+        written = export_nbgrader(args.nbgrader, names, points=args.points, assignment=args.assignment)
+        print(f"nbgrader: {written} (then, in {args.nbgrader}: nbgrader generate_assignment {args.assignment})")
+    if args.otter:
+        written = export_otter(args.otter, names, points=args.points, assignment=args.assignment)
+        print(f"otter: {written} (then: otter assign {written} DIST)")
     return 0
 
 
@@ -247,6 +263,14 @@ def main(argv: list[str] | None = None) -> int:
     a2a = sub.add_parser("a2a", help="serve agents to A2A clients: a2a serve --agents module:attribute")
     a2a.add_argument("action", choices=["serve"])
     _serve_options(a2a, 8766)
+    course = sub.add_parser("course", help="the course's exercises as graded assignments: course export --nbgrader DIR "
+                                           "and/or --otter DIR")
+    course.add_argument("action", choices=["export"])
+    course.add_argument("--nbgrader", default=None, metavar="DIR", help="write an nbgrader course directory")
+    course.add_argument("--otter", default=None, metavar="DIR", help="write an otter-grader master notebook")
+    course.add_argument("--exercises", default=None, metavar="A,B", help="the exercises (default: all, in course order)")
+    course.add_argument("--points", type=float, default=5.0, help="points per exercise (default 5)")
+    course.add_argument("--assignment", default="agio", help="the assignment's name (default: agio)")
     classroom = sub.add_parser("classroom", help="a class on JupyterHub sharing one PostgreSQL store: init, "
                                                  "add-student, remove-student")
     classroom.add_argument("action", choices=["init", "add-student", "remove-student"])
@@ -270,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "(default: keep them; the teacher still sees them)")
     args = parser.parse_args(argv)
     handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store, "mcp": _mcp,
-               "a2a": _a2a, "classroom": _classroom}[args.command]
+               "a2a": _a2a, "course": _course, "classroom": _classroom}[args.command]
     from .storage import StoreDamageWarning
 
     with warnings.catch_warnings(record=True) as caught:

@@ -17,6 +17,8 @@ import pandas as pd
 from .core import StoreError, run_tree
 from .storage import Repository, open_repository
 from .storage.ids import resolve_filter, resolve_run_id, resolve_session_id
+from .views.ids import ShortIdFrame
+from .views.messages import MessagesFrame
 
 STEP_METRICS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "ttft_ms", "model_ms", "tool_ms",
                 "duration_ms")
@@ -208,10 +210,62 @@ def runs(session_id: str | None = None, *, repository: Repository | None = None)
     return _run_frame(repo.iter_run_dicts(_filters(repo, session_id)[0]))
 
 
+def outputs(agent: str | None = None, session_id: str | None = None, *,
+            repository: Repository | None = None) -> pd.DataFrame:
+    """Typed agents' answers (``Agent(output_type=...)``), one row per run that gave one, oldest first:
+    ``run_id``, ``session_id``, ``agent``, ``output_type``, ``ended_at``, then one column per field of the
+    answer (an answer that is not an object is one ``output`` column; a field named like one of the first
+    five is ``output.<name>``)."""
+    repo = repository or open_repository()
+    docs = [d for d in repo.iter_run_dicts(_filters(repo, session_id)[0])
+            if d.get("output") is not None and (agent is None or d.get("agent_name") == agent)]
+    docs.sort(key=lambda d: d.get("started_at") or 0.0)
+    fixed = {"run_id": _text([d["id"] for d in docs]), "session_id": _text([d["session_id"] for d in docs]),
+             "agent": _text([d.get("agent_name") for d in docs]),
+             "output_type": _text([d.get("output_type") for d in docs]),
+             "ended_at": _utc([d.get("ended_at") for d in docs])}
+    values = [d["output"] for d in docs]
+    if values and all(isinstance(v, dict) for v in values):
+        fields = pd.json_normalize(values, max_level=0)
+        fields.columns = [f"output.{c}" if c in fixed else c for c in fields.columns]
+    else:
+        fields = pd.DataFrame({"output": pd.Series(values, dtype=object)})
+    return pd.concat([pd.DataFrame(fixed), fields.reset_index(drop=True)], axis=1)
+
+
+def list_attempts(repository: Repository | str, run_id: str | None = None) -> pd.DataFrame:
+    """Every attempt of ``run_id``'s family (the run, its retries and theirs), oldest first, one row each;
+    ``current`` marks the one the conversation uses. ``list_attempts(run_id)`` reads the current store,
+    ``list_attempts(repository, run_id)`` another one; ids as shown (8 characters) work."""
+    from .execution.attempts import attempts_of
+
+    if isinstance(repository, str):
+        repository, run_id = open_repository(), repository
+    return attempts_frame(attempts_of(repository, resolve_run_id(repository, run_id or "")))
+
+
+def attempts_frame(attempts: list[Any]) -> pd.DataFrame:
+    """One row per attempt, oldest first; ``current`` marks the one the conversation uses."""
+    runs = [a.run for a in attempts]
+    return pd.DataFrame({
+        "attempt": pd.Series([a.number for a in attempts], dtype="Int64"),
+        "current": pd.Series([a.current for a in attempts], dtype="bool"),
+        "run_id": pd.Series([r.id for r in runs], dtype="string"),
+        "kind": pd.Series([r.kind for r in runs], dtype="string"),
+        "status": pd.Series([r.status.value for r in runs], dtype="string"),
+        "from_sequence": pd.Series([r.start_sequence for r in runs], dtype="Int64"),
+        "steps": pd.Series([a.steps for a in attempts], dtype="Int64"),
+        "final_text": pd.Series([r.final_text for r in runs], dtype="string"),
+        "error": pd.Series([r.error for r in runs], dtype="string"),
+        "started_at": pd.to_datetime(pd.Series([r.started_at for r in runs], dtype="float64"), unit="s", utc=True),
+    })
+
+
 def run_metrics(session_id: str | None = None, *, repository: Repository | None = None) -> pd.DataFrame:
-    """Per-run metrics only, indexed by run id: counts, tokens and times."""
+    """Per-run metrics only, indexed by run id: counts, tokens and times. Displayed, the ids show cut to 8
+    characters, as in every table; the index keeps them whole (``.loc[run_id]``)."""
     frame = runs(session_id, repository=repository)
-    return frame[["run_id", "status", "attempt", *RUN_COUNTS, *RUN_TIMES, "cost"]].set_index("run_id")
+    return ShortIdFrame(frame[["run_id", "status", "attempt", *RUN_COUNTS, *RUN_TIMES, "cost"]].set_index("run_id"))
 
 
 def tool_calls(session_id: str | None = None, run_id: str | None = None, *, tree: str | None = None,
@@ -325,7 +379,7 @@ def context(run_id: str, step: int, *, repository: Repository | None = None) -> 
 
     repository = repository or open_repository()
     rows = seen_rows(repository, run_id, step)
-    frame = pd.DataFrame({
+    frame = MessagesFrame({
         "role": _cat([r["role"] for r in rows], ROLES),
         "text": _text([r["text"] for r in rows]),
         "tokens": _int([r["tokens"] for r in rows]),

@@ -60,7 +60,8 @@ def refresh(path: Path, out: Path, timeout: int) -> str | None:
     """Execute ``path`` in a fresh store and write it to ``out``; the failing cell's error, or None."""
     nb = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory(prefix="agio-tutorial-") as tmp:
-        env = kernel_env(Path(tmp) / "jupyter", Path(tmp) / "store")
+        # named as a learner's default store is, so a tutorial's own store reads as theirs would (.agio.NAME)
+        env = kernel_env(Path(tmp) / "jupyter", Path(tmp) / ".agio")
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(env)  # the kernel manager finds the kernelspec, and the kernel inherits the rest

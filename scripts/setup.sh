@@ -6,15 +6,48 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+usage() {
+  cat <<'USAGE'
+usage: scripts/setup.sh [--lab | --browser | --litellm]
+
+Set up this clone: Debian's bubblewrap and graphviz, .venv with agio-notebook (editable) and the
+JupyterLab extension built from labextension/. Safe to run again: a step runs only when its inputs
+changed.
+
+  (no option)  the package with the test tools, Parquet export and Ray
+  --lab        what scripts/lab.sh needs: the tutorials' extras and the local embedding model
+  --browser    everything the tests need (scripts/test.sh): chromium, PostgreSQL, the graders, and
+               LiteLLM's proxy and an OTLP receiver in venvs of their own
+  --litellm    only LiteLLM's proxy (.venv-litellm), for scripts/local_llm.sh
+  -h, --help   this text
+USAGE
+}
+
 want_browser=0
 for_lab=0
+only_litellm=0
 for arg in "$@"; do
   case "$arg" in
     --browser) want_browser=1 ;;
     --lab) for_lab=1 ;;  # only what scripts/lab.sh needs: no test-only services
-    *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
+    --litellm) only_litellm=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "setup.sh: unknown option $arg (see scripts/setup.sh --help)" >&2; exit 2 ;;
   esac
 done
+
+python=${PYTHON:-python3}
+install_litellm() {  # LiteLLM's proxy in a venv of its own: its pins (openai<3 among them) stay out of .venv
+  if [ ! -x .venv-litellm/bin/litellm ]; then
+    echo "== installing the LiteLLM proxy into .venv-litellm"
+    "$python" -m venv .venv-litellm
+    .venv-litellm/bin/pip install -q -r tests/requirements-litellm.txt 2> >(grep -v "^WARNING: Location 'file:" >&2)
+  fi
+}
+if [ "$only_litellm" = 1 ]; then
+  install_litellm
+  exit 0
+fi
 
 # Debian packages: the sandbox (bubblewrap) and graph layout (graphviz's dot) for everyone; with
 # --browser also what only the tests need (chromium for the browser tests, postgresql for the store tests).
@@ -34,7 +67,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
 fi
 
-python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
   "$python" -m venv .venv
@@ -49,12 +81,17 @@ up_to_date() {  # up_to_date NAME HASH: was step NAME last done with these input
   [ "${AGIO_SETUP_FORCE:-0}" != 1 ] && [ "$(cat "$stamps/$1" 2>/dev/null)" = "$2" ]
 }
 
-# --lab installs what the tutorials need; otherwise the test tools and Parquet export too (a superset:
+# --lab installs what the tutorials need (and the local embedding model for memory); otherwise the test
+# tools, Parquet export and Ray too (a superset:
 # lab accepts it)
-extras=test,parquet,ray
-[ "$for_lab" = 1 ] && extras=tutorials
+# (--browser, as scripts/test.sh asks, adds the graders the course exports to: nbgrader and otter-grader)
+extras=test,parquet,ray,embeddings
+[ "$want_browser" = 1 ] && extras=test,parquet,ray,embeddings,graders
+[ "$for_lab" = 1 ] && extras=tutorials,embeddings
 python_inputs=$( (cat pyproject.toml; .venv/bin/python -VV) | sha256sum | cut -d' ' -f1)
-if up_to_date python "$python_inputs test,parquet,ray" || up_to_date python "$python_inputs $extras"; then
+if up_to_date python "$python_inputs test,parquet,ray,embeddings,graders" \
+   || { [ "$want_browser" = 0 ] && up_to_date python "$python_inputs test,parquet,ray,embeddings"; } \
+   || up_to_date python "$python_inputs $extras"; then
   echo "== agio-notebook already installed (pyproject.toml unchanged)"
 else
   echo "== installing agio-notebook (editable) with the extras $extras"
@@ -66,10 +103,8 @@ fi
 # LiteLLM's proxy (a real OpenAI-compatible server for the provider tests) in a venv of its own: its
 # pins (openai<3 among them) must not downgrade the project's environment. Only for the full test run
 # (--browser, as scripts/test.sh asks), not for scripts/lab.sh.
-if [ "$want_browser" = 1 ] && [ ! -x .venv-litellm/bin/litellm ]; then
-  echo "== installing the LiteLLM proxy into .venv-litellm (provider tests)"
-  "$python" -m venv .venv-litellm
-  .venv-litellm/bin/pip install -q -r tests/requirements-litellm.txt 2> >(grep -v "^WARNING: Location 'file:" >&2)
+if [ "$want_browser" = 1 ]; then
+  install_litellm  # the provider tests' real OpenAI-compatible server
 fi
 
 # JupyterHub's proxy (configurable-http-proxy, from npm) for the classroom's tests and scripts/classroom.sh,

@@ -43,6 +43,10 @@ class Kernel:
         assert messages and idle(messages[-1]), f"cell did not finish in {timeout}s: {code[:80]!r}"
         return {"msg_id": msg_id, "reply": self.reply_to(msg_id), "messages": messages, "idle_at": messages[-1]["_t"]}
 
+    def silent(self, code: str, timeout: float = 60) -> dict[str, Any]:
+        """Run code as a frontend does behind the scenes (``silent``: no outputs shown, no history); its reply."""
+        return self.reply_to(self.kc.execute(code, silent=True, store_history=False), timeout)
+
     def reply_to(self, msg_id: str, timeout: float = 30) -> dict[str, Any]:
         """The shell reply to ``msg_id``, skipping others (start-up can leave extra kernel_info replies)."""
         deadline = time.time() + timeout

@@ -161,10 +161,12 @@ def accept_kernel_choice(page) -> bool:
                          + " | ".join(dialog.first.inner_text().split("\n"))[:500])
 
 
-def open_with_kernel(page, base: str, token: str, name: str, timeout: float = 120) -> None:
+def open_with_kernel(page, base: str, token: str, name: str, timeout: float = 120, workspace: str | None = None) -> str:
     """Start the kernel of notebook ``name`` on the server (as JupyterLab would), then open the
     notebook, which joins that session. The page then never has to start a kernel itself: a start
-    that takes too long on a loaded machine makes JupyterLab ask which kernel to use instead."""
+    that takes too long on a loaded machine makes JupyterLab ask which kernel to use instead.
+    ``workspace``: open it in a JupyterLab workspace of that name (only this notebook open, not the tabs a
+    page before left). Returns the session's id (``close_session`` shuts its kernel down)."""
     quoted = urllib.parse.quote(name)
     contents = json.loads(urllib.request.urlopen(f"{base}/api/contents/{quoted}?token={token}",
                                                  timeout=timeout).read())
@@ -172,8 +174,16 @@ def open_with_kernel(page, base: str, token: str, name: str, timeout: float = 12
     body = json.dumps({"path": name, "name": name, "type": "notebook", "kernel": {"name": kernel}}).encode()
     request = urllib.request.Request(f"{base}/api/sessions?token={token}", data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
+    session = json.loads(urllib.request.urlopen(request, timeout=timeout).read())
+    where = f"workspaces/{urllib.parse.quote(workspace)}/" if workspace else ""
+    page.goto(f"{base}/lab/{where}tree/{quoted}?token={token}")
+    return session["id"]
+
+
+def close_session(base: str, token: str, session_id: str, timeout: float = 60) -> None:
+    """Shut a notebook's session and its kernel down (a module that opens many notebooks keeps one kernel)."""
+    request = urllib.request.Request(f"{base}/api/sessions/{session_id}?token={token}", method="DELETE")
     urllib.request.urlopen(request, timeout=timeout).read()
-    page.goto(f"{base}/lab/tree/{quoted}?token={token}")
 
 
 def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:

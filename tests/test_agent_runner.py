@@ -295,14 +295,14 @@ def test_correction_from_the_magic_and_the_notebook_handle(tmp_path, capsys):
 
 
 def test_attempts_default_to_the_current_store(tmp_path, monkeypatch):
-    from agio_notebook.execution import list_attempts, use_attempt
+    from agio_notebook.execution import attempts_of, use_attempt
 
     monkeypatch.setenv("AGIO_STORE", str(tmp_path / "default"))
     runner = StepRunner(Agent(model=FunctionModel(lambda m, t: "first")))
     first = asyncio.run(runner.run(None, "hi"))
     second = asyncio.run(StepRunner(Agent(model=FunctionModel(lambda m, t: "second"))).retry(first.run_id))
-    assert [a.current for a in list_attempts(first.run_id)] == [False, True]
+    assert [a.current for a in attempts_of(first.run_id)] == [False, True]
     assert use_attempt(first.run_id, 1).id == first.run_id
-    assert [a.current for a in list_attempts(second.run_id[:8])] == [True, False]
+    assert [a.current for a in attempts_of(second.run_id[:8])] == [True, False]
     with pytest.raises(InvalidOperationError, match="whole number"):
         use_attempt(first.run_id, "2")

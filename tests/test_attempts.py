@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from agio_notebook import Agent, StepRunner, frames
+from agio_notebook import Agent, ScriptedModel, StepRunner, frames
 from agio_notebook.core import InvalidOperationError, NotFoundError, RunStatus, SessionBusyError
-from agio_notebook.execution import fork_session, list_attempts, use_attempt
+from agio_notebook.execution import fork_session, attempts_of, use_attempt
 from agio_notebook.storage import new_repository
 
 from engine_support import ChunkModel, add, calls, text
@@ -52,7 +52,7 @@ def test_a_retry_that_fails_before_any_step_supersedes_nothing(repo):
     runs = frames.runs("s", repository=repo).set_index("run_id")
     assert runs.loc[failed.run_id, "current"] == False  # noqa: E712 - numpy bool
     assert runs.loc[[first.run_id, second.run_id], "current"].tolist() == [True, True]
-    attempts = list_attempts(repo, first.run_id)
+    attempts = attempts_of(repo, first.run_id)
     assert [(a.number, a.run.status.value, a.current, a.steps) for a in attempts] == [
         (1, "completed", True, 4), (2, "failed", False, 0)]
     with pytest.raises(InvalidOperationError, match="wrote no step"):
@@ -70,11 +70,11 @@ def test_use_attempt_switches_back_and_forth_and_frames_agree(repo):
     first, second = conversation(repo)
     retry = run(repo, [text("it is 4")], lambda r: r.retry(first.run_id, from_seq=2))
     assert current(repo) == [(1, "2+2?"), (2, "it is 4")]
-    assert [a.current for a in list_attempts(repo, retry.run_id)] == [False, True]
+    assert [a.current for a in attempts_of(repo, retry.run_id)] == [False, True]
 
     use_attempt(repo, retry.run_id, 1)  # the first attempt, and the later query that went with it
     assert current(repo) == [(1, "2+2?"), (2, None), (4, "it is 5"), (5, "thanks"), (6, "you are welcome")]
-    assert [a.current for a in list_attempts(repo, first.run_id)] == [True, False]
+    assert [a.current for a in attempts_of(repo, first.run_id)] == [True, False]
     runs = frames.runs("s", repository=repo).set_index("run_id")
     assert runs["current"].to_dict() == {first.run_id: True, second.run_id: True, retry.run_id: False}
     steps = frames.steps("s", repository=repo)
@@ -98,7 +98,7 @@ def test_attempt_numbers_are_unique_and_bad_numbers_are_clear(repo):
     first, _ = conversation(repo)
     late = run(repo, [text("it is 4")], lambda r: r.retry(first.run_id, from_seq=4))
     early = run(repo, [text("four")], lambda r: r.retry(first.run_id, from_seq=2))
-    assert [a.run.attempt for a in list_attempts(repo, first.run_id)] == [1, 2, 3]
+    assert [a.run.attempt for a in attempts_of(repo, first.run_id)] == [1, 2, 3]
     assert (late.run.attempt, early.run.attempt) == (2, 3)
     with pytest.raises(NotFoundError, match="attempts 1..3, not 7"):
         use_attempt(repo, first.run_id, 7)
@@ -123,4 +123,17 @@ def test_attempts_do_not_change_under_a_running_run(repo):
     before = current(repo)
     asyncio.run(meanwhile())
     assert current(repo)[:2] == before[:2]
-    assert [a.current for a in list_attempts(repo, first.run_id)] == [False, True]
+    assert [a.current for a in attempts_of(repo, first.run_id)] == [False, True]
+
+
+def test_list_attempts_is_a_frame_like_every_listing(repo):
+    import agio_notebook
+
+    model = ScriptedModel(["first", "second"])
+    runner = StepRunner(Agent(model=model), repository=repo)
+    first = runner.run_sync(None, "hi")
+    retried = asyncio.run(runner.retry(first.run_id))
+    frame = agio_notebook.list_attempts(repo, first.run_id[:8])
+    assert list(frame["attempt"]) == [1, 2] and list(frame["current"]) == [False, True]
+    assert list(frame["run_id"]) == [first.run_id, retried.run_id]
+    assert str(frame["started_at"].dtype).startswith("datetime64")

@@ -11,7 +11,7 @@ import pydantic
 import pytest
 
 import agio_notebook as agio
-from agio_notebook import Agent, ExecutionConfig, StepRunner, frames
+from agio_notebook import Agent, ExecutionConfig, FunctionModel, StepRunner, frames
 from agio_notebook.core import InvalidOperationError, RunStatus, StepEvent, StepEventType as E, StepRole
 from agio_notebook.execution import MAX_DEPTH
 from agio_notebook.models import ReplayModel, export_cassette
@@ -471,6 +471,41 @@ def test_trace_tree_and_diff_show_the_nesting(repo):
     assert len(nested_rows) == 2 and all(r["status"] == "changed" for r in nested_rows)
     text = repr(d)
     assert "    |     |     | ~ #3 tool: 'fact about cats' -> 'fact about cats!'" in text
+
+
+def test_the_trace_names_each_steps_agent_and_boxes_each_nested_run(repo):
+    """After a handoff the desk's and the planner's steps differ in the trace; a nested run's steps sit in a
+    box named after its agent, in the layout the extension draws (untrusted notebooks show no SVG) and in the
+    graph rebuilt from a transcript's events."""
+    from agio_notebook.memory.trace import trace_from_events
+    from agio_notebook.notebook.transcript import bundle_for_run
+
+    researcher = Agent(model=FunctionModel(lambda m, t: f"found {m[-1]['content']}"), name="researcher",
+                       description="looks things up")
+
+    def planner_model(messages, tools):
+        done = messages[-1]["role"] == "tool" and messages[-1].get("name") == "researcher"
+        return messages[-1]["content"] if done else Reply.call("researcher", query="owls")
+
+    def desk_model(messages, tools):
+        return "routed" if messages[-1]["role"] == "tool" else Reply.call("transfer_to_planner", reason="notes")
+    planner = Agent(model=FunctionModel(planner_model), tools=[researcher], name="planner", description="plans")
+    desk = Agent(model=FunctionModel(desk_model), name="desk", handoffs=[planner])
+    run = go(StepRunner(desk, repository=repo).run(None, "a note on owls"))
+    events = bundle_for_run(repo, run.run_id)["application/vnd.agio.run+json"]["events"]
+    for graph in (agio.trace(run.run_id, repository=repo), trace_from_events(run.run_id, events)):
+        labels = list(graph.nodes["label"])
+        assert "#2 desk: calls transfer_to_planner" in labels and "#4 planner: calls researcher" in labels
+        assert "#2 researcher: found owls" in labels and not any(" model: " in label for label in labels)
+        boxes = graph.data()["layout"]["clusters"]
+        assert [b["label"] for b in boxes] == ["agent researcher"]
+        inside = [n for n, d in graph.data()["layout"]["nodes"].items()
+                  if graph.nodes.set_index("id").loc[n, "run_id"] != run.run_id]
+        box = boxes[0]
+        for name in inside:  # every step of the nested run is drawn inside its box
+            n = graph.data()["layout"]["nodes"][name]
+            assert box["x"] <= n["x"] <= box["x"] + box["w"] and box["y"] <= n["y"] <= box["y"] + box["h"]
+        assert len(inside) == 2
 
 
 def test_tools_needing_approval_in_a_nested_run_ask_the_outer_runs_approver(repo):

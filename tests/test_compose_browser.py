@@ -43,9 +43,10 @@ planner = Agent(model=FunctionModel(outer_model), tools=[researcher], name="plan
 
 @pytest.fixture
 def lab(kernelspec_dir, tmp_path):
-    nb = new_notebook(cells=[new_code_cell(c) for c in CELLS],
-                      metadata={"kernelspec": {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}})
-    nbformat.write(nb, tmp_path / "nested.ipynb")
+    for name, cells in (("nested", CELLS), ("stopped", STOPPED)):
+        nb = new_notebook(cells=[new_code_cell(c) for c in cells],
+                          metadata={"kernelspec": {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}})
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
     env = {**os.environ, "AGIO_STORE": str(tmp_path / "store")}
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL"):
         env.pop(name, None)
@@ -58,11 +59,7 @@ def test_a_nested_run_streams_in_its_tool_card_and_the_saved_notebook_shows_it(l
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 1600})
-        open_with_kernel(page, base, token, "nested.ipynb")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
-        run_all(page, agio_cells=1)
+        browser, page = run_in_lab(pw, base, token, "nested.ipynb")
         # live: the inner agent's run streams inside the outer tool card, half of it so far
         live = page.locator(".widget-vbox.agio-run").first
         live.wait_for(timeout=60000)
@@ -101,4 +98,68 @@ def test_a_nested_run_streams_in_its_tool_card_and_the_saved_notebook_shows_it(l
         box.locator("summary").first.click()  # collapsible
         assert box.evaluate("n => n.open") is False
         page.screenshot(path=str(out / "compose-saved.png"))
+        browser.close()
+
+
+STOPPED = [
+    "%load_ext agio_notebook",
+    '''import asyncio
+from agio_notebook import Agent, FunctionModel, Reply, tool
+
+@tool
+async def dig(topic: str) -> str:
+    """Dig a topic up (slowly: until stopped)."""
+    await asyncio.sleep(600)
+    return topic
+
+def inner_model(messages, tools):
+    return "found" if messages[-1]["role"] == "tool" else Reply.call("dig", topic="owls")
+
+def outer_model(messages, tools):
+    return "done" if messages[-1]["role"] == "tool" else Reply.call("researcher", query="owls")
+
+researcher = Agent(model=FunctionModel(inner_model), tools=[dig], name="researcher", description="digs")
+planner = Agent(model=FunctionModel(outer_model), tools=[researcher], name="planner")''',
+    "%%agio planner --new-session\nplan please",
+]
+
+
+def run_in_lab(pw, base: str, token: str, name: str):
+    """A browser with notebook ``name`` open on its kernel, Run All clicked; (browser, page)."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1200, "height": 1600})
+    open_with_kernel(page, base, token, name)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
+    run_all(page, agio_cells=1)
+    return browser, page
+
+
+def test_after_stop_a_nested_run_counts_what_it_shows(lab):
+    """Stop while a nested run's tool runs: the cancelled nested card's footer counts its steps and its tool
+    call (which never finished), the same in the transcript the extension draws and after reopening."""
+    base, token, _ = lab
+    with sync_playwright() as pw:
+        browser, page = run_in_lab(pw, base, token, "stopped.ipynb")
+        live = page.locator(".widget-vbox.agio-run").first
+        live.wait_for(timeout=60000)
+        page.wait_for_function("[...document.querySelectorAll('.widget-vbox.agio-run .agio-nested-run .agio-tool-card')]"
+                               ".some(c => c.innerText.includes('dig'))", timeout=60000)
+        live.locator("button", has_text="Stop").click()
+        final = page.locator(".jp-AgioRun .agio-run").first
+        final.wait_for(timeout=60000)
+        for view in (final, None):
+            if view is None:  # reopened: drawn from the saved events alone
+                page.keyboard.press("Control+s")
+                page.wait_for_function("document.title.indexOf('\u25cf') < 0", timeout=30000)
+                page.reload()
+                view = page.locator(".jp-AgioRun .agio-run").first
+                view.wait_for(timeout=60000)
+            assert view.locator(".agio-header .agio-status").inner_text() == "cancelled"
+            nested = view.locator(".agio-nested-run").first
+            footer = nested.locator(":scope > .agio-metrics").inner_text()
+            assert footer.startswith("2 steps (1 model call) · 1 tool call (1 not finished)"), footer
+            assert nested.locator(".agio-tool-card .agio-status").inner_text() == "cancelled"
+            outer = view.locator(":scope > .agio-metrics").inner_text()
+            assert "1 tool call (1 not finished)" in outer, outer
+        page.screenshot(path=str(ROOT / "test-output" / "compose-stopped.png"))
         browser.close()

@@ -6,6 +6,7 @@ Also measures pause-to-view and click-to-resume (reported by bench/debugger_benc
 from __future__ import annotations
 
 import json
+import re
 import os
 import time
 from pathlib import Path
@@ -117,6 +118,10 @@ def test_step_edit_continue_then_reopen_the_saved_notebook(lab_env):
 
             # 2. before the tool call: arguments failing the schema are one line; then good ones
             page.wait_for_selector(".agio-pause.agio-pause-tool", timeout=LONG)
+            # the tool has not run: its card says paused (not running), and Edit says what it does
+            page.wait_for_selector(".agio-tool-card.agio-tool-paused", timeout=LONG)
+            assert page.locator(".agio-tool-card.agio-tool-running").count() == 0
+            assert page.locator(".agio-pause-tool .agio-pause-edit").inner_text().strip() == "Apply edits"
             type_json(page, ".agio-pause-edit-arguments", {"a": "two", "b": 3})
             page.locator(".agio-pause-tool .agio-pause-edit").click()
             page.wait_for_function("[...document.querySelectorAll('.agio-pause-note')]"
@@ -208,14 +213,17 @@ def check_transcript(run) -> None:
     """The pauses, the edits and What the model saw, as the extension draws them."""
     marks = run.locator(".agio-pause-mark").all_inner_texts()
     assert len(marks) == 3, marks
-    assert marks[0].startswith("⏸ paused before the model call (step 2) → continue") and "edited messages" in marks[0]
-    assert marks[1].startswith("⏸ paused before tool call add (step 3) → continue") and "edited arguments" in marks[1]
+    assert marks[0].strip().startswith("paused before the model call (step 2) → continue") and "edited messages" in marks[0]
+    assert marks[1].strip().startswith("paused before tool call add (step 3) → continue") and "edited arguments" in marks[1]
+    # the pause sign is drawn like the other icons (an SVG), never a character an emoji font must supply
+    assert run.locator(".agio-pause-mark svg.agio-icon-pause").count() == 3 and "\u23f8" not in "".join(marks)
+    assert all(re.search(r", \d+\.\d s", m) for m in marks[:2]), marks  # paused time in seconds, as the footer
     assert run.locator(".agio-edited").count() == 2
     assert run.locator(".agio-edited-args").inner_text() == '{"a": 20, "b": 30}'
     seen = run.locator("details.agio-seen")
     assert seen.count() == 2
     first = seen.first
-    assert "1 messages" in first.locator("summary").inner_text()
+    assert "1 message ·" in first.locator("summary").inner_text()
     assert first.locator(".agio-seen-text").first.text_content() == "What is 20 + 30?"
     assert first.locator(".agio-seen-edited").count() == 1
     assert seen.nth(1).locator(".agio-seen-step").all_text_contents() == ["#1", "#2", "#3"]

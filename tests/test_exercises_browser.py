@@ -29,10 +29,13 @@ def test_exercise_inserts_its_starter_below_and_the_starter_checks(lab_env):
                              new_code_cell("print('last')")], metadata={"kernelspec": spec})
     nbformat.write(nb, root / "exercise.ipynb")
     # a notebook saved elsewhere (not signed here, so untrusted) whose output is a failing check's table
+    from agio_notebook import Reply
     from agio_notebook.exercises import check, exercise
-    from agio_notebook.teach.solutions import solutions
 
-    failed = check(exercise("stopping_rule"), solutions("stopping_rule").WRONG[0][0])
+    def never_stops(messages, tools):
+        return Reply.call("search", page=sum(m["role"] == "tool" for m in messages) + 1)
+
+    failed = check(exercise("stopping_rule"), never_stops, seed=5, record=False)
     saved = new_code_cell("check(exercise('stopping_rule'), searcher)", execution_count=1, outputs=[new_output(
         "execute_result", {"text/html": failed._repr_html_(), "text/plain": failed.summary()}, execution_count=1)])
     nbformat.write(new_notebook(cells=[saved], metadata={"kernelspec": spec}), root / "saved.ipynb")
@@ -59,10 +62,12 @@ def test_exercise_inserts_its_starter_below_and_the_starter_checks(lab_env):
             page.keyboard.press("Shift+Enter")
             starter.locator(".agio-exercise").wait_for(timeout=LONG)
             table = starter.locator(".agio-exercise")
-            assert "2 of 3 scenarios failed" in table.inner_text()
-            assert table.locator('tr[data-passed="false"]').count() == 2
-            assert table.locator("details[open] .agio-run").count() == 2  # the failing runs' transcripts
+            assert "3 of 4 scenarios failed" in table.inner_text() and "(seed " in table.inner_text()
+            assert table.locator('tr[data-passed="false"]').count() == 3
+            assert table.locator("details[open] .agio-run").count() == 1  # the first failing run's, open
+            assert table.locator("details .agio-run").count() == 3  # the others a click away
             assert "gives it nothing to correct the spelling with" in table.inner_text()
+            assert "(unseen variant)" in table.inner_text()
             page.screenshot(path=str(OUT / "exercise-starter.png"), full_page=True)
 
             # reopened untrusted: the sanitised table still shows each scenario, why, and the transcripts
@@ -71,10 +76,10 @@ def test_exercise_inserts_its_starter_below_and_the_starter_checks(lab_env):
             table = output.locator("table")
             table.wait_for(timeout=LONG)
             text = output.inner_text()
-            assert "exercise stopping_rule: 2 of 2 scenarios failed" in text
+            assert "exercise stopping_rule (seed 5): 3 of 3 scenarios failed" in text
             assert "your model never stopped" in text and "give up after 3 pages" in text
-            assert table.locator("summary", has_text="transcript of").count() == 2
-            assert text.count("When is the meeting?") == 2  # each failing run's transcript is shown, open
+            assert table.locator("summary", has_text="transcript of").count() == 3
+            assert table.locator("details[open]").count() == 1  # one failing run's transcript shown, open
             page.screenshot(path=str(OUT / "exercise-saved-untrusted.png"), full_page=True)
         finally:
             browser.close()

@@ -31,7 +31,8 @@ def weather(city: str) -> str:
 first = await StepRunner(Agent(model=ScriptedModel([Reply.call("weather", city="Paris"), "It is <b>sunny</b>."]),
                                tools=[weather]), repository=repo).run(None, "weather?")
 second = await StepRunner(Agent(model=ScriptedModel([Reply.call("weather", city="Oslo"), "It is rainy."]),
-                                tools=[weather]), repository=repo).retry(first.run_id)
+                                tools=[weather], system_prompt="Answer <b>briefly</b>."),
+                          repository=repo).retry(first.run_id)
 fork = await StepRunner(Agent(model=ScriptedModel(["Forked."])), repository=repo).fork(first.session_id, 1)
 session = first.session_id
 
@@ -96,9 +97,15 @@ def test_saved_diff_and_tree_render_through_the_extension(lab):
         assert diff.count() == 1
         rows = diff.locator(".agio-diff-row")
         assert rows.count() == 4
-        assert diff.locator(".agio-diff-changed").count() == 3 and diff.locator(".agio-diff-only_a").count() == 1
+        # the user's message is shared by the run and its retry: it lines up as the same step
+        assert diff.locator(".agio-diff-changed").count() == 3 and diff.locator(".agio-diff-same").count() == 1
         assert "weather.city: \"Paris\" → \"Oslo\"" in diff.inner_text()
-        inserted = [t.strip() for t in diff.locator(".agio-diff-insert").all_inner_texts()]
+        # the retry's system prompt differs: said in each model step's row, and shown word by word above
+        setup = diff.locator(".agio-diff-setup")
+        assert setup.count() == 1 and "system prompt differs" in diff.inner_text()
+        assert [t.strip() for t in setup.locator(".agio-diff-insert").all_inner_texts()] == ["Answer <b>briefly</b>."]
+        assert setup.locator("b").count() == 0
+        inserted = [t.strip() for t in diff.locator(".agio-diff-table .agio-diff-insert").all_inner_texts()]
         assert inserted == ["rain", "rainy."]  # the tool result, then the answer's changed word
         assert "<b>sunny</b>" in diff.inner_text()  # model text shown as text, never as markup
         assert diff.locator("b:has-text('sunny')").count() == 0
@@ -121,7 +128,7 @@ def test_saved_diff_and_tree_render_through_the_extension(lab):
         page.wait_for_function(f"document.querySelectorAll('.jp-Notebook .jp-Cell').length > {cells_before}",
                                timeout=30000)
         sources = page.locator(".jp-Notebook .jp-Cell .jp-InputArea-editor").all_inner_texts()
-        assert any(f"%agio replay {run_id}" in text for text in sources)
+        assert any(f"%agio replay {run_id[:8]}" in text for text in sources)  # the id as the views show it
         # a saved transcript through this build of the renderer: the run's cost in its footer
         footer = page.locator(".jp-AgioRun .agio-run .agio-metrics").last
         assert "cost $0.0" in footer.inner_text()

@@ -42,9 +42,10 @@ def test_retry_attempts_diff(repo):
     second = go(StepRunner(Agent(model=m2, tools=[weather]), repository=repo).retry(first.run_id))
     d = agio_notebook.diff(first.run_id, second.run_id, repository=repo)
     frame = d.frame
-    # the first attempt owns the user's message; both own the call, the tool result and the answer
-    assert list(frame["status"]) == ["only_a", "changed", "changed", "changed"]
-    assert list(frame["sequence_a"]) == [1, 2, 3, 4] and list(frame["sequence_b"])[1:] == [2, 3, 4]
+    # the user's message is the first attempt's, and the retry's too: it lines up; the rest differ
+    assert list(frame["status"]) == ["same", "changed", "changed", "changed"]
+    assert list(frame["sequence_a"]) == [1, 2, 3, 4] and list(frame["sequence_b"]) == [1, 2, 3, 4]
+    assert frame["setup_changed"].fillna("").tolist() == ["", "model", "", "model"]  # m1 -> m2 at each call
     assert frame["arguments_changed"].iloc[1] == "weather.city"
     assert bool(frame["result_changed"].iloc[2]) is True
     assert frame["tokens_a"].iloc[3] == 25 and frame["tokens_b"].iloc[3] == 36 and frame["tokens_delta"].iloc[3] == 11
@@ -102,3 +103,57 @@ def test_align_and_text_ops_units():
     assert text_ops("a b c", "a x c") == ([["equal", "a "], ["delete", "b"], ["equal", " c"]],
                                           [["equal", "a "], ["insert", "x"], ["equal", " c"]])
     assert align([], []) == []
+
+
+def test_a_retry_shares_the_steps_before_it_with_the_run_it_retried(repo):
+    """An earlier run's steps stay out; a retry of a retry shares the first retry's steps before its own."""
+    model = ScriptedModel(["Earlier.", Reply.call("weather", city="Paris"), "Sunny.", Reply.call("weather", city="Oslo"),
+                           "Rain.", "Rain, surely."], name="m1")
+    runner = StepRunner(Agent(model=model, tools=[weather]), repository=repo)
+    go(runner.run("s", "before"))  # steps 1-2: another run of the session
+    a = go(runner.run("s", "weather?"))  # steps 3-6
+    b = go(runner.retry(a.run_id, from_seq=4))  # its own 4-6
+    c = go(runner.retry(b.run_id, from_seq=6))  # its own 6
+    ab = diff(a.run_id, b.run_id, repository=repo)
+    assert list(ab.frame["status"]) == ["same", "changed", "changed", "changed"]
+    assert list(ab.frame["sequence_a"]) == list(ab.frame["sequence_b"]) == [3, 4, 5, 6]
+    assert ab.changed == 3 and ab.frame["arguments_changed"].iloc[1] == "weather.city"
+    bc = diff(b.run_id, c.run_id, repository=repo)
+    assert list(bc.frame["status"]) == ["same", "same", "same", "changed"]
+    assert bc.frame["text_b"].iloc[3] == "Rain, surely." and bc.frame["text_a"].iloc[3] == "Rain."
+    totals = bc.to_dict()["b"]
+    assert totals["steps"] == 1 and totals["final_text"] == "Rain, surely."  # what the retry itself wrote
+    assert diff(a.run_id, a.run_id, repository=repo).changed == 0
+
+
+def test_forks_that_differ_only_in_the_system_prompt_or_settings_show_it(repo):
+    from agio_notebook.execution import fork_session
+
+    first = go(StepRunner(Agent(model=ScriptedModel(["Hello."], name="m1"), system_prompt="Be brief."),
+                          repository=repo).run(None, "hi"))
+    forks = [fork_session(first.session_id, 1, repo) for _ in range(3)]
+    agents = [Agent(model=ScriptedModel(["Same answer."], name="m1"), system_prompt="Be brief.",
+                    model_settings={"temperature": 0}),
+              Agent(model=ScriptedModel(["Same answer."], name="m1"), system_prompt="Be brief <and> kind.",
+                    model_settings={"temperature": 0}),
+              Agent(model=ScriptedModel(["Same answer."], name="m1"), system_prompt="Be brief.",
+                    model_settings={"temperature": 0.7, "seed": 3})]
+    for session, agent in zip(forks, agents):
+        go(StepRunner(agent, repository=repo).resume(session))
+    prompt = diff(forks[0], forks[1], repository=repo)
+    assert list(prompt.frame["status"]) == ["same", "changed"]
+    assert prompt.frame["setup_changed"].iloc[1] == "system prompt"
+    assert prompt.to_dict()["setup"] == [{"name": "system prompt", "a": "Be brief.", "b": "Be brief <and> kind.",
+                                          "text_a": [["equal", "Be "], ["delete", "brief."]],
+                                          "text_b": [["equal", "Be "], ["insert", "brief <and> kind."]]}]
+    html = prompt._repr_html_()
+    assert "system prompt differs" in html and "&lt;and&gt;" in html and "<and>" not in html
+    assert 'class="agio-diff-insert"' in html.split("<table")[0]  # the prompt's words, highlighted above
+    assert "setup: system prompt 'Be brief.' -> 'Be brief <and> kind.'" in repr(prompt)
+    settings = diff(forks[0], forks[2], repository=repo)
+    assert settings.frame["setup_changed"].iloc[1] == "settings.seed, settings.temperature"
+    assert settings.to_dict()["setup"] == [{"name": "settings.seed", "a": None, "b": 3},
+                                           {"name": "settings.temperature", "a": 0, "b": 0.7}]
+    assert "settings.temperature: 0 → 0.7" in settings._repr_html_()
+    assert "setup: settings.temperature: 0 -> 0.7" in repr(settings)
+    assert diff(forks[0], forks[0], repository=repo).changed == 0

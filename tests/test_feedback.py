@@ -142,3 +142,26 @@ def test_the_agents_own_model_as_extractor(tmp_path):
     proposal = handle.feedback(-1, "wrong unit")
     assert proposal.extractor == agent.model.name and proposal.experience["lesson"] == "use kilometres"
     assert proposal.experience["scope"] == "tutor" and proposal.status == "proposed"
+
+
+def test_a_rating_without_words_proposes_a_lesson_with_content(repo, capsys):
+    """👍/👎 under a transcript insert `%agio feedback RUN +1|-1`: the proposed lesson names the question and
+    what the run did, never a bare "do the same again", and the cell says how to add the reason."""
+    runner = StepRunner(tutor([]), repository=repo)
+    run = asyncio.run(runner.run(None, "What is the speed of light?"))
+    good = memory.propose(memory.add_feedback(run.run_id, +1, repository=repo).id, repository=repo)
+    lesson = good.experience["lesson"]
+    assert "'What is the speed of light?'" in lesson and "convert(" in lesson and "rated good" in lesson
+    bad = memory.propose(memory.add_feedback(run.run_id, -1, repository=repo).id, repository=repo)
+    lesson = bad.experience["lesson"]
+    assert "'What is the speed of light?'" in lesson and repr(run.final_text) in lesson and "rated wrong" in lesson
+    for words in ("Do the same again", "Do not answer this way again"):
+        assert words not in good.experience["lesson"] + bad.experience["lesson"]
+    # with words, the words are the lesson
+    said = memory.propose(memory.add_feedback(run.run_id, -1, "Use km/s.", repository=repo).id, repository=repo)
+    assert said.experience["lesson"] == "Use km/s."
+    c = Controller(store=str(repo.root))
+    COMMANDS["feedback"].handler(c, COMMANDS["feedback"].parse([run.run_id[:8], "-1"]))
+    assert "add your words at the end of the %agio feedback line" in capsys.readouterr().out
+    COMMANDS["feedback"].handler(c, COMMANDS["feedback"].parse([run.run_id[:8], "-1", "too", "slow"]))
+    assert "add your words" not in capsys.readouterr().out

@@ -11,7 +11,7 @@ import pytest
 
 from agio_notebook import Agent, ScriptedModel, scheduling, StepRunner, fork_session, frames, memory
 from agio_notebook.core import AgentRun, AgentSession, AmbiguousIdError, NotFoundError, RunStatus
-from agio_notebook.execution.attempts import list_attempts, use_attempt
+from agio_notebook.execution.attempts import attempts_of, use_attempt
 from agio_notebook.explore import diff, sweep, tree
 from agio_notebook.scoring import regex, score_runs
 from agio_notebook.memory.trace import trace
@@ -100,7 +100,7 @@ def test_python_entry_points_take_the_8_characters_a_repr_shows(conversation, tm
     short_run, short_session = first.run_id[:8], first.session_id[:8]
     retried = go(runner.retry(short_run))
     assert retried.run.retry_of == first.run_id
-    assert [a.run.id for a in list_attempts(repo, short_run)] == [first.run_id, retried.run_id]
+    assert [a.run.id for a in attempts_of(repo, short_run)] == [first.run_id, retried.run_id]
     assert use_attempt(repo, retried.run_id[:8], 1).id == first.run_id
     forked = fork_session(short_session, 1, repo)
     assert go(runner.resume(forked[:8])).status is RunStatus.COMPLETED

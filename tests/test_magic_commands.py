@@ -43,10 +43,18 @@ def test_only_agio_cells_and_retry_cells_are_turned_into_awaited_calls(monkeypat
     assert magics.await_agio_cells(["%%agio bot --new-session\n", "What's up? {x}\n"]) == [
         f"{call}('bot --new-session', \"What's up? {{x}}\\n\")\n"]
     assert magics.await_agio_cells(["%%agio\n", "hi\n"]) == [f"{call}('', 'hi\\n')\n"]
+    # the cells transcript controls insert: awaited, and ended with ";" so they leave _ as it was
     assert magics.await_agio_cells(["%agio retry abc --from-seq 2\n", "\n"]) == [
-        f"{call}('retry abc --from-seq 2')\n"]
+        f"{call}('retry abc --from-seq 2');\n"]
+    assert magics.await_agio_cells(["%agio fork abc --at 4 --run def\n"]) == [
+        f"{call}('fork abc --at 4 --run def');\n"]
+    assert magics.await_agio_cells(["%load_ext agio_notebook\n", "%agio fork abc --at 4\n"]) == [
+        f"{call}('fork abc --at 4');\n"]  # as saved by an earlier version: the load line is dropped
     for untouched in (["%agio runs\n"], ["%agio retry abc\n", "print(1)\n"], ["%%agiox\n", "hi\n"],
-                      ["x = 1\n", "%agio retry abc\n"], ["h = %agio retry abc\n"]):
+                      ["x = 1\n", "%agio retry abc\n"], ["h = %agio retry abc\n"], ["%agio forks\n"],
+                      ["new = %agio fork abc --at 2\n"]):
         assert magics.await_agio_cells(untouched) == untouched
-    shell.autoawait = False  # %autoawait off: the magic runs as it is
+    shell.autoawait = False  # %autoawait off: the magic runs as it is (a control cell still leaves _ alone)
     assert magics.await_agio_cells(["%%agio\n", "hi\n"]) == ["%%agio\n", "hi\n"]
+    assert magics.await_agio_cells(["%agio fork abc --at 4\n"]) == [
+        "get_ipython().run_line_magic('agio', 'fork abc --at 4');\n"]

@@ -69,7 +69,11 @@ def test_memory_changes_what_the_model_sees(repo):
     assert len(mem) == 1 and mem[0].content == seen.systems[0].split("\n\n", 1)[1]
     event = next(e for e in result.events if e.type is E.MEMORY_READ)
     assert [(i["kind"], i["id"]) for i in event.payload["items"]] == [("skill", skill.id), ("experience", exp.id)]
-    assert event.payload["text"] == mem[0].content and event.payload["mode"] == "bm25"
+    assert event.payload["text"] == mem[0].content and event.payload["mode"] == "hybrid"  # the local model is installed
+    assert event.payload["embeddings"].startswith("wordllama/l2_supercat ")
+    for item in event.payload["items"]:  # which retriever found each record, and its scores
+        assert set(item["found_by"]) <= {"bm25", "embeddings"} and item["found_by"]
+        assert -1 <= item["scores"]["cosine"] <= 1 and 0 <= item["scores"]["coverage"] <= 1
     stored = [e.type for e in repo.get_events(result.run_id, 0, 100)]
     assert E.MEMORY_READ in stored  # durable with the step before it was announced
     # usage counts moved
@@ -125,7 +129,8 @@ def test_frames_and_update_round_trip(repo):
     assert sorted(after["text"]) == ["Give SI units.", "Use ISO dates."]
     assert after.set_index("name").loc["dates", "tags"] == ["time"]
     # retrieval sees the edit (the index followed it)
-    assert memory.search("SI units", scope="tutor", repository=repo).skills[0][0].text == "Give SI units."
+    found = memory.search("SI units", scope="tutor", repository=repo)  # a frame, like every listing
+    assert found.iloc[0]["kind"] == "skill" and found.iloc[0]["text"] == "Give SI units."
     ex = memory.experiences(repository=repo)
     assert ex.loc[0, "rating"] == -1
     ex.loc[0, "lesson"] = "call the now() tool"
@@ -166,12 +171,12 @@ def test_bad_frames_get_one_line_and_change_nothing(repo, tmp_path):
 def test_edit_and_delete(repo):
     s = memory.add_skill("units", "Give units.", repository=repo)
     memory.edit(s.id, text="Give SI units.", repository=repo)
-    assert memory.search("SI", repository=repo).skills[0][0].id == s.id
+    assert memory.search("SI", repository=repo).iloc[0]["id"] == s.id
     with pytest.raises(ValueError, match="cannot edit usage_count"):
         memory.edit(s.id, usage_count=9, repository=repo)
     memory.delete(s.id, repository=repo)
     assert memory.skills(repository=repo).empty
-    assert not memory.search("SI units", repository=repo)
+    assert memory.search("SI units", repository=repo).empty
 
 
 def test_index_is_derived_rebuilt_when_missing_and_follows_other_writers(tmp_path):
@@ -209,7 +214,8 @@ def test_hybrid_retrieval_with_an_embeddings_endpoint(repo):
         memory.add_experience("Renting an automobile overseas", lesson="take photos of the vehicle first",
                               scope="travel", repository=repo)
         memory.add_experience("Booking a train ticket", lesson="book early", scope="travel", repository=repo)
-        assert not memory.search("car hire abroad", scope="travel", repository=repo).experiences  # BM25 alone
+        found = memory.search("car hire abroad", scope="travel", embeddings=False, repository=repo)
+        assert not (found["kind"] == "experience").any()  # BM25 alone
         runner, seen = make(repo, name="travel", system=None, embeddings=emb, experiences=1)
         result = asyncio.run(runner.run(None, "car hire abroad"))
         assert "take photos of the vehicle first" in seen.systems[0]
@@ -286,5 +292,28 @@ def test_two_processes_share_memory_and_its_index(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "2"  # the other process indexed what it found and what it added
-    got = memory.retrieval.retrieve(here, "train ticket").experiences
+    got = memory.retrieval.retrieve(here, "train ticket", embeddings=False).experiences
     assert [e.situation for e, _ in got] == ["booking a train ticket"]  # and this one follows its append
+    got = memory.retrieval.retrieve(here, "train ticket").experiences  # so do the vectors
+    assert [e.situation for e, _ in got][0] == "booking a train ticket" and len(got) == 2
+
+
+def test_the_memory_block_ends_each_part_as_a_sentence_once():
+    from agio_notebook.memory.records import Experience
+    from agio_notebook.memory.retrieval import Retrieval, format_block
+
+    exp = Experience(situation="How fast is light?", action="Answered from memory", outcome="Wrong!",
+                     lesson="Look it up.", scope="tutor")
+    block = format_block(Retrieval("q", "tutor", "bm25", experiences=[(exp, 1.0)]))
+    assert "Situation: How fast is light? Action: Answered from memory. Outcome: Wrong! Lesson: Look it up." in block
+    assert "?." not in block and "!." not in block and ".." not in block
+
+
+def test_a_policy_says_it_was_a_policy_not_a_person():
+    import asyncio
+
+    from agio_notebook.execution.approval import ApprovalRequest, policy_approver
+
+    decision = asyncio.run(policy_approver(False)(ApprovalRequest("c1", "pay", {})))
+    assert not decision.approved and decision.reason == "refused by a policy that approves no call"
+    assert asyncio.run(policy_approver(False, "not on weekends")(ApprovalRequest("c1", "pay", {}))).reason == "not on weekends"

@@ -86,7 +86,7 @@ def test_memory_card_and_trace_graph_in_a_reopened_notebook(lab):
         run = page.locator(".jp-AgioRun .agio-run").first
         card = run.locator(".agio-step-memory details.agio-memory-card")
         card.wait_for(timeout=30000)  # only this package's build draws it
-        assert "1 skill(s), 0 experience(s) · bm25" in card.locator("summary").inner_text()
+        assert "1 skill, 0 experiences · hybrid" in card.locator("summary").inner_text()
         card.locator("summary").click()
         assert "Always give the unit <b>in bold</b>." in card.locator("li").inner_text()
         assert "## Memory" in card.locator("pre.agio-memory-text").inner_text()
@@ -151,7 +151,7 @@ def test_thumbs_in_a_reopened_notebook_store_feedback_through_the_kernel(lab_wit
             raise
         source = page.evaluate("() => document.querySelectorAll('.jp-Notebook .jp-Cell')[2]"
                                ".querySelector('.cm-content').innerText")
-        assert source == f"%load_ext agio_notebook\n%agio feedback {run_id} -1"  # loads agio where missing
+        assert source == f"%agio feedback {run_id[:8]} -1"  # the command only: the click loaded agio silently
         try:
             page.wait_for_function(
                 """() => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[2];
@@ -160,7 +160,10 @@ def test_thumbs_in_a_reopened_notebook_store_feedback_through_the_kernel(lab_wit
         except Exception:
             page.screenshot(path=str(ROOT / "test-output" / "memory-thumbs-failed.png"), full_page=True)
             raise
-        assert "feedback -1 stored on run" in page.locator(".jp-Notebook .jp-Cell").nth(2).inner_text()
+        said = page.locator(".jp-Notebook .jp-Cell").nth(2).inner_text()
+        assert "feedback -1 stored on run" in said
+        # a rating without words still proposes a lesson with content, and says how to give the words
+        assert "rated wrong" in said and "Do not answer this way again" not in said and "add your words" in said
         page.screenshot(path=str(ROOT / "test-output" / "memory-thumbs.png"), full_page=True)
         browser.close()
     from agio_notebook import memory

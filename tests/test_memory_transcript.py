@@ -25,7 +25,7 @@ def test_bundle_shows_memory_as_a_collapsible_card_and_carries_the_trace(tmp_pat
     repo, result = run_with_memory(tmp_path)
     bundle = build_bundle(result.events, result.run)
     html = bundle["text/html"]
-    assert '<details class="agio-memory-card"' in html and "1 skill(s), 0 experience(s) · bm25" in html
+    assert '<details class="agio-memory-card"' in html and "1 skill, 0 experiences · hybrid" in html  # the local model is installed
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "#2 Memory" in html and "## Memory" in html  # the exact injected text, escaped, inside the card
     assert f"#2 memory: skill {result.events[3].payload['items'][0]['id'][:8]}" in bundle["text/plain"]

@@ -72,7 +72,7 @@ def text_of(res, name="stdout"):
     return stream_text(res["messages"], name)
 
 
-def test_weather_retry_with_an_exhausted_model_supersedes_nothing(kernel):
+def test_weather_retry_with_an_exhausted_model_is_refused_and_a_failed_retry_supersedes_nothing(kernel):
     first = kernel.execute("%%agio forecaster --new-session\nWhat's the weather in Paris and Tokyo?")
     run = bundle(first)["run"]
     assert run["status"] == "completed"
@@ -82,15 +82,22 @@ def test_weather_retry_with_an_exhausted_model_supersedes_nothing(kernel):
                                           "steps": 5}]
     html = next(d["text/html"] for d in final_outputs(first) if MIME in d)
     # the defaults the fallback shows are ones the commands accept: the answer, and the end of the run
-    assert f"%agio retry {run['id']} --from-seq 5" in html
-    assert f"%agio fork {run['session_id']} --at 5 --run {run['id']}" in html
+    assert f"%agio retry {run['id'][:8]} --from-seq 5" in html  # ids as the transcript shows them
+    assert f"%agio fork {run['session_id'][:8]} --at 5 --run {run['id'][:8]}" in html
 
     before = kernel.value(f"current({run['session_id']!r})")
+    # the script has no reply left: one line saying what to do, and no attempt is made
+    refused = kernel.execute(f"%agio retry {run['id']} --from-seq 2")["reply"]["content"]
+    assert refused["ename"] == "UsageError" and "ScriptedModel" in refused["evalue"] and "loop=True" in refused["evalue"]
+    assert kernel.value(f"current({run['session_id']!r})") == before
+    # a model that fails at once: the retry fails, and replaces nothing
+    kernel.execute("def unreachable(messages, tools):\n    raise ConnectionError('the endpoint is unreachable')\n"
+                   "from agio_notebook import FunctionModel\nforecaster.model = FunctionModel(unreachable)")
     retry = kernel.execute(f"%agio retry {run['id']} --from-seq 2")
     failed = bundle(retry)
-    assert failed["run"]["status"] == "failed" and "replies" in failed["run"]["error"]
+    assert failed["run"]["status"] == "failed" and "unreachable" in failed["run"]["error"]
     shown = next(d for d in final_outputs(retry) if MIME in d)  # the failure is shown in the cell
-    assert "failed" in shown["text/plain"] and "replies" in shown["text/html"]
+    assert "failed" in shown["text/plain"] and "unreachable" in shown["text/html"]
     after = kernel.value(f"current({run['session_id']!r})")
     assert after == before and len(after) == 5
     # the failed attempt is listed, not current; the first stays current

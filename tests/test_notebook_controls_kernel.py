@@ -1,9 +1,11 @@
 """The cells transcript controls insert, in real kernels: after a restart, in a kernel that never ran
-``%load_ext``, with the run's agent missing, on a superseded attempt, with the store gone; and what the
-cells print (one line, no ``Out[n]`` repr)."""
+``%load_ext`` (the extension loads agio silently first, as ``control`` does here), with the run's agent
+missing, on a superseded attempt, with the store gone, with a spent script; what the cells print (one line,
+no ``Out[n]`` repr), and that they leave ``_`` to the cell above."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -55,6 +57,12 @@ def ok(res) -> None:
     assert res["reply"]["content"]["status"] == "ok", res["reply"]["content"]
 
 
+def control(k: Kernel, command: str) -> dict:
+    """What a click does: load agio silently (labextension/src/plugin.ts), then run the command's cell."""
+    assert k.silent('get_ipython().extension_manager.load_extension("agio_notebook")')["content"]["status"] == "ok"
+    return k.execute(command)
+
+
 def first_run(workdir) -> tuple[Kernel, dict]:
     k = fresh(workdir)
     ok(k.execute("%load_ext agio_notebook\n" + AGENTS))
@@ -72,14 +80,14 @@ def test_control_cells_work_in_a_kernel_that_never_loaded_agio_and_print_once(wo
     k = fresh(workdir)  # restarted: no %load_ext, no agent yet
     try:
         # the agent the retry needs is missing: one line naming it, nothing run, never the offline model
-        res = k.execute(f"%load_ext agio_notebook\n%agio retry {run['id']} --from-seq 4")
+        res = control(k, f"%agio retry {run['id'][:8]} --from-seq 4")
         reply = res["reply"]["content"]
         assert reply["ename"] == "UsageError" and "Agent(name='coder2'" in reply["evalue"], reply
         assert "\n" not in reply["evalue"] and not bundles(res)
         assert "offline" not in str(res["messages"])
         # the same control cell again, once the agent's cell has run: it loads nothing twice, says nothing
         ok(k.execute(AGENTS))
-        res = k.execute(f"%load_ext agio_notebook\n%agio retry {run['id']} --from-seq 4")
+        res = control(k, f"%agio retry {run['id'][:8]} --from-seq 4")
         ok(res)
         assert "already loaded" not in streams(res)
         retried = bundles(res)[-1]["run"]
@@ -87,26 +95,94 @@ def test_control_cells_work_in_a_kernel_that_never_loaded_agio_and_print_once(wo
         assert not of_type(res["messages"], "execute_result"), "no Out[n] repr beside the transcript"
         assert k.value("_agio.run_id") == retried["id"]
         # fork (the last forkable step of the tool-using run, named by the run) prints its id once, no Out[n]
-        res = k.execute(f"%load_ext agio_notebook\n%agio fork {run['session_id']} --at 4 --run {run['id']}")
+        res = control(k, f"%agio fork {run['session_id'][:8]} --at 4 --run {run['id'][:8]}")
         ok(res)
         out = streams(res)
         assert out.count("forked into session") == 1 and not of_type(res["messages"], "execute_result")
         new = out.split("forked into session ")[1].split(";")[0]
-        assert out.count(new) == 1
+        assert out.count(new) == 1 and len(new) == 8  # the id as the transcript shows it
         # feedback and use-attempt too
-        ok(k.execute(f"%load_ext agio_notebook\n%agio feedback {run['id']} +1 --no-propose"))
-        res = k.execute(f"%load_ext agio_notebook\n%agio use-attempt {run['id']} 1")
+        ok(control(k, f"%agio feedback {run['id'][:8]} +1 --no-propose"))
+        res = control(k, f"%agio use-attempt {run['id'][:8]} 1")
         ok(res)
         assert "is current" in streams(res) and not of_type(res["messages"], "execute_result")
+        assert run["id"] not in streams(res)  # ids shown cut to 8 characters
+        # a cell saved by an earlier version (its own %load_ext line) still runs, and prints nothing more
+        res = k.execute(f"%load_ext agio_notebook\n%agio feedback {run['id']} -1 --no-propose")
+        ok(res)
+        assert "already loaded" not in streams(res)
     finally:
         k.close()
-    # a kernel that never loaded agio at all: the control cell loads it itself
+    # a kernel that never loaded agio at all: the click loads it, silently, and the cell is only the command
     k = fresh(workdir)
     try:
         ok(k.execute(AGENTS))
-        res = k.execute(f"%load_ext agio_notebook\n%agio retry {run['id']} --from-seq 4")
+        res = control(k, f"%agio retry {run['id'][:8]} --from-seq 4")
         ok(res)
         assert bundles(res)[-1]["run"]["status"] == "completed"
+    finally:
+        k.close()
+
+
+def test_control_cells_leave_underscore_to_the_cell_above(workdir):
+    """A tutorial cell below a run reads ``_`` (``forecast = _``): whatever was clicked in between, it still
+    gets that run's handle; ``_agio`` is the latest run's."""
+    k, run = first_run(workdir)
+    try:
+        assert k.value("_.run_id") == run["id"]
+        for command in (f"%agio retry {run['id'][:8]} --from-seq 4", f"%agio fork {run['session_id'][:8]} --at 4",
+                        f"%agio feedback {run['id'][:8]} +1 --no-propose", f"%agio use-attempt {run['id'][:8]} 1"):
+            ok(control(k, command))
+            assert k.value("_.run_id") == run["id"], command
+        assert k.value("_agio.run_id") != run["id"]  # the retry's
+        # assigned, the value is kept
+        ok(k.execute(f"new = %agio fork {run['session_id'][:8]} --at 4"))
+        assert len(k.value("new")) == 32
+    finally:
+        k.close()
+
+
+SPENT = r'''
+from agio_notebook import Agent, ScriptedModel
+once = Agent(model=ScriptedModel(["the only reply"]), name="once")
+other = Agent(model=ScriptedModel(["another reply"], loop=True), name="other")
+'''
+
+
+def test_a_spent_script_is_one_line_saying_what_to_do_and_changes_nothing(workdir):
+    k = fresh(workdir)
+    try:
+        ok(k.execute("%load_ext agio_notebook\n" + SPENT))
+        res = k.execute("%%agio once --new-session\nhi")
+        first = bundles(res)[-1]["run"]
+        for cell in (f"%agio retry {first['id'][:8]}", "%%agio once\nagain"):
+            reply = control(k, cell)["reply"]["content"]
+            assert reply["ename"] == "UsageError" and "\n" not in reply["evalue"], reply
+            assert "ScriptedModel" in reply["evalue"] and "loop=True" in reply["evalue"] and "'once'" in reply["evalue"]
+        assert k.value("len(_agio._controller.repository.list_runs())") == 1  # nothing ran
+        # retried by another agent, then the spent one's attempt retried: refused before it becomes current
+        ok(control(k, f"%agio retry {first['id'][:8]} --agent other"))
+        reply = control(k, f"%agio retry {first['id'][:8]}")["reply"]["content"]
+        assert reply["ename"] == "UsageError" and "ScriptedModel" in reply["evalue"]
+        current = k.value(f"[a.current for a in __import__('agio_notebook.execution.attempts', fromlist=['x'])"
+                          f".attempts_of(_agio._controller.repository, {first['id']!r})]")
+        assert current == [False, True]  # the retry's attempt is still the one in use
+    finally:
+        k.close()
+
+
+def test_result_metrics_read_as_a_table_and_a_line(workdir):
+    k = fresh(workdir)
+    try:
+        ok(k.execute("%load_ext agio_notebook\n" + SPENT))
+        res = k.execute("from agio_notebook import StepRunner\n"
+                        "result = await StepRunner(other).run(None, 'hi')\nresult.metrics")
+        data = of_type(res["messages"], "execute_result")[0]["content"]["data"]
+        assert data["text/plain"].startswith("agio run metrics: 2 steps (1 model call) · 0 tool calls")
+        assert "ttft_ms=" not in data["text/plain"] and "RunMetrics(" not in data["text/plain"]
+        html = data["text/html"]
+        assert '<table class="agio-run-metrics"' in html and "time to first token" in html
+        assert re.search(r"<td[^>]*>\d+ ms</td>", html)  # whole milliseconds, not 0.05011500002183311
     finally:
         k.close()
 
@@ -140,7 +216,7 @@ def test_controls_under_a_superseded_attempt_act_on_that_attempt(workdir):
         res = k.execute(f"%agio retry {run['id']} --from-seq 3")
         assert res["reply"]["content"]["ename"] == "UsageError" and "no step 3" in res["reply"]["content"]["evalue"]
         assert k.value(f"[a.current for a in __import__('agio_notebook.execution.attempts', fromlist=['x'])"
-                       f".list_attempts(_agio._controller.repository, {run['id']!r})]") == [False, False, True]
+                       f".attempts_of(_agio._controller.repository, {run['id']!r})]") == [False, False, True]
         # Retry under the first attempt's transcript: it starts from ITS steps 1..3, not attempt 3's
         res = k.execute(f"%agio retry {run['id']} --from-seq 4")
         ok(res)
@@ -187,7 +263,7 @@ def test_a_control_after_the_store_was_moved_is_one_line(workdir):
         shutil.move(str(workdir / "store"), str(workdir / "moved"))
         for cell in (f"%agio retry {run['id']} --from-seq 4", f"%agio fork {run['session_id']} --at 4 --run {run['id']}",
                      f"%agio use-attempt {run['id']} 1", f"%agio feedback {run['id']} +1"):
-            res = k.execute(f"%load_ext agio_notebook\n{cell}")
+            res = control(k, cell)
             reply = res["reply"]["content"]
             assert reply["ename"] == "UsageError" and "\n" not in reply["evalue"], (cell, reply)
             assert run["id"] in reply["evalue"] or run["session_id"] in reply["evalue"], (cell, reply)

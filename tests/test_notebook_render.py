@@ -87,8 +87,9 @@ def test_fallbacks_show_the_controls_as_whole_commands(tmp_path):
     retry_id = [r.id for r in repo.list_runs("s") if r.kind == "retry"][0]
     bundle = bundle_for_run(repo, retry_id)
     html, plain = bundle["text/html"], bundle["text/plain"]
-    for command in (f"%agio retry {retry_id} --from-seq 2", "%agio fork s --at 2",
-                    f"%agio attempts {retry_id}", f"%agio use-attempt {retry_id} N"):
+    short = retry_id[:8]  # as the transcript shows the id; a unique prefix names the run
+    for command in (f"%agio retry {short} --from-seq 2", "%agio fork s --at 2",
+                    f"%agio attempts {short}", f"%agio use-attempt {short} N"):
         assert command in html and command in plain
     assert [(a["number"], a["current"]) for a in bundle[MIME_TYPE]["attempts"]] == [(1, False), (2, True)]
     # the footer line is the same in the HTML and the text (and the extension folds the same events)
@@ -147,3 +148,19 @@ def test_a_call_its_run_never_finished_is_not_shown_running(tmp_path):
     bundle = build_bundle(died, run=run)
     assert "[interrupted]" in bundle["text/plain"]
     assert "agio-tool-interrupted" in bundle["text/html"] and "agio-tool-running" not in bundle["text/html"]
+
+
+def test_a_run_that_failed_before_any_model_call_shows_no_cost(tmp_path):
+    from agio_notebook import Agent, FunctionModel, StepRunner
+    from agio_notebook.core import ModelError
+    from agio_notebook.notebook.transcript import bundle_for_run
+    from agio_notebook.storage import open_repository
+
+    def refuses(messages, tools):
+        raise ModelError("HTTP 401: invalid key")
+
+    repo = open_repository(str(tmp_path / "s"))
+    result = StepRunner(Agent(model=FunctionModel(refuses)), repository=repo).run_sync(None, "hi")
+    bundle = bundle_for_run(repo, result.run_id)
+    assert result.status.value == "failed" and "HTTP 401" in bundle["text/plain"]
+    assert "cost" not in bundle["text/plain"].splitlines()[-1] and "cost $0" not in bundle["text/html"]

@@ -16,7 +16,7 @@ from agio_notebook.models.request import request_fingerprint
 from agio_notebook.models.settings import merge_settings
 from agio_notebook.storage import InMemoryRepository
 
-from litellm_proxy import MASTER_KEY, MODEL, LiteLLMProxy
+from litellm_proxy import MASTER_KEY, MODEL, LiteLLMProxy, ROOT
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +128,65 @@ def test_per_run_settings_override_the_agents(proxy):
     config = ExecutionConfig(model_settings={"extra_body": {"mock_response": "from the cell"}, "seed": 1})
     run_dict, _, _ = run(agent, config)
     assert run_dict["status"] == RunStatus.COMPLETED.value and run_dict["final_text"] == "from the cell"
+
+
+def test_a_streamed_reply_that_comes_empty_is_asked_for_whole(proxy):
+    """LiteLLM's mock streams no tool calls: the streaming run asks again without streaming, and gets them."""
+    call = {"id": "call_ll_2", "type": "function", "function": {"name": "add", "arguments": '{"a": 4, "b": 5}'}}
+    turns = [{"mock_response": "", "mock_tool_calls": [call]}, {"mock_response": "", "mock_tool_calls": [call]},
+             {"mock_response": "4 + 5 = 9."}]
+    model = PerTurn(proxy, turns)
+    run_dict, _, repo = run(Agent(model=model, tools=[add]))  # streaming, the default
+    assert run_dict["status"] == "completed", run_dict["error"]
+    steps = repo.get_steps(run_dict["session_id"])
+    assert steps[1].tool_calls[0].id == "call_ll_2" and steps[2].content == "9"
+    assert run_dict["final_text"] == "4 + 5 = 9."
+
+
+def test_an_empty_reply_streamed_and_whole_is_one_line():
+    """A server that has nothing to say either way (LiteLLM's mock cannot send that: a stand-in does)."""
+    from openai_sse_server import FakeOpenAIServer, chunk
+
+    whole = {"id": "x", "object": "chat.completion", "created": 0, "model": "fake-model",
+             "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]}
+    with FakeOpenAIServer() as server:
+        server.script = [[chunk({"role": "assistant", "content": ""}), chunk({}, finish="stop")], whole]
+        model = OpenAIModel("fake-model", base_url=server.base_url, api_key="sk-not-used-000000")
+        run_dict, _, _ = run(Agent(model=model))
+        assert [r["body"].get("stream") for r in server.requests] == [True, False]
+    assert run_dict["status"] == "failed"
+    assert run_dict["error"].endswith("with an empty reply (no text and no tool calls), streamed and whole")
+
+
+def test_the_local_llm_script_is_a_real_endpoint_in_one_step(tmp_path):
+    """scripts/local_llm.sh: LiteLLM's proxy with the mock models of scripts/local_llm.yaml, answering agio."""
+    import os
+    import subprocess
+    import time
+    import urllib.request
+
+    from lab_support import free_port
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LITELLM_"))}
+    env["HOME"] = str(tmp_path)
+    log = (tmp_path / "log").open("wb")
+    proc = subprocess.Popen([str(ROOT / "scripts" / "local_llm.sh"), "--port", str(port)], env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, (tmp_path / "log").read_text()[-2000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health/liveliness", timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, (tmp_path / "log").read_text()[-2000:]
+                time.sleep(0.5)
+        model = OpenAIModel("mock-gpt", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-agio-local-0000000000")
+        run_dict, _, _ = run(Agent(model=model))
+        assert run_dict["status"] == "completed", run_dict["error"]
+        assert run_dict["final_text"].startswith("Hello from the local mock model.")
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(30)

@@ -404,3 +404,72 @@ def test_cost_is_summed_when_the_pricing_table_knows_the_model(ex, monkeypatch):
     monkeypatch.setattr(executor_module, "_PRICE", None)
     h2 = batch(slow_agent(probe, 0.0), ["r"], executor=ex).wait(60)
     assert h2.results()["cost"].isna().all() and h2.metrics()["cost"] is None  # unknown, not zero
+
+
+def test_a_resumed_batch_counts_its_items_and_time_across_the_resume(repo):
+    """Throughput and elapsed time span the resume: the items finished before it and the time spent on
+    them count, the time the batch sat stopped does not (no 300 items/s just after a resume, no
+    0.0001 s for a finished resumed batch)."""
+    probe = Probe()
+    agent = slow_agent(probe, 0.2)
+    fastest = 2 / 0.2  # two at a time, 0.2 s each: no honest figure is above this
+    h = batch(agent, [f"m{i}" for i in range(8)], name="metered", concurrency=2, executor=Executor(repo))
+    wait_until(lambda: h.metrics()["completed"] >= 3, what="three done")
+    h.cancel()
+    h.wait(30)
+    before = h.metrics()
+    finished = [r for r in h.records() if r.status is ExecStatus.COMPLETED]
+
+    h2 = resume_batch("metered", agent, executor=Executor(repo))
+    early = h2.metrics()  # just after the resume: nothing new has finished yet
+    assert early["completed"] == len(finished) and early["total"] == 8
+    assert early["elapsed_s"] >= sum(r.duration_ms for r in finished) / 1000 / 2 * 0.9
+    assert early["throughput_per_s"] <= fastest * 1.2, early
+    if early["eta_s"] is not None:
+        assert early["eta_s"] >= (8 - early["done"]) / fastest * 0.8, early
+    h2.wait(60)
+    end = h2.metrics()
+    assert end["completed"] == 8 and end["done"] == 8
+    assert 8 * 0.2 / 2 * 0.9 <= end["elapsed_s"], end
+    assert end["throughput_per_s"] == pytest.approx(8 / end["elapsed_s"]) and end["throughput_per_s"] <= fastest * 1.2
+    assert end["elapsed_s"] >= before["elapsed_s"] * 0.9  # the first part's time is still in it
+
+    h3 = resume_batch("metered", agent, executor=Executor(repo)).wait(30)  # nothing left: finished at once
+    last = h3.metrics()
+    assert last["done"] == 8 and 8 * 0.2 / 2 * 0.9 <= last["elapsed_s"], last
+    assert last["throughput_per_s"] <= fastest * 1.2, last
+
+
+def test_active_time_is_the_union_of_the_runs_spans_gaps_left_out():
+    from agio_notebook.scheduling.records import ExecutionRecord, active_seconds
+
+    def rec(start, end):
+        return ExecutionRecord(batch="b", started_at=start, ended_at=end)
+
+    assert active_seconds([]) == 0.0
+    assert active_seconds([rec(10.0, 11.0)]) == 1.0
+    # overlapping (concurrency 2), then a stop of an hour, then one more item; unfinished ones do not count
+    spans = [rec(0.0, 1.0), rec(0.5, 2.0), rec(2.0, 2.5), rec(3600.0, 3601.5), rec(5.0, None), rec(None, None)]
+    assert active_seconds(spans) == pytest.approx(2.5 + 1.5)
+    assert active_seconds(list(reversed(spans))) == pytest.approx(4.0)
+    assert active_seconds([rec(0.0, 10.0), rec(2.0, 3.0)]) == 10.0  # inside another: counted once
+
+
+def test_a_results_frame_never_hides_the_inputs_names(tmp_path):
+    """An input with columns named item, status and run_id: groupby('item') works, and both statuses stay."""
+    import pandas as pd
+
+    import agio_notebook as agio
+    from agio_notebook import Agent, ScriptedModel
+    from agio_notebook.storage import open_repository
+
+    repo = open_repository(str(tmp_path / "s"))
+    data = pd.DataFrame({"item": ["a", "a", "b"], "status": ["new", "old", "new"], "text": ["x", "y", "z"]})
+    h = agio.batch(Agent(model=ScriptedModel(["ok"], loop=True)), data, prompt="Summarise: {text}", name="cols",
+                   repository=repo)
+    h.wait(60)
+    results = h.results()
+    assert results.index.name is None
+    assert list(results["status"]) == ["new", "old", "new"]  # the user's column
+    assert set(results["agio_status"]) == {"completed"}  # the outcome, renamed beside it
+    assert results.groupby("item").size().to_dict() == {"a": 2, "b": 1}

@@ -269,3 +269,23 @@ def test_a_session_handed_off_continues_in_another_process_with_the_agent_holdin
     second = asyncio.run(call({"query": "still there?", "session_id": served[:8]}))
     assert second.content[0].text == "billing here: still there?"
     assert TinyDBRepository(store).get_run(second.structured_content["run_id"]).agent_name == "billing"
+
+
+def test_the_agio_command_imports_agents_from_the_working_directory(tmp_path):
+    """As ``python -m`` does: ``agio mcp serve --agents my_agents:x`` finds my_agents.py where it is run."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "my_agents_here.py").write_text("from agio_notebook import Agent, ScriptedModel\n"
+                                                "bot = Agent(model=ScriptedModel(['hi']), name='bot')\n")
+    agio_command = str(Path(sys.executable).with_name("agio"))
+    from agio_notebook.storage import open_repository
+
+    open_repository(str(tmp_path / "store")).close()  # a store to serve
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([agio_command, "--store", str(tmp_path / "store"), "mcp", "serve", "--agents",
+                           "my_agents_here:nobody"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "module 'my_agents_here' has no attribute 'nobody'" in done.stderr, done.stderr  # imported, from here

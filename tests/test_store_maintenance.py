@@ -123,7 +123,7 @@ def test_parquet_and_jsonl_exports_round_trip_into_the_same_frames(store, tmp_pa
     assert res.returncode == 0, res.stderr
     assert "10007 steps" in res.stdout
     assert sorted(p.name for p in (tmp_path / "parquet").iterdir()) == [
-        "events.parquet", "runs.parquet", "sessions.parquet", "steps.parquet"]
+        "events.parquet", "files.parquet", "journal.parquet", "runs.parquet", "sessions.parquet", "steps.parquet"]
     assert len(pd.read_parquet(tmp_path / "parquet" / "steps.parquet")) == 10_007  # plain Parquet for sharing
     repo = TinyDBRepository(store)
     same_frames(load_export(tmp_path / "parquet"), repo)

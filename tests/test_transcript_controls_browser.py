@@ -44,7 +44,6 @@ coder = Agent(model=FunctionModel(counting), tools=[add], name="coder2")
 time.sleep(4)  # long enough to click a control while the kernel is busy''',
     "%%agio coder --new-session\nplease add 2 and 3",
 ]
-LOAD = "%load_ext agio_notebook\n"
 
 def kernel_notebook(cells: list[str]):
     spec = {"name": KERNEL_NAME, "display_name": "agio test", "language": "python"}
@@ -148,7 +147,7 @@ def click_every_control(page: Page, run_id: str, session_id: str, first: int, re
     run = cell(page, 2).locator(".agio-run")
     run.locator("button.agio-retry").click()
     wait_cells(page, first + 1)
-    assert sources(page)[first] == f"{LOAD}%agio retry {run_id} --from-seq 4"
+    assert sources(page)[first] == f"%agio retry {run_id[:8]} --from-seq 4"
     if retry_works:
         wait_transcript(page, first, "agio Retry")
         assert no_out_prompt(page, first)
@@ -158,16 +157,16 @@ def click_every_control(page: Page, run_id: str, session_id: str, first: int, re
         assert cell(page, first).locator(".agio-run").count() == 0
     run.locator("button.agio-fork").click()
     wait_cells(page, first + 2)
-    assert sources(page)[first + 1] == f"{LOAD}%agio fork {session_id} --at 4 --run {run_id}"
+    assert sources(page)[first + 1] == f"%agio fork {session_id} --at 4 --run {run_id[:8]}"
     wait_output(page, first + 1, "forked into session")
     assert output_text(page, first + 1).count("forked into session") == 1 and no_out_prompt(page, first + 1)
     run.locator(".agio-feedback button.agio-thumb-up").click()
     wait_cells(page, first + 3)
-    assert sources(page)[first + 2] == f"{LOAD}%agio feedback {run_id} +1"
+    assert sources(page)[first + 2] == f"%agio feedback {run_id[:8]} +1"
     wait_output(page, first + 2, "feedback +1 stored")
     run.locator("button.agio-use-attempt").click()
     wait_cells(page, first + 4)
-    assert sources(page)[first + 3].startswith(f"{LOAD}%agio use-attempt {run_id} ")
+    assert sources(page)[first + 3].startswith(f"%agio use-attempt {run_id[:8]} ")
     wait_output(page, first + 3, "is current")
     assert "already loaded" not in page.locator(".jp-Notebook").inner_text()
 
@@ -202,8 +201,9 @@ def test_controls_work_live_after_a_restart_and_in_a_fresh_kernel(lab_env):
 
             first.locator("button.agio-fork").click()
             wait_cells(page, 4)
-            session_id = sources(page)[3].split()[4]
-            assert sources(page)[3] == f"{LOAD}%agio fork {session_id} --at 4 --run {run_id}"
+            session_id = sources(page)[3].split()[2]
+            assert len(session_id) == 8  # the ids the transcript shows
+            assert sources(page)[3] == f"%agio fork {session_id} --at 4 --run {run_id[:8]}"
             wait_output(page, 3, "forked into session")
             assert output_text(page, 3).count("forked into session") == 1 and no_out_prompt(page, 3)
             new_session = output_text(page, 3).split("forked into session ")[1].split(";")[0]
@@ -211,7 +211,7 @@ def test_controls_work_live_after_a_restart_and_in_a_fresh_kernel(lab_env):
 
             first.locator("button.agio-retry").click()  # goes below the fork cell: click order
             wait_cells(page, 5)
-            assert sources(page)[4] == f"{LOAD}%agio retry {run_id} --from-seq 4"
+            assert sources(page)[4] == f"%agio retry {run_id[:8]} --from-seq 4"
             wait_transcript(page, 4, "agio Retry")
             assert "answer 2" in cell(page, 4).locator(".agio-run").inner_text() and no_out_prompt(page, 4)
             # the first transcript now says it is superseded, and its controls act on it
@@ -222,11 +222,11 @@ def test_controls_work_live_after_a_restart_and_in_a_fresh_kernel(lab_env):
 
             first.locator(".agio-feedback button.agio-thumb-up").click()
             wait_cells(page, 6)
-            assert sources(page)[5] == f"{LOAD}%agio feedback {run_id} +1"
+            assert sources(page)[5] == f"%agio feedback {run_id[:8]} +1"
             wait_output(page, 5, "feedback +1 stored")
             first.locator("button.agio-use-attempt").click()
             wait_cells(page, 7)
-            assert sources(page)[6] == f"{LOAD}%agio use-attempt {run_id} 1"
+            assert sources(page)[6] == f"%agio use-attempt {run_id[:8]} 1"
             wait_output(page, 6, "is current")
             assert "already loaded" not in page.locator(".jp-Notebook").inner_text()
             assert page.get_by_text("Error displaying widget").count() == 0
@@ -260,7 +260,7 @@ def test_controls_work_live_after_a_restart_and_in_a_fresh_kernel(lab_env):
             retry.click()
             wait_transcript(page, 11, "agio Retry")
             assert len(sources(page)) == 12, "a second click while the cell waited added a second cell"
-            assert sources(page)[11] == f"{LOAD}%agio retry {run_id} --from-seq 4"
+            assert sources(page)[11] == f"%agio retry {run_id[:8]} --from-seq 4"
             assert "answer 1" in cell(page, 11).locator(".agio-run").inner_text()  # the kernel's own agent
             assert no_out_prompt(page, 11)
             # and the rest of the controls
@@ -270,7 +270,7 @@ def test_controls_work_live_after_a_restart_and_in_a_fresh_kernel(lab_env):
             wait_output(page, 12, "forked into session")
             run.locator(".agio-feedback button.agio-thumb-down").click()
             wait_cells(page, 14)
-            assert sources(page)[13] == f"{LOAD}%agio feedback {run_id} -1"
+            assert sources(page)[13] == f"%agio feedback {run_id[:8]} -1"
             wait_output(page, 13, "feedback -1 stored")
             run.locator("button.agio-use-attempt").click()
             wait_cells(page, 15)

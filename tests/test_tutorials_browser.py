@@ -240,6 +240,16 @@ def test_views_say_what_their_data_says(lab):
         assert drawn.locator(".agio-graph-node").count() == len(trace["nodes"]) >= 3
         assert drawn.locator(".agio-graph-edge").count() == len(trace["edges"])
         assert "memory" in drawn.inner_html()
+        # the system of agents: nested runs drawn in boxes named after their agents, steps named by agent
+        compose = root / "executed" / "compose_agents.ipynb"
+        page = browser.new_page(viewport={"width": 1300, "height": 1800})
+        assert open_untrusted(page, base, token, "executed/compose_agents.ipynb", compose) == []
+        graph = page.locator(".jp-AgioRun .agio-trace-view svg").first
+        boxes = graph.locator(".agio-graph-cluster text").all_text_contents()  # SVG text: no innerText
+        assert boxes.count("agent researcher") == 2 and boxes.count("agent writer") == 1, boxes
+        labels = " | ".join(graph.locator(".agio-graph-node text").all_text_contents())
+        assert "desk: calls transfer_to_planner" in labels and "planner: calls researcher" in labels, labels
+        assert " model: " not in labels
         # the sweep: each column names its interval, dollar amounts are text
         sweep_nb = root / "executed" / "compare_and_choose.ipynb"
         page = browser.new_page(viewport={"width": 1300, "height": 1800})

@@ -37,15 +37,34 @@ def register_secret(value: str | None) -> None:
             _registered.add(value)
 
 
+_env_names: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] = ((), (), ())
+_known: tuple[tuple[Any, ...], list[str]] = ((), [])
+
+
+def _secret_env_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names of the environment's secret-named variables, and of its URL variables: matched again only
+    when the set of names changes (a step masks its text; it must not scan the environment each time)."""
+    global _env_names
+    names = tuple(os.environ)
+    if names != _env_names[0]:
+        _env_names = (names, tuple(n for n in names if _SECRET_ENV.search(n)), tuple(n for n in names if n in _URL_ENV))
+    return _env_names[1], _env_names[2]
+
+
 def known_secrets() -> list[str]:
     """The secret values this process knows, longest first (so a secret containing another goes whole)."""
-    found = set(_registered)
-    for name, value in os.environ.items():
-        if _SECRET_ENV.search(name):
-            found.add(value)
-        elif name in _URL_ENV and "://" in value:
-            found.update(url_secrets(value))
-    return sorted((s for s in found if len(s) >= MIN_SECRET), key=len, reverse=True)
+    global _known
+    secret_names, url_names = _secret_env_names()
+    env = os.environ
+    key = (frozenset(_registered), *(env.get(n) for n in secret_names), *(env.get(n) for n in url_names))
+    if key != _known[0]:
+        found = set(_registered)
+        found.update(v for v in (env.get(n) for n in secret_names) if v)
+        for value in (env.get(n) for n in url_names):
+            if value and "://" in value:
+                found.update(url_secrets(value))
+        _known = (key, sorted((s for s in found if len(s) >= MIN_SECRET), key=len, reverse=True))
+    return _known[1]
 
 # (pattern, replacement): the secret part of each match becomes MASK, its label stays readable.
 _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (

@@ -73,6 +73,9 @@ class AgentRun:
     retry_of: str | None = None  # run id this run retries
     superseded_by: str | None = None  # run id of the retry that replaced this attempt
     final_text: str | None = None
+    output: Any = None  # a typed agent's answer, as JSON data (its type: ``output_type``)
+    output_type: str | None = None  # the name of a typed agent's output type
+    deps_type: str | None = None  # the type of the dependencies the run was given (never the deps themselves)
     error: str | None = None
     scores: dict[str, Any] = field(default_factory=dict)  # scorer name -> value (see agio_notebook.scoring)
     metrics: RunMetrics = field(default_factory=RunMetrics)
@@ -111,6 +114,9 @@ class AgentRun:
             "retry_of": self.retry_of,
             "superseded_by": self.superseded_by,
             "final_text": self.final_text,
+            **({"output": self.output} if self.output is not None else {}),
+            **({"output_type": self.output_type} if self.output_type else {}),
+            **({"deps_type": self.deps_type} if self.deps_type else {}),
             "error": self.error,
             "metrics": self.metrics.to_dict(),
             **({"scores": self.scores} if self.scores else {}),
@@ -128,7 +134,7 @@ class AgentRun:
         kw = {k: d.get(k) for k in ("id", "session_id", "query", "agent_name", "model_name", "start_sequence",
                                      "end_sequence", "retry_of", "superseded_by", "final_text", "error", "ended_at",
                                      "parent_run_id", "parent_step_id", "parent_tool_call_id", "root_run_id",
-                                     "notebook", "user")}
+                                     "notebook", "user", "output", "output_type", "deps_type")}
         return cls(status=RunStatus(d.get("status", "running")), kind=d.get("kind", "run"),
                    attempt=d.get("attempt", 1), metrics=RunMetrics.from_dict(d.get("metrics")),
                    scores=dict(d.get("scores") or {}),

@@ -48,9 +48,11 @@ def edited_note(proposed: str, ran: str) -> str:
 
 
 def policy_approver(approve: bool, reason: str | None = None) -> Approver:
-    """An approver that always decides the same way (scripts, tests, batch runs)."""
+    """An approver that always decides the same way (scripts, tests, batch runs); what it says says so,
+    never that a person decided."""
+    said = reason or (None if approve else "refused by a policy that approves no call")
 
     async def decide(request: ApprovalRequest) -> ApprovalDecision:
-        return ApprovalDecision(approved=approve, reason=reason)
+        return ApprovalDecision(approved=approve, reason=said)
 
     return decide

@@ -15,7 +15,7 @@ from ..storage.base import Repository
 from ..storage.ids import resolve_run_id
 from ..tools.context import history_changed
 from .retry import attempt_family
-from .runner import claim_session
+from .session_claims import claim_session
 
 
 @dataclass(frozen=True)
@@ -35,10 +35,11 @@ def is_current(run: AgentRun) -> bool:
     return run.superseded_by is None and run.start_sequence is not None
 
 
-def list_attempts(repository: Repository | str, run_id: str | None = None) -> list[Attempt]:
+def attempts_of(repository: Repository | str, run_id: str | None = None) -> list[Attempt]:
     """Every attempt of ``run_id``'s family, oldest first, with which one is current.
 
-    ``list_attempts(run_id)`` reads the current store; ``list_attempts(repository, run_id)`` another one.
+    ``attempts_of(run_id)`` reads the current store; ``attempts_of(repository, run_id)`` another one.
+    ``agio_notebook.list_attempts`` is the same as a frame.
     """
     if isinstance(repository, str):
         repository, run_id = current_store(), repository
@@ -65,7 +66,7 @@ def use_attempt(repository: Repository | str, run_id: str | int, number: int | N
     if isinstance(number, bool) or not isinstance(number, int):
         raise InvalidOperationError(f"an attempt number is a whole number, got {number!r}")
     run_id = resolve_run_id(repository, run_id)
-    attempts = list_attempts(repository, run_id)
+    attempts = attempts_of(repository, run_id)
     if not 1 <= number <= len(attempts):
         raise NotFoundError(f"run {run_id} has attempts 1..{len(attempts)}, not {number}")
     target = attempts[number - 1]

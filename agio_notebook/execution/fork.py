@@ -14,7 +14,7 @@ from ..models.recording import Recording
 from ..storage import current_store
 from ..storage.base import Repository
 from ..storage.ids import resolve_session_id
-from .retry import check_continuation_point, check_sequence_exists, session_steps
+from .retry import check_continuation_point, check_sequence_exists, check_step_of_run, session_steps
 
 
 def attempt_steps(repository: Repository, run_id: str) -> list[Step]:
@@ -42,6 +42,8 @@ def fork_session(original_session_id: str, fork_at_sequence: int, repository: Re
     steps = attempt_steps(repository, attempt) if attempt is not None else session_steps(
         repository, original_session_id)
     check_sequence_exists(steps, fork_at_sequence, original_session_id)
+    if attempt is not None:
+        check_step_of_run(repository, repository.get_run(attempt), fork_at_sequence, steps, "fork")  # type: ignore[arg-type]
     check_continuation_point(steps, fork_at_sequence, "fork")
     origin = repository.get_session(original_session_id)
     session = AgentSession(title=origin.title if origin else None, forked_from=original_session_id,

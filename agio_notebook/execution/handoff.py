@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..agent import HANDOFF_PREFIX, Agent, Handoff
 from ..core import InvalidOperationError, Step, StepEvent, StepEventType, StepRole, ToolCall
 from ..tools import ToolResult
-from ..tools.context import get_call
+from ..tools.context import RunContext, get_call
 from .nested import current_scope
 
 if TYPE_CHECKING:
@@ -80,7 +80,9 @@ def switch(executor: Any, rec: RunRecorder, agent: Agent) -> None:
     executor.use(agent)
     # a new list (the executor digests a context it sees change identity afresh)
     body = rec.messages[1:] if rec.messages and rec.messages[0].get("role") == "system" else rec.messages
-    rec.messages = ([{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []) + body
+    instructions = agent.instructions(RunContext(rec.deps, rec.run.session_id, rec.run.id, agent.name))
+    rec.instructions = instructions
+    rec.messages = ([{"role": "system", "content": instructions}] if instructions else []) + body
     rec.run.agent_name, rec.run.model_name = agent.name, agent.model_name
     rec.mark_run_dirty()
 

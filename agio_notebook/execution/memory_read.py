@@ -13,7 +13,6 @@ from typing import Any
 from ..agent import Agent
 from ..core import Step, StepMetrics, StepRole, now
 from ..core.conversation import MEMORY_READ, is_memory_step
-from ..memory.records import to_doc
 from ..memory.retrieval import MemoryConfig, format_block, retrieve
 from ..memory.store import existing_memory
 from ..storage.base import Repository
@@ -49,21 +48,20 @@ def read_memory(agent: Agent, repository: Repository, query: str, rec: RunRecord
     started_at, t0 = now(), time.perf_counter()
     if store is not None:
         got = retrieve(store, query, scope=config.scope or agent.name, skills=config.skills,
-                       experiences=config.experiences, embeddings=config.embeddings)
+                       experiences=config.experiences, embeddings=config.embeddings, min_score=config.min_score)
     if not got:
-        set_system_prompt(rec.messages, agent.system_prompt, None)
+        set_system_prompt(rec.messages, rec.instructions, None)
         return None
     block = format_block(got)
-    set_system_prompt(rec.messages, agent.system_prompt, block)
-    items = ([{"kind": "skill", "score": score, **to_doc(s)} for s, score in got.skills]
-             + [{"kind": "experience", "score": score, **to_doc(e)} for e, score in got.experiences])
+    set_system_prompt(rec.messages, rec.instructions, block)
+    items = got.items()  # each record with its kind, score, and the retriever(s) that found it
     store.count_use(got.records)
     took_ms = (time.perf_counter() - t0) * 1000.0  # the retrieval's own time, not the run's
     run = rec.run
     return Step(session_id=run.session_id, run_id=run.id, sequence=rec.next_sequence(), role=StepRole.SYSTEM,
                 content=block, metrics=StepMetrics(duration_ms=took_ms),
                 extra={"kind": MEMORY_READ, "memory": {
-                    "query": query, "scope": got.scope, "mode": got.mode, "items": items,
+                    "query": query, "scope": got.scope, "mode": got.mode, "embeddings": got.embeddings, "items": items,
                     "retrieved_at": started_at, "retrieval_ms": took_ms}})
 
 

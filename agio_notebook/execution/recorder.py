@@ -9,6 +9,7 @@ store's writer thread (grouped with other runs' commits) while the event loop go
 from __future__ import annotations
 
 import asyncio
+import json
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -20,7 +21,7 @@ from ..storage.group_commit import committer_for, store_wait
 
 
 class RunRecorder:
-    __slots__ = ("run", "repository", "messages", "steps", "events", "_seq", "_next_sequence",
+    __slots__ = ("run", "repository", "messages", "steps", "events", "deps", "instructions", "_seq", "_next_sequence",
                  "_pending_steps", "_pending_events", "_pending_session", "_run_dirty", "_started", "tail",
                  "_tail_tools", "_committer")
 
@@ -31,6 +32,8 @@ class RunRecorder:
         self.messages = messages
         self.steps: list[Step] = []  # steps this run wrote, in order
         self.events: list[StepEvent] = []  # stored (non-transient) events of this run
+        self.deps: Any = None  # the run's dependencies (handed to tools; never stored)
+        self.instructions: str | None = None  # the system prompt of the agent answering (before memory)
         self._seq = 0
         self._next_sequence = next_sequence
         self._pending_steps: list[Step] = []
@@ -220,4 +223,6 @@ class RunRecorder:
             if step.role is StepRole.ASSISTANT:
                 run.final_text = step.content
                 break
+        if run.output is not None and not run.final_text:  # a typed answer given by a final_result call
+            run.final_text = json.dumps(run.output, ensure_ascii=False)
         self._run_dirty = True

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..core import AgentRun, AgioError, ExecutionConfig
-from ..tools.context import get_call, set_remote_limits
+from ..tools.context import get_call
 from .nested import MAX_DEPTH, Tree, current_scope, tree_of
 
 CALLER_KEY = "agio-notebook/caller"  # in the request's metadata: who calls, how deep, with what budget left
@@ -171,5 +171,3 @@ def add_spent(meta: Any) -> None:
     cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0 else 0.0
     tree.spent_elsewhere(tokens, cost)
 
-
-set_remote_limits(caller_limits, add_spent)

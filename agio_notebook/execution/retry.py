@@ -49,6 +49,34 @@ def check_sequence_exists(steps: list[Step], seq: int, session_id: str) -> None:
                             f"(current steps: 1..{steps[-1].sequence})")
 
 
+def check_step_of_run(repository: Repository, run: AgentRun, seq: int, steps: list[Step], what: str) -> None:
+    """A step named together with a run must be that run's (or a retry's of it, or the run's it retries).
+
+    Step numbers count across the session, so "step 4" with run B may be run A's: refuse in one line that
+    names the step's run. ``steps`` are the conversation the number is read in (the run's attempt)."""
+    step = next((s for s in steps if s.sequence == seq), None)
+    if step is None:
+        return  # check_sequence_exists says what is there
+    family = {r.id for r in attempt_family(repository, run)}
+    if step.run_id in family:
+        return
+    owner = f"run {step.run_id[:8]}" if step.run_id else "no run (it was copied into this session by a fork)"
+    own = _spans([s.sequence for s in steps if s.run_id in family])
+    raise InvalidOperationError(f"cannot {what} run {run.id[:8]} at step {seq}: step {seq} belongs to {owner}, "
+                                f"not to run {run.id[:8]} (whose steps are {own or 'none'})")
+
+
+def _spans(numbers: list[int]) -> str:
+    """``1, 2, 3, 6, 7`` as ``1–3, 6–7``."""
+    spans: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
+
+
 def check_continuation_point(steps: list[Step], seq: int, what: str) -> None:
     """Steps ``1..seq`` must end where a model call can follow: not inside a half-finished tool batch."""
     upto = [s for s in steps if s.sequence <= seq]
@@ -76,6 +104,7 @@ def plan_retry(repository: Repository, run_id: str, from_seq: int | None, active
             raise InvalidOperationError(f"run {run_id} has no current model step to retry; pass from_seq")
         from_seq = own[0].sequence
     check_sequence_exists(steps, from_seq, run.session_id)
+    check_step_of_run(repository, run, from_seq, steps, "retry")
     by_seq = {s.sequence: s for s in steps}
     if by_seq[from_seq].role is StepRole.USER:
         from_seq += 1  # keep the user's message; regenerate what followed it

@@ -31,6 +31,8 @@ from ..models.replay import response_chunks, step_response
 from ..models.request import MessageChain, stored_request, tools_digest
 from ..models.settings import check_settings, merge_settings
 from ..tools import ToolCallContext, ToolResult
+from ..tools.context import RunContext
+from ..tools.output import FINAL_RESULT, OutputError, OutputSpec
 from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .budget import Budget
 from .handoff import take_handoff
@@ -147,7 +149,8 @@ class ModelTurn:
     async def _attempt(self) -> AsyncIterator[StepEvent]:
         executor, rec = self.executor, self.rec
         sequence = rec.upcoming_sequence  # taken for good once the step completes
-        call = ModelCall(rec.messages, executor.settings, executor.request(rec.messages, self.chain))
+        settings = executor.settings_for(rec)
+        call = ModelCall(rec.messages, settings, executor.request(rec.messages, self.chain, settings))
         if executor.debugger is not None:  # step mode: the final request may be paused on and edited
             async for event in executor.debugger.before_model(rec, call, executor.model.name, executor.schemas):
                 yield event
@@ -275,10 +278,25 @@ class StepExecutor:
         self.schemas = agent.registry.schemas()
         self._tools_sha = tools_digest(self.schemas)
 
-    def request(self, messages: list[dict[str, Any]], chain: MessageChain) -> dict[str, Any]:
+    def request(self, messages: list[dict[str, Any]], chain: MessageChain,
+                settings: dict[str, Any] | None = None) -> dict[str, Any]:
         """What is stored with the step: the call's request, its messages by reference (see execution.requests)."""
-        return stored_request(self.model.name, messages, chain.update(messages), self.settings, self.schemas,
-                              self._tools_sha, self.config.stream)
+        return stored_request(self.model.name, messages, chain.update(messages),
+                              self.settings if settings is None else settings, self.schemas, self._tools_sha,
+                              self.config.stream)
+
+    def settings_for(self, rec: RunRecorder) -> dict[str, Any]:
+        """The settings of the next model call: the merged ones, and what the agent's ``settings_hook``
+        returns for this call (it sees the run's context and the messages about to be sent)."""
+        hook = self.agent.settings_hook
+        if hook is None:
+            return self.settings
+        run = rec.run
+        ctx = RunContext(rec.deps, run.session_id, run.id, self.agent.name, step=run.metrics.model_calls + 1)
+        extra = hook(ctx, list(rec.messages))
+        if extra is None:
+            return self.settings
+        return merge_settings(self.settings, check_settings(extra, "settings_hook"))
 
     async def execute(self, rec: RunRecorder, pending: tuple[Step, list[str]] | None = None,
                       recording: Recording | None = None) -> AsyncIterator[StepEvent]:
@@ -294,6 +312,7 @@ class StepExecutor:
             async for event in self._run_tools(rec, pending[0], set(pending[1]), recording):
                 yield event
         max_steps = self.config.max_steps
+        refusals = 0  # a typed agent's answers that did not fit its output type
         chain = MessageChain()  # running digest of the context, extended by each turn's new messages
         chained, model = rec.messages, self.model
         while True:
@@ -320,12 +339,63 @@ class StepExecutor:
             if step is None:  # events() returns only once its step is recorded
                 raise RuntimeError("a model turn ended without its step")
             budget.called(rec.messages, step.metrics.prompt_tokens, step.metrics.completion_tokens)
+            spec = self.agent.output  # a typed agent's, after any handoff
             if not step.tool_calls or not self.config.execute_tools:  # else the calls stay pending
                 yield self._close_turn(rec, step)
+                if spec is None or not self.config.execute_tools:
+                    rec.finish(RunStatus.COMPLETED)
+                    return
+                try:  # a typed answer given as text (JSON), as providers' structured output gives it
+                    rec.run.output = spec.dump(spec.from_text(step.content))
+                except OutputError as exc:
+                    refusals += 1
+                    if refusals > self.agent.output_retries:
+                        rec.finish(RunStatus.FAILED, _no_output(spec, refusals, exc))
+                        return
+                    for event in await self._ask_for_output(rec, step, exc):
+                        yield event
+                    continue
                 rec.finish(RunStatus.COMPLETED)
                 return
             async for event in self._run_tools(rec, step, None, recording):
                 yield event
+            if spec is not None:
+                given = self._final_result(rec, step, spec)
+                if isinstance(given, OutputError):
+                    refusals += 1
+                    if refusals > self.agent.output_retries:
+                        rec.finish(RunStatus.FAILED, _no_output(spec, refusals, given))
+                        return
+                elif given is not None:
+                    rec.run.output = given
+                    rec.finish(RunStatus.COMPLETED)
+                    return
+
+    @staticmethod
+    def _final_result(rec: RunRecorder, step: Step, spec: OutputSpec) -> Any:
+        """What this turn's ``final_result`` call gave: the answer as JSON data, its :class:`OutputError`
+        (it was refused, the model was told why), or None (no such call)."""
+        calls = [c for c in step.tool_calls if c.name == FINAL_RESULT]
+        if not calls:
+            return None
+        answered = {s.tool_call_id: s for s in rec.steps if s.role is StepRole.TOOL and s.run_id == rec.run.id}
+        for call in calls:
+            result = answered.get(call.id)
+            if result is not None and result.status == "ok":
+                return spec.dump(spec.from_arguments(json.loads(call.arguments or "{}")))
+        last = answered.get(calls[-1].id)
+        return OutputError(last.error if last is not None and last.error else "the answer was refused")
+
+    async def _ask_for_output(self, rec: RunRecorder, step: Step, why: OutputError) -> list[StepEvent]:
+        """A text answer a typed agent could not give as its type: the model is told why, in a user
+        message of the engine's (stored like any step), and asked again."""
+        ask = Step(session_id=rec.run.session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
+                   role=StepRole.USER, content=f"{why} Call {FINAL_RESULT} with your answer.",
+                   extra={"kind": "output_retry"})
+        rec.record_step(ask)
+        event = rec.emit(_E.STEP_COMPLETED, {"step": ask.to_dict()})
+        await rec.commit()
+        return [event]
 
     def _reserve(self, rec: RunRecorder, budget: Budget, tree: Tree | None) -> Reservation | str | None:
         """The next call's estimate checked against the run's own limits, then set aside from its tree's
@@ -451,7 +521,8 @@ class StepExecutor:
 
         def context(call: ToolCall) -> ToolCallContext:
             return ToolCallContext(run.session_id, run.id, call.id, call.name, step.sequence,
-                                   batch.sequences[call.id], rec.repository, batch_ids, engine=engine)
+                                   batch.sequences[call.id], rec.repository, batch_ids, engine=engine,
+                                   deps=rec.deps, agent_name=self.agent.name, model_calls=run.metrics.model_calls)
 
         results: AsyncIterator[Any] = self.tool_executor.execute_batch(batch.to_run, context)
         if any(needs_scope(self.registry.get(c.name)) for c in batch.to_run):  # nested runs stream in between
@@ -580,3 +651,7 @@ class _ToolBatch:
     approvals: dict[str, dict[str, Any]] = field(default_factory=dict)
     replayed: dict[str, str] = field(default_factory=dict)  # call id -> the recorded step that answered it
     markers: dict[str, Step] = field(default_factory=dict)  # side-effect calls' "started" steps
+
+
+def _no_output(spec: OutputSpec, tries: int, why: Exception) -> str:
+    return f"no answer of type {spec.name} after {tries} tries; the last: {why}"

@@ -19,7 +19,7 @@ from ..core import ExecutionConfig, ToolCall, scrub
 from ..core.redact import mask_known
 from ..tools import Tool, ToolRegistry, ToolResult
 from ..tools.base import to_content
-from ..tools.context import ToolCallContext, tool_call_scope
+from ..tools.context import RunContext, ToolCallContext, tool_call_scope
 
 # Builds the context of one call (session, run, asking step); see tools/context.py.
 ContextFactory = Callable[[ToolCall], ToolCallContext]
@@ -50,12 +50,12 @@ class ToolExecutor:
         """Run one call; never raises for tool problems. ``context`` makes the call's context current."""
         ctx = context(call) if context is not None else None
         with tool_call_scope(ctx):
-            result = await self._execute(call)
+            result = await self._execute(call, ctx)
         if ctx is not None:
             result.actions, result.step_extra = ctx.actions, ctx.step_extra
         return result
 
-    async def _execute(self, call: ToolCall) -> ToolResult:
+    async def _execute(self, call: ToolCall, ctx: ToolCallContext | None) -> ToolResult:
         started = time.perf_counter()
         tool = self.registry.get(call.name)
         if tool is None:
@@ -74,7 +74,13 @@ class ToolExecutor:
             kwargs = tool.validate(arguments)
         except pydantic.ValidationError as exc:
             return self._fail(call, "invalid_arguments", _validation_message(exc), started, arguments=arguments)
+        except ValueError as exc:  # a validator's own reason (a typed output's final_result)
+            return self._fail(call, "invalid_arguments", str(exc), started, arguments=arguments)
         config = self.config
+        args: tuple[Any, ...] = ()
+        if tool.takes_context:  # what the tool may know of its run, the run's deps above all
+            args = (ctx.run_context() if ctx is not None else
+                    RunContext(None, "", tool_call_id=call.id, tool_name=call.name),)
         timeout = tool.timeout if tool.timeout is not None else config.tool_timeout
         allowed = 1 + (min(tool.retries, config.max_retries) if config.enable_retry else 0)
         attempt = 0
@@ -83,12 +89,12 @@ class ToolExecutor:
             try:
                 if tool.is_async:
                     if timeout is None:
-                        value = await tool.function(**kwargs)
+                        value = await tool.function(*args, **kwargs)
                     else:
                         async with asyncio.timeout(timeout):
-                            value = await tool.function(**kwargs)
+                            value = await tool.function(*args, **kwargs)
                 else:
-                    work = asyncio.to_thread(tool.function, **kwargs)
+                    work = asyncio.to_thread(tool.function, *args, **kwargs)
                     value = await (work if timeout is None else asyncio.wait_for(work, timeout))
             except TimeoutError:
                 if attempt < allowed:

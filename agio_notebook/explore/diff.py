@@ -1,8 +1,11 @@
 """Diff two runs, attempts or branches: steps aligned side by side, with what changed and what it cost.
 
 Steps are aligned by their shape (role and tool names) with ``difflib``, so an inserted tool turn
-shifts nothing after it. Each pair carries word-level text highlights, tool argument and result
-differences, and tokens, latency and cost per side with their deltas. The same data is a DataFrame
+shifts nothing after it. A retry is shown with the steps it shares with the run it retried (the
+conversation before its first step, back to where that run began), so the shared steps line up as
+``same``. Each pair carries word-level text highlights, tool argument and result differences, what the
+model was set up with when it differs (system prompt, model, settings, tools: from the request stored with
+each model step), and tokens, latency and cost per side with their deltas. The same data is a DataFrame
 (``.frame``), escaped HTML (``_repr_html_``) and a JSON MIME bundle the JupyterLab extension draws
 (``application/vnd.agio.diff+json``).
 """
@@ -21,6 +24,8 @@ from typing import Any
 import pandas as pd
 
 from ..core import AgentRun, AgioError, Step, StepRole
+from ..execution.fork import attempt_steps
+from ..execution.retry import attempt_family
 from ..models.pricing import format_cost
 from ..views import text_html
 from ..storage.base import Repository
@@ -48,14 +53,19 @@ class Side:
     run: AgentRun | None = None
     calls: dict[str, tuple[str, str]] = field(default_factory=dict)  # tool_call_id -> (name, arguments)
 
+    def own(self) -> list[Step]:
+        """The steps this side wrote (a run's shared steps are its earlier attempt's)."""
+        return self.steps if self.run is None else [s for s in self.steps if s.run_id == self.ref]
+
     def totals(self) -> dict[str, Any]:
-        tokens = sum(s.metrics.total_tokens or 0 for s in self.steps if s.role is StepRole.ASSISTANT)
-        latency = sum(s.metrics.duration_ms or 0.0 for s in self.steps)
-        costs = [s.metrics.cost for s in self.steps if s.role is StepRole.ASSISTANT]
+        own = self.own()
+        tokens = sum(s.metrics.total_tokens or 0 for s in own if s.role is StepRole.ASSISTANT)
+        latency = sum(s.metrics.duration_ms or 0.0 for s in own)
+        costs = [s.metrics.cost for s in own if s.role is StepRole.ASSISTANT]
         cost = None if any(c is None for c in costs) else sum(costs)
-        return {"ref": self.ref, "kind": self.kind, "label": self.label, "steps": len(self.steps),
+        return {"ref": self.ref, "kind": self.kind, "label": self.label, "steps": len(own),
                 "tokens": tokens, "latency_ms": latency, "cost": cost,
-                "final_text": next((s.content for s in reversed(self.steps)
+                "final_text": next((s.content for s in reversed(own)
                                     if s.role is StepRole.ASSISTANT and s.content), None)}
 
 
@@ -75,7 +85,7 @@ def _resolve(ref: Any, repository: Repository | None) -> Side:
     kind, ref = resolve_run_or_session(repository, ref)  # a unique prefix of 6+ characters works too
     run = repository.get_run(ref) if kind == "run" else None
     if run is not None:
-        steps = [s for s in repository.get_steps(run.session_id, include_superseded=True) if s.run_id == ref]
+        steps = run_steps(repository, run)
         label = f"{run.kind} {ref[:8]}" + (f" · attempt {run.attempt}" if run.attempt > 1 else "")
         label += f" · {run.model_name}" if run.model_name else ""
         side = Side(ref, "run", label, repository, steps, run)
@@ -85,6 +95,49 @@ def _resolve(ref: Any, repository: Repository | None) -> Side:
         for c in s.tool_calls:
             side.calls[c.id] = (c.name, c.arguments)
     return side
+
+
+def run_steps(repository: Repository, run: AgentRun) -> list[Step]:
+    """A run's steps; for a retry, led by the steps it shares with the attempts before it (from where the
+    first attempt began), as the retry saw them, so a run and its retry line up."""
+    own = [s for s in repository.get_steps(run.session_id, include_superseded=True) if s.run_id == run.id]
+    starts = [r.start_sequence for r in attempt_family(repository, run) if r.start_sequence is not None]
+    if run.start_sequence is None or not starts or min(starts) >= run.start_sequence:
+        return own
+    first = min(starts)
+    shared = [s for s in attempt_steps(repository, run.id) if first <= s.sequence < run.start_sequence]
+    return shared + own
+
+
+def setup_of(step: Step | None) -> dict[str, Any] | None:
+    """What a model step was asked with, from its stored request: system prompt, model, settings, tools."""
+    request = (step.extra.get("request") if step is not None else None) or {}
+    if not request:
+        return None
+    messages = request.get("messages") or {}
+    system = messages.get("system")
+    inline = messages.get("inline")
+    if inline is not None:  # edited in step mode: what was sent
+        system = next((m.get("content") for m in inline if m.get("role") == "system"), None)
+    return {"system prompt": system, "model": request.get("model"),
+            "settings": dict(request.get("settings") or {}),
+            "tools": sorted((t.get("function") or {}).get("name") or "" for t in request.get("tools") or ())}
+
+
+def setup_changes(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """``{"name", "a", "b"}`` for each part of the setup that differs (settings key by key)."""
+    if a is None or b is None:
+        return []
+    changes = [{"name": key, "a": a[key], "b": b[key]} for key in ("system prompt", "model") if a[key] != b[key]]
+    for c in changes:
+        if c["name"] == "system prompt":  # word by word, as step texts are
+            c["text_a"], c["text_b"] = text_ops(c["a"] or "", c["b"] or "")
+    sa, sb = a["settings"], b["settings"]
+    changes += [{"name": f"settings.{k}", "a": sa.get(k), "b": sb.get(k)} for k in sorted(set(sa) | set(sb))
+                if sa.get(k) != sb.get(k)]
+    if a["tools"] != b["tools"]:
+        changes.append({"name": "tools", "a": a["tools"], "b": b["tools"]})
+    return changes
 
 
 def _shape(step: Step) -> tuple[Any, ...]:
@@ -150,7 +203,8 @@ def _step_info(step: Step | None, side: Side) -> dict[str, Any] | None:
                             "attempt": step.attempt, "text": step.content or "",
                             "tokens": m.total_tokens, "latency_ms": m.duration_ms,
                             "cost": m.cost if step.role is StepRole.ASSISTANT else None,
-                            "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in step.tool_calls]}
+                            "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in step.tool_calls],
+                            "setup": setup_of(step) if step.role is StepRole.ASSISTANT else None}
     if step.role is StepRole.TOOL:
         name, arguments = side.calls.get(step.tool_call_id or "", (step.name or "", None))
         info["tool"] = {"name": name, "arguments": arguments, "result": step.content, "error": step.error}
@@ -170,7 +224,7 @@ def _row(pa: Step | None, pb: Step | None, a: Side, b: Side) -> dict[str, Any]:
         status = "only_a" if ib is None else "only_b"
         ops_a = [["delete", ia["text"]]] if ia and ia["text"] else []
         ops_b = [["insert", ib["text"]]] if ib and ib["text"] else []
-        return {"status": status, "a": ia, "b": ib, "text_a": ops_a, "text_b": ops_b, "arguments": [],
+        return {"status": status, "a": ia, "b": ib, "text_a": ops_a, "text_b": ops_b, "arguments": [], "setup": [],
                 "result_changed": False, "tokens_delta": None, "latency_delta_ms": None, "cost_delta": None}
     ops_a, ops_b = text_ops(ia["text"], ib["text"])
     arguments: list[dict[str, Any]] = []
@@ -185,13 +239,15 @@ def _row(pa: Step | None, pb: Step | None, a: Side, b: Side) -> dict[str, Any]:
                       for c in argument_changes(ia["tool"]["arguments"], ib["tool"]["arguments"])]
     result_changed = ("tool" in ia and "tool" in ib
                       and (ia["tool"]["result"], ia["tool"]["error"]) != (ib["tool"]["result"], ib["tool"]["error"]))
-    same = ia["text"] == ib["text"] and not arguments and not result_changed and ia["status"] == ib["status"]
+    setup = setup_changes(ia["setup"], ib["setup"])
+    same = (ia["text"] == ib["text"] and not arguments and not result_changed and not setup
+            and ia["status"] == ib["status"])
     nested = None
     if ia.get("nested_run") and ib.get("nested_run") and ia["nested_run"] != ib["nested_run"]:
         nested = RunDiff(_resolve(ia["nested_run"], a.repository), _resolve(ib["nested_run"], b.repository)).to_dict()
         same = same and all(r["status"] == "same" for r in nested["rows"])
     return {"status": "same" if same else "changed", "a": ia, "b": ib, "text_a": ops_a, "text_b": ops_b,
-            "arguments": arguments, "result_changed": result_changed, "nested": nested,
+            "arguments": arguments, "setup": setup, "result_changed": result_changed, "nested": nested,
             "tokens_delta": _delta(ia["tokens"], ib["tokens"]),
             "latency_delta_ms": _delta(ia["latency_ms"], ib["latency_ms"]),
             "cost_delta": _delta(ia["cost"], ib["cost"])}
@@ -210,7 +266,9 @@ class RunDiff:
 
     def to_dict(self) -> dict[str, Any]:
         ta, tb = self.a.totals(), self.b.totals()
-        return {"version": VERSION, "a": ta, "b": tb, "rows": self.rows,
+        # where the two setups first differ (a fork's copied steps share theirs), shown above the table
+        setup = next((r["setup"] for r in self.rows if r["setup"]), [])
+        return {"version": VERSION, "a": ta, "b": tb, "rows": self.rows, "setup": setup,
                 "delta": {"tokens": tb["tokens"] - ta["tokens"], "latency_ms": tb["latency_ms"] - ta["latency_ms"],
                           "cost": _delta(ta["cost"], tb["cost"])}}
 
@@ -233,6 +291,8 @@ class RunDiff:
             data[f"text_{s}"] = pd.Series(col(s, "text"), dtype="string")
         data["arguments_changed"] = pd.Series([", ".join(f"{c['tool']}.{c['name']}" for c in r["arguments"]) or None
                                                for r in self.rows], dtype="string")
+        data["setup_changed"] = pd.Series([", ".join(c["name"] for c in r["setup"]) or None for r in self.rows],
+                                          dtype="string")
         data["result_changed"] = pd.Series([r["result_changed"] for r in self.rows], dtype="bool")
         for key, dtype in (("tokens", "Int64"), ("latency_ms", "float64"), ("cost", "float64")):
             data[f"{key}_a"] = num(col("a", key), dtype)
@@ -316,6 +376,7 @@ def _side_html(info: dict[str, Any] | None, ops: list[list[str]]) -> str:
 def _changes_html(row: dict[str, Any]) -> str:
     items = [f'{escape(c["tool"])}.{escape(c["name"])}: <span style="{_OPS["delete"]}">{escape(json.dumps(c["a"]))}'
              f'</span> → <span style="{_OPS["insert"]}">{escape(json.dumps(c["b"]))}</span>' for c in row["arguments"]]
+    items += [escape(_setup_line(c)) for c in row.get("setup") or ()]
     if row["result_changed"]:
         items.append("tool result differs")
     deltas = []
@@ -329,6 +390,25 @@ def _changes_html(row: dict[str, Any]) -> str:
     if deltas:
         text += (" · " if text else "") + " · ".join(deltas)
     return f'<div class="agio-diff-changes" style="font-size:11px;color:#57606a">{text}</div>' if text else ""
+
+
+def _setup_line(change: dict[str, Any]) -> str:
+    """One difference of setup, short: a system prompt is named (the header shows it word by word)."""
+    if change["name"] == "system prompt":
+        return "system prompt differs"
+    return f'{change["name"]}: {json.dumps(change["a"])} → {json.dumps(change["b"])}'
+
+
+def _setup_html(changes: list[dict[str, Any]]) -> str:
+    """The setup differences of the two sides' first model calls, above the table."""
+    items = []
+    for c in changes:
+        if c["name"] == "system prompt":
+            items.append(f'<div>system prompt: A <span style="white-space:pre-wrap">{_ops_html(c["text_a"])}</span>'
+                         f' · B <span style="white-space:pre-wrap">{_ops_html(c["text_b"])}</span></div>')
+        else:
+            items.append(f"<div>{escape(_setup_line(c))}</div>")
+    return f'<div class="agio-diff-setup" style="font-size:12px">{"".join(items)}</div>' if items else ""
 
 
 def to_html(data: dict[str, Any]) -> str:
@@ -351,7 +431,7 @@ def to_html(data: dict[str, Any]) -> str:
                f'({_fmt_delta(d["cost"], cost=True)})')
     return text_html(f'<div class="agio-diff" style="{_BOX};border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
             f'<div><b>agio diff</b> <span class="agio-diff-summary" style="font-size:11px;color:#57606a">'
-            f'{escape(summary)}</span></div>'
+            f'{escape(summary)}</span></div>{_setup_html(data.get("setup") or [])}'
             f'<table style="border-collapse:collapse;width:100%">{head}{"".join(rows)}</table></div>')
 
 
@@ -360,6 +440,11 @@ def to_text(data: dict[str, Any]) -> str:
     lines = [f"agio diff  A: {a['label']}  B: {b['label']}",
              f"tokens {a['tokens']} -> {b['tokens']} ({_fmt_delta(d['tokens'])}), cost {format_cost(a['cost'])} -> "
              f"{format_cost(b['cost'])}"]
+    for c in data.get("setup") or ():
+        if c["name"] == "system prompt":
+            lines.append(f"setup: system prompt {c['a']!r} -> {c['b']!r}")
+        else:
+            lines.append(f"setup: {_setup_line(c).replace(' → ', ' -> ')}")
     marks = {"same": " ", "changed": "~", "only_a": "-", "only_b": "+"}
     for r in data["rows"]:
         side = r["a"] or r["b"]

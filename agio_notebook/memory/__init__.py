@@ -16,6 +16,7 @@ from ..storage.base import Repository
 from ..storage.ids import resolve_run_id
 from . import extractor as _extractor
 from .embeddings import Embeddings
+from .local_model import EmbeddingsError, LocalEmbeddings
 from .ratings import add_feedback as _add_feedback
 from .records import GLOBAL, Experience, Feedback, Proposal, Skill
 from .retrieval import MemoryConfig, Retrieval, format_block, retrieve
@@ -87,10 +88,18 @@ def delete(record_id: str, *, repository: Repository | None = None) -> None:
 
 
 def search(query: str, *, scope: str | None = None, skills: int = 3, experiences: int = 3,
-           embeddings: Embeddings | None = None, repository: Repository | None = None) -> Retrieval:
-    """What a run in ``scope`` would retrieve for ``query`` (without recording anything)."""
-    return retrieve(_store(repository), query, scope=scope, skills=skills, experiences=experiences,
-                    embeddings=embeddings)
+           embeddings: Any = None, min_score: float = 0.0, repository: Repository | None = None) -> pd.DataFrame:
+    """What a run in ``scope`` would retrieve for ``query`` (without recording anything), as a frame: one
+    row per record, in prompt order, with its score and the retrievers that found it; ``embeddings`` as
+    in :class:`MemoryConfig` (None: hybrid with the local model when installed)."""
+    return _frames.search_frame(retrieve(_store(repository), query, scope=scope, skills=skills,
+                                         experiences=experiences, embeddings=embeddings, min_score=min_score))
+
+
+def reembed(*, repository: Repository | None = None) -> int:
+    """Compute every record's vector again with the installed local model (and drop vectors an
+    endpoint made, which are made again when next needed); returns how many records were re-embedded."""
+    return _store(repository).reembed()
 
 
 # -- feedback ---------------------------------------------------------------------------------
@@ -127,7 +136,7 @@ def reject(proposal_id: str, *, repository: Repository | None = None) -> Proposa
     return _extractor.reject(_store(repository), proposal_id)
 
 
-__all__ = ["Embeddings", "Experience", "Feedback", "MemoryConfig", "MemoryStore", "Proposal", "Retrieval",
+__all__ = ["Embeddings", "EmbeddingsError", "Experience", "LocalEmbeddings", "Feedback", "MemoryConfig", "MemoryStore", "Proposal", "Retrieval",
            "Skill", "accept", "add_experience", "add_feedback", "add_skill", "delete", "edit", "experiences",
-           "feedback", "format_block", "memory_for", "propose", "proposals", "reject", "search", "skills",
+           "feedback", "format_block", "memory_for", "propose", "proposals", "reembed", "reject", "search", "skills",
            "update"]

@@ -58,18 +58,39 @@ def trace_text(run: AgentRun, steps: list[Step]) -> str:
 
 
 def template_experience(feedback: Feedback, run: AgentRun, steps: list[Step]) -> dict[str, Any]:
-    """The offline extractor: the run's query, what it did and the user's words, no model needed."""
+    """The offline extractor: the run's query, what it did and the user's words, no model needed.
+
+    Without a comment the lesson still says what was done, for which question: a lesson a later run can
+    act on (``When asked '...', calling weather(...) then answering from its result was rated good``),
+    never a bare "do the same again"."""
     calls = [f"{c.name}({c.arguments})" for s in steps if s.role is StepRole.ASSISTANT for c in s.tool_calls]
     answer = (run.final_text or "").strip()
     action = ("called " + ", ".join(calls) + "; " if calls else "") + (f"answered: {answer[:200]}" if answer else "")
     verdict = "good" if feedback.rating > 0 else "wrong"
     comment = feedback.comment.strip()
-    lesson = comment or ("Do the same again." if feedback.rating > 0 else "Do not answer this way again.")
+    lesson = comment or _lesson_from(run, calls, answer, feedback.rating > 0)
     outcome = f"The user rated this {verdict}" + (f": {comment}" if comment else ".")
     if feedback.correction:
         lesson = f"The right answer is: {feedback.correction}" + (f" ({comment})" if comment else "")
         outcome = f"The user corrected it: the right answer is {feedback.correction}"
     return {"situation": run.query or "", "action": action, "outcome": outcome, "lesson": lesson}
+
+
+def _lesson_from(run: AgentRun, calls: list[str], answer: str, good: bool) -> str:
+    """A lesson from what the run did, for a rating that came without words."""
+    asked = f"When asked {_clip(run.query or '', 80)!r}, "
+    if good:
+        did = (f"calling {', '.join(calls[:4])}{' …' if len(calls) > 4 else ''} and answering from the results"
+               if calls else f"answering {_clip(answer, 80)!r}")
+        return f"{asked}{did} was rated good: answer that way."
+    said = f"the answer {_clip(answer, 80)!r}" if answer else "the run"
+    tools = f" (after {', '.join(calls[:4])})" if calls else ""
+    return f"{asked}{said}{tools} was rated wrong: do not answer that way; check the facts it rests on."
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 async def model_experience(model: Model, feedback: Feedback, run: AgentRun, steps: list[Step]) -> dict[str, Any]:

@@ -43,6 +43,26 @@ def records_frame(store: MemoryStore, table: str, scope: str | None = None) -> p
     return _frame(_CLASSES[table], objs)
 
 
+def search_frame(got: Any) -> pd.DataFrame:
+    """What a retrieval found, one row per record in the order it would enter the prompt: its kind, id, name
+    (skills), text, scope, its score, which retrievers found it and each one's score. ``attrs`` hold the
+    query, scope, mode and embedding model."""
+    items = got.items()
+    scores = [i.get("scores") or {} for i in items]
+    frame = pd.DataFrame({
+        "kind": pd.Series([i["kind"] for i in items], dtype="string"),
+        "id": pd.Series([i["id"] for i in items], dtype="string"),
+        "name": pd.Series([i.get("name") for i in items], dtype="string"),
+        "text": pd.Series([i.get("text") or i.get("lesson") or i.get("situation") for i in items], dtype="string"),
+        "scope": pd.Series([i.get("scope") for i in items], dtype="string"),
+        "score": pd.Series([i.get("score") for i in items], dtype="float64"),
+        "found_by": pd.Series([", ".join(i.get("found_by") or ()) for i in items], dtype="string"),
+        **{f"{k}_score": pd.Series([s.get(k) for s in scores], dtype="float64") for k in ("bm25", "cosine", "coverage")},
+    })
+    frame.attrs.update({"query": got.query, "scope": got.scope, "mode": got.mode, "embeddings": got.embeddings})
+    return frame
+
+
 def feedback_frame(store: MemoryStore, run_id: str | None = None) -> pd.DataFrame:
     return _frame(Feedback, [f for f in store.feedback_items() if run_id is None or f.run_id == run_id])
 

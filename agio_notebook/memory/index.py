@@ -14,6 +14,7 @@ records whose version differs.
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import threading
@@ -40,6 +41,12 @@ def query_terms(text: str, limit: int = 32) -> list[str]:
         if len(word) > 1 and word not in STOPWORDS:
             seen.setdefault(word, None)
     return list(seen)[:limit]
+
+
+def _analyzer() -> tantivy.TextAnalyzer:
+    """Tantivy's ``en_stem`` chain (the body field's tokenizer), to read texts as the index reads them."""
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.remove_long(40))
+            .filter(tantivy.Filter.lowercase()).filter(tantivy.Filter.stemmer("english")).build())
 
 
 def _schema() -> tantivy.Schema:
@@ -147,6 +154,30 @@ class LexicalIndex:
             searcher = self.index.searcher()
             hits = searcher.search(query, k).hits
             return [(searcher.doc(addr)["key"][0], float(score)) for score, addr in hits]
+
+    def coverage(self, text: str, bodies: dict[str, str]) -> dict[str, float]:
+        """How much of the query's lexical evidence each body holds, 0..1: the IDF-weighted share of the
+        query's (stemmed, non-stop) words found in it.
+
+        BM25's raw scores have no fixed scale (a lone common word can top a list), so hybrid retrieval
+        fuses this bounded measure with the cosine instead (``retrieval.py``).
+        """
+        words = set(self._analyze(" ".join(query_terms(text))))
+        if not words:
+            return {key: 0.0 for key in bodies}
+        with self._lock:
+            searcher = self.index.searcher()
+            n = max(1, searcher.num_docs)
+            idf = {w: math.log(1 + (n - (df := searcher.doc_freq("body", w)) + 0.5) / (df + 0.5)) for w in words}
+        total = sum(idf.values())
+        return {key: sum(idf[w] for w in words.intersection(self._analyze(body))) / total
+                for key, body in bodies.items()}
+
+    def _analyze(self, text: str) -> list[str]:
+        analyzer = getattr(self, "_analyzer", None)
+        if analyzer is None:
+            analyzer = self._analyzer = _analyzer()
+        return analyzer.analyze(text)
 
     def close(self) -> None:
         with self._lock:

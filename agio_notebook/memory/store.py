@@ -4,6 +4,8 @@ The records live in the store's named journal "memory" (tables skills, experienc
 proposals, vectors): ``<store>/memory.jsonl`` in the TinyDB store, rows of ``agio_journal`` in a
 SQL store. The BM25 index is derived and lives beside it (``<store>/memory-index/``; for SQLite
 ``<file>.memory-index/``; elsewhere a scratch directory, rebuilt when the process starts).
+With the local embedding model installed, each skill and experience carries its vector in its own
+document (``vectors.py``), computed when it is written; the vector index is derived, in process memory.
 See ``docs/memory.md``.
 
 Writes are appends to the journal (one write, one fsync), so adding a record costs the same however
@@ -27,7 +29,9 @@ from ..storage.base import Repository
 from ..storage.ids import resolve_prefix
 from ..storage.journal import Journal
 from .index import LexicalIndex
+from .local_model import LocalEmbeddings, local_embeddings
 from .records import GLOBAL, TABLES, Feedback, Proposal, Record, Skill, from_doc, to_doc
+from .vectors import VectorIndex, decode, encode, is_current
 
 _KEYS = {name: (lambda d: d["id"]) for name in (*TABLES, "vectors")}
 _KEYS["vectors"] = lambda d: f"{d['model']}:{d['id']}"
@@ -39,7 +43,11 @@ class MemoryStore:
     repository's memory (its named journal "memory", the index beside the store)."""
 
     def __init__(self, root: Path | str | None = None, *, journal: Any = None, index_dir: Path | str | None = None,
-                 lock_timeout: float = 10.0):
+                 lock_timeout: float = 10.0, embedder: LocalEmbeddings | None | str = "auto"):
+        # the model whose vectors records carry: the local one when installed ("auto"), or None
+        self.embedder: LocalEmbeddings | None = local_embeddings() if embedder == "auto" else embedder  # type: ignore[assignment]
+        self._vectors: VectorIndex | None = None  # built on the first hybrid retrieval
+        self._stale: set[tuple[str, str]] = set()  # records whose vector is missing or of another model
         if journal is None:
             if root is None:
                 raise ValueError("MemoryStore needs a directory or a journal")
@@ -74,14 +82,106 @@ class MemoryStore:
             return len(stale)
 
     def _on_change(self, table: str, key: str, doc: dict[str, Any] | None) -> None:
+        if table == "":  # the journal was read again from its start: the vector index is rebuilt when needed
+            self._vectors = None
+            return
         kind = _KINDS.get(table)
         if kind is None:
             return
         if doc is None:
             self.index.delete([key])
+            if self._vectors is not None:
+                self._vectors.drop(key)
             return
         rec = from_doc(TABLES[table], doc)
         self.index.upsert([(key, kind, rec.scope, rec.search_text(), rec.updated_at)])
+        if self._vectors is not None:
+            self._index_vector(table, key, kind, rec.scope, doc)
+
+    # -- vectors of the local model (kept inside the records) ----------------------------------------
+    def _index_vector(self, table: str, key: str, kind: str, scope: str, doc: dict[str, Any]) -> None:
+        stored = doc.get("vector")
+        assert self._vectors is not None and self.embedder is not None
+        if is_current(stored, self.embedder):
+            self._vectors.put(key, kind, scope, decode(stored))
+            self._stale.discard((table, key))
+        else:
+            self._vectors.drop(key)
+            self._stale.add((table, key))
+
+    def vector_index(self) -> VectorIndex | None:
+        """The vectors of the local model, by kind and scope (None without the model).
+
+        Built from the journal on first use; records without a current vector (written before the
+        model was installed, or by another model or version) are embedded now and written back, once.
+        """
+        if self.embedder is None:
+            return None
+        with self._lock:
+            if self._vectors is None:
+                self._vectors = VectorIndex(self.embedder.dim)
+                self._stale = set()
+                try:
+                    for table, kind in _KINDS.items():
+                        for key, doc in self._journal.tables.get(table, {}).items():
+                            self._index_vector(table, key, kind, doc.get("scope", GLOBAL), doc)
+                except BaseException:
+                    self._vectors = None  # built again, whole, by the next retrieval
+                    raise
+            if self._stale:
+                docs = [(t, self._journal.tables[t][k]) for t, k in sorted(self._stale)
+                        if k in self._journal.tables.get(t, {})]
+                self._stale = set()
+                for start in range(0, len(docs), 4096):
+                    self.put_many(docs[start:start + 4096])
+            return self._vectors
+
+    def _with_vectors(self, records: list[tuple[str, dict[str, Any]]], *, fresh: bool = False
+                      ) -> list[tuple[str, dict[str, Any]]]:
+        """Skills and experiences with their vector: kept when the text is unchanged and the model the
+        same (unless ``fresh``), else computed (one batch); without the model an unchanged record keeps
+        what it had."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        todo: list[tuple[dict[str, Any], str]] = []
+        for table, doc in records:
+            cls = TABLES.get(table)
+            if table not in _KINDS or cls is None:
+                out.append((table, doc))
+                continue
+            doc = {k: v for k, v in doc.items() if k != "vector"}
+            text = from_doc(cls, doc).search_text()
+            old = self._journal.tables.get(table, {}).get(doc["id"])
+            kept = (old.get("vector") if old is not None and not fresh and from_doc(cls, old).search_text() == text
+                    else None)
+            if kept is not None and (self.embedder is None or is_current(kept, self.embedder)):
+                doc["vector"] = kept
+            elif self.embedder is not None:
+                todo.append((doc, text))
+            out.append((table, doc))
+        if todo:
+            model = self.embedder
+            assert model is not None
+            for (doc, _), vector in zip(todo, model.embed([t for _, t in todo])):
+                doc["vector"] = encode(model, vector)
+        return out
+
+    def has_vectors(self) -> bool:
+        """Whether any record carries a vector (a model's work this process may not be able to use)."""
+        return any("vector" in d for t in _KINDS for d in self._journal.tables.get(t, {}).values())
+
+    def reembed(self) -> int:
+        """Compute every record's vector again with the current model (and drop stored endpoint vectors);
+        returns how many records were re-embedded. Nothing else changes."""
+        self.refresh()
+        with self._lock:
+            docs = [(t, d) for t in _KINDS for d in self._journal.tables.get(t, {}).values()]
+            old = [("vectors", k) for k in self._journal.tables.get("vectors", {})]
+            for start in range(0, max(len(docs), 1), 4096):
+                chunk = docs[start:start + 4096]
+                if chunk or old:
+                    self._journal.append(self._with_vectors(chunk, fresh=True), old if start == 0 else [])
+            self._vectors = None
+            return len(docs)
 
     def refresh(self) -> None:
         """See what other kernels appended (a ``stat`` when nothing changed)."""
@@ -98,14 +198,13 @@ class MemoryStore:
         return self._journal.tables.get(table, {}).get(key)
 
     def put(self, table: str, objs: Iterable[Any]) -> None:
-        records = [(table, to_doc(o)) for o in objs]
-        with self._lock:
-            self._journal.append(records)
+        self.put_many([(table, to_doc(o)) for o in objs])
 
     def put_many(self, records: list[tuple[str, dict[str, Any]]], deletes: list[tuple[str, str]] = ()) -> None:
-        """One durable append of upserts and deletes across tables (all or nothing)."""
+        """One durable append of upserts and deletes across tables (all or nothing); skills and
+        experiences get their vector first (computed before anything is written)."""
         with self._lock:
-            self._journal.append(records, list(deletes))
+            self._journal.append(self._with_vectors(list(records)), list(deletes))
 
     # -- records --------------------------------------------------------------------------
     def add(self, record: Record) -> Record:

@@ -20,7 +20,7 @@ from ..core import NotFoundError, run_tree
 from ..core.conversation import MEMORY_READ, is_memory_step
 from ..storage.base import Repository
 from ..storage.ids import resolve_run_id
-from ..views import graph_layout, graph_png
+from ..views import counted, graph_layout, graph_png
 
 MIME_TYPE = "application/vnd.agio.trace+json"
 
@@ -35,7 +35,7 @@ def step_kind(step: dict[str, Any]) -> str:
     return {"assistant": "model", "user": "user", "tool": "tool"}.get(step["role"], step["role"])
 
 
-def _label(step: dict[str, Any], kind: str) -> str:
+def _label(step: dict[str, Any], kind: str, agent: str | None = None) -> str:
     head = f"#{step['sequence']}" + (f" (attempt {step.get('attempt', 1)})" if step.get("attempt", 1) > 1 else "")
     if kind == MEMORY_READ:
         items = ((step.get("extra") or {}).get("memory") or {}).get("items") or []
@@ -46,7 +46,7 @@ def _label(step: dict[str, Any], kind: str) -> str:
         calls = [c["function"]["name"] for c in step.get("tool_calls") or ()]
         text = (step.get("content") or "").strip().replace("\n", " ")
         body = f"calls {', '.join(calls)}" if calls else (text[:32] + ("…" if len(text) > 32 else ""))
-        return f"{head} model: {body}"
+        return f"{head} {agent or 'model'}: {body}"  # the agent that made it: after a handoff, another
     text = (step.get("content") or "").strip().replace("\n", " ")
     return f"{head} {kind}: {text[:32]}" + ("…" if len(text) > 32 else "")
 
@@ -93,14 +93,16 @@ class Trace:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         """The extension draws the graph from the data (untrusted notebooks show no SVG); PNG elsewhere."""
-        text = f"agio trace of run {self.run_id[:8]}: {len(self.nodes)} steps, {len(self.edges)} edges"
+        text = (f"agio trace of run {self.run_id[:8]}: {counted(len(self.nodes), 'step')}, "
+                f"{counted(len(self.edges), 'edge')}")
         try:
             return {MIME_TYPE: self.data(), "image/png": graph_png(self.dot_source()), "text/plain": text}
         except RuntimeError as exc:
             return {"text/plain": f"{text} ({exc})"}
 
     def __repr__(self) -> str:
-        return f"<agio trace of run {self.run_id[:8]}: {len(self.nodes)} steps, {len(self.edges)} edges>"
+        return (f"<agio trace of run {self.run_id[:8]}: {counted(len(self.nodes), 'step')}, "
+                f"{counted(len(self.edges), 'edge')}>")
 
 
 def _dot_escape(text: object) -> str:
@@ -118,9 +120,26 @@ def render_svg(dot: str, timeout: float = 30.0) -> str:
     return svg[svg.index("<svg"):]  # drop the XML prolog and doctype: the drawing embeds in HTML as is
 
 
-def build_trace(run_id: str, steps: Iterable[dict[str, Any]], context: dict[str, dict[str, Any]]) -> Trace:
-    """Nodes and edges from step dicts of the run (all attempts), with its outside parents from ``context``."""
+def holders(steps: list[dict[str, Any]], agent: str | None) -> dict[str, str | None]:
+    """Step id -> the agent that held the conversation when it was made. ``agent`` answered the run; a
+    handoff (a tool step with ``extra["handoff"]``) moves the conversation from one agent to the next."""
+    handed = [d["extra"]["handoff"] for d in steps if d["role"] == "tool" and (d.get("extra") or {}).get("handoff")
+              and d.get("status", "ok") == "ok" and not d.get("superseded")]
+    holder = handed[0]["from"] if handed else agent
+    out: dict[str, str | None] = {}
+    for d in steps:
+        out[d["id"]] = holder
+        if d["role"] == "tool" and d.get("status", "ok") == "ok" and (d.get("extra") or {}).get("handoff"):
+            holder = d["extra"]["handoff"]["to"]
+    return out
+
+
+def build_trace(run_id: str, steps: Iterable[dict[str, Any]], context: dict[str, dict[str, Any]],
+                agent: str | None = None) -> Trace:
+    """Nodes and edges from step dicts of the run (all attempts), with its outside parents from ``context``;
+    ``agent`` (the agent that answered the run) names its model steps."""
     own = sorted(steps, key=lambda d: (d["sequence"], d.get("attempt", 1)))
+    made_by = holders(own, agent)
     ids = {d["id"] for d in own}
     outside = []
     for d in own:
@@ -131,7 +150,8 @@ def build_trace(run_id: str, steps: Iterable[dict[str, Any]], context: dict[str,
     for d, is_context in [*((o, True) for o in outside), *((d, False) for d in own)]:
         kind = step_kind(d)
         rows.append({"id": d["id"], "sequence": d["sequence"], "attempt": d.get("attempt", 1),
-                     "kind": "context" if is_context else kind, "role": d["role"], "label": _label(d, kind),
+                     "kind": "context" if is_context else kind, "role": d["role"],
+                     "label": _label(d, kind, made_by.get(d["id"])),
                      "status": d.get("status", "ok"), "superseded": bool(d.get("superseded")),
                      "run_id": d.get("run_id"), "parent_ids": list(d.get("parent_ids") or ())})
     known = {r["id"] for r in rows}
@@ -156,7 +176,8 @@ def nest(trace: Trace, runs: list[dict[str, Any]], steps: Iterable[dict[str, Any
     """Add the runs nested in ``trace``'s run (agents called as tools): their steps, an edge from the
     asking model step to each nested run's first step, and one from its answer to the outer tool step."""
     steps = list(steps)
-    extra = [build_trace(r["id"], [d for d in steps if d.get("run_id") == r["id"]], {}) for r in runs]
+    extra = [build_trace(r["id"], [d for d in steps if d.get("run_id") == r["id"]], {}, r.get("agent_name"))
+             for r in runs]
     nodes = pd.concat([trace.nodes, *(t.nodes for t in extra)], ignore_index=True)
     links = []
     for r in runs:
@@ -189,7 +210,7 @@ def trace(run_id: str, *, nested: bool = True, repository: Repository | None = N
         raise NotFoundError(f"no run {run_id!r} in the store")
     all_steps = [s.to_dict() for s in repository.get_steps(run.session_id, include_superseded=True)]
     own = [d for d in all_steps if d.get("run_id") == run_id]
-    graph = build_trace(run_id, own, {d["id"]: d for d in all_steps})
+    graph = build_trace(run_id, own, {d["id"]: d for d in all_steps}, run.agent_name)
     runs = run_tree(repository.iter_run_dicts(), run_id)[1:] if nested else []
     if not runs:
         return graph
@@ -205,13 +226,13 @@ def trace_from_events(run_id: str, events: Iterable[dict[str, Any]]) -> Trace:
     for e in events:
         if e.get("type") == "nested":  # a nested run's event: its steps join the graph
             e = e["payload"]["event"]
-            if e.get("type") in ("run_started",) or str(e.get("type", "")).startswith("run_"):
-                runs[e["run_id"]] = e["payload"].get("run") or runs.get(e["run_id"], {})
+        if str(e.get("type", "")).startswith("run_") and (e.get("payload") or {}).get("run"):
+            runs[e["run_id"]] = e["payload"]["run"]
         if e.get("type") == "step_completed":
             step = e["payload"]["step"]
             steps[step["id"]] = step
     own = [d for d in steps.values() if d.get("run_id") == run_id]
-    graph = build_trace(run_id, own, steps)
+    graph = build_trace(run_id, own, steps, runs.get(run_id, {}).get("agent_name"))
     nested = [r for r in runs.values() if r.get("id") and r["id"] != run_id]
     return nest(graph, nested, steps.values()) if nested else graph
 

@@ -4,23 +4,41 @@ OpenAI, Azure (pass an ``AsyncAzureOpenAI`` as ``client``), vLLM, Ollama, llama.
 client's own retries (with backoff, honouring Retry-After) handle 429 and 5xx; what is left after them
 becomes one clear ``ModelError`` line, which never contains the key (servers echo it: every line is
 scrubbed). A stream that closes without a finish reason is an error, not an empty answer.
+
+The client's keep-alive connections belong to the event loop that opened them, so each loop the model is
+called from (a cell, ``await``, ``run_sync``, a batch, a Ray worker) gets a client of its own, made on
+first use and closed with its loop (:mod:`.per_loop`); the clients share one TLS context, so a new loop
+costs a new connection, not a new certificate store.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import os
 import re
+import ssl
 from typing import Any, AsyncIterator
 
 from ..core import ModelError, scrub
 from ..core.redact import register_secret
 from .base import Finish, ModelChunk, TextDelta, ToolCallDelta, Usage
+from .per_loop import PerLoop
 from .settings import check_settings, merge_settings
+
+
+_NO_KEY = "not-needed"  # what a local server without keys is sent
 
 
 class OpenAIModel:
     """``settings`` and ``temperature``/``extra_body`` are the model's own defaults; settings given per agent
-    or per run (``stream(..., settings=...)``) override them key by key."""
+    or per run (``stream(..., settings=...)``) override them key by key.
+
+    ``client``: an ``AsyncOpenAI``-compatible client (e.g. ``AsyncAzureOpenAI``), copied for each event loop
+    with a connection pool of its own (its key, endpoint, headers, timeout and retries are kept, not its
+    HTTP client); or a function that makes one, called once per event loop (to choose the HTTP client too).
+    """
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key: str | None = None,
                  organization: str | None = None, max_retries: int = 2, timeout: float | None = 600.0,
@@ -31,17 +49,48 @@ class OpenAIModel:
         self.settings = merge_settings({"temperature": temperature, "extra_body": extra_body},
                                        check_settings(settings))
         self.include_usage = include_usage
-        given = client is not None
+        self._options: dict[str, Any] | None = None
+        self._factory = client if callable(client) else None
         if client is None:
+            self._options = {"api_key": api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY,
+                             "base_url": base_url or os.environ.get("OPENAI_BASE_URL") or None,
+                             "organization": organization, "max_retries": max_retries, "timeout": timeout}
+        self._setup(client)
+
+    def _setup(self, client: Any) -> None:
+        if self._options is not None:
             from openai import AsyncOpenAI
 
-            client = AsyncOpenAI(api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-                                 base_url=base_url or os.environ.get("OPENAI_BASE_URL") or None,
-                                 organization=organization, max_retries=max_retries, timeout=timeout)
+            client = AsyncOpenAI(**self._options, http_client=_http_client())
+        elif self._factory is not None:
+            client = self._factory()
+        # never sends a request: it answers for the endpoint (URL, key, retries) and is copied per loop
         self._client = client
-        # the key (given, or the one a client passed in holds) is masked by value wherever it would show;
-        # a key from OPENAI_API_KEY is a secret-named variable, masked already
-        register_secret(api_key or (getattr(client, "api_key", None) if given else None))
+        # the key (given, or the one a client holds) is masked by value wherever it would show; a key from
+        # OPENAI_API_KEY is a secret-named variable, masked already
+        key = getattr(client, "api_key", None)
+        register_secret(key if key != _NO_KEY else None)
+        self._clients: PerLoop[Any] = PerLoop(self._loop_client, _close_client)
+
+    def _loop_client(self) -> Any:
+        if self._factory is not None:
+            return self._factory()
+        return self._client.copy(http_client=_http_client())
+
+    async def client(self) -> Any:
+        """The client of the running event loop (made on its first call there)."""
+        return await self._clients.get()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (to a Ray worker) as its settings: clients and their connections stay in this process."""
+        if self._options is None and self._factory is None:
+            raise TypeError("an OpenAIModel made with a client object cannot be pickled; pass a function that "
+                            "makes the client instead (client=lambda: AsyncAzureOpenAI(...))")
+        return {k: v for k, v in self.__dict__.items() if k not in ("_client", "_clients")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._setup(None)
 
     @property
     def base_url(self) -> str:
@@ -97,13 +146,14 @@ class OpenAIModel:
         params = self.body(messages, tools, settings, stream)
         streamed = 0
         try:
+            client = await self.client()
             if not stream:
-                response = await self._client.chat.completions.create(**params)
+                response = await client.chat.completions.create(**params)
                 for chunk in _whole_response(response):
                     yield chunk
                 return
-            response = await self._client.chat.completions.create(**params)
-            finished = False
+            response = await client.chat.completions.create(**params)
+            finished = said = False
             async with response:  # the connection is released however the stream ends (timeout, cancel)
                 async for chunk in response:
                     streamed += 1
@@ -114,14 +164,29 @@ class OpenAIModel:
                         delta = choice.delta
                         if delta is not None:
                             if delta.content:
+                                said = True
                                 yield TextDelta(delta.content)
                             for tc in delta.tool_calls or ():
                                 fn = tc.function
+                                said = True
                                 yield ToolCallDelta(tc.index, tc.id, fn.name if fn else None,
                                                     (fn.arguments or "") if fn else "")
                         if choice.finish_reason:
                             finished = True
+                            if not said:  # an empty streamed answer: asked again without streaming below
+                                break
                             yield Finish(choice.finish_reason)
+            if finished and not said:
+                # Some servers stream nothing for an answer they do give whole (LiteLLM's mock streams no
+                # tool calls): ask again without streaming, and say so if that is empty too.
+                once = {k: v for k, v in params.items() if k != "stream_options"}
+                whole = _whole_response(await client.chat.completions.create(**{**once, "stream": False}))
+                if not any(isinstance(c, (TextDelta, ToolCallDelta)) for c in whole):
+                    raise ModelError(f"OpenAI-compatible endpoint {self.base_url} answered {self.model!r} with an "
+                                     "empty reply (no text and no tool calls), streamed and whole")
+                for chunk in whole:
+                    yield chunk
+                return
         except ModelError:
             raise
         except Exception as exc:  # noqa: BLE001 - openai's errors and the transport's, mid-stream
@@ -182,3 +247,24 @@ def _cached(usage: Any) -> int | None:
 def _one_line(text: str, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The TLS context every client shares: the one the HTTP library would make for each client (its
+    certificate store, ``SSL_CERT_FILE``/``SSL_CERT_DIR``), made once (~20 ms) instead of once per loop."""
+    from openai import DefaultAsyncHttpxClient
+
+    library = importlib.import_module(DefaultAsyncHttpxClient.__mro__[1].__module__.split(".")[0])
+    return library.create_ssl_context()
+
+
+def _http_client() -> Any:
+    from openai import DefaultAsyncHttpxClient
+
+    return DefaultAsyncHttpxClient(verify=_tls_context())
+
+
+async def _close_client(client: Any) -> None:
+    with contextlib.suppress(Exception):  # a connection the server already dropped: nothing left to close
+        await client.close()

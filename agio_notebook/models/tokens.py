@@ -14,9 +14,8 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 PER_MESSAGE = 3  # OpenAI's chat format: <|start|>role<|message|> … <|end|>
 PER_NAME = 1
@@ -72,11 +71,10 @@ def count_text(text: str, model_name: str | None) -> tuple[int, bool]:
     encoding = encoding_for(model_name)
     if encoding is None:
         return estimate_text(text), False
-    return len(encoding.encode(text, disallowed_special=())), True
+    return len(encoding.encode_ordinary(text)), True
 
 
-@dataclass(frozen=True, slots=True)
-class TokenCount:
+class TokenCount(NamedTuple):
     """A count and whether it is only an estimate (about four characters a token)."""
 
     tokens: int
@@ -112,9 +110,10 @@ def count_tokens(messages: Sequence[Mapping[str, Any]], model_name: str | None) 
     for message in messages:
         parts = _message_text(message)
         if encoding is None:
-            counts.append(estimate_text("".join(parts)) + _ESTIMATED_OVERHEAD_CHARS // CHARS_PER_TOKEN)
+            counts.append(math.ceil(sum(map(len, parts)) / CHARS_PER_TOKEN) + _ESTIMATED_OVERHEAD_CHARS // CHARS_PER_TOKEN)
             continue
-        n = PER_MESSAGE + sum(len(encoding.encode(p, disallowed_special=())) for p in parts)
+        # ordinary encoding: special-token text counts as text, and it is the encoder's fast path
+        n = PER_MESSAGE + sum(len(encoding.encode_ordinary(p)) for p in parts if p)
         counts.append(n + (PER_NAME if message.get("name") else 0))
     return counts, encoding is not None
 
@@ -129,7 +128,8 @@ def message_counts(messages: Sequence[Mapping[str, Any]], model_name: str | None
     """One :class:`TokenCount` per message (each with the chat format's overhead around it); a prompt of
     them costs their sum plus :data:`REPLY_PRIMING` (see :func:`prompt_total`)."""
     counts, exact = count_tokens(messages, model_name)
-    return [TokenCount(n, not exact) for n in counts]
+    make = TokenCount._make
+    return [make((n, not exact)) for n in counts]
 
 
 def prompt_total(counts: Sequence[TokenCount]) -> TokenCount:

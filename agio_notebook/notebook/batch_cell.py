@@ -14,6 +14,7 @@ from typing import Any
 from ..scheduling import BatchHandle, PlanHandle
 from . import plan_view
 from .batch_monitor import display_handle
+from .worker import awaits_on_asyncio
 
 _LINE = re.compile(r"^((?:[A-Za-z_]\w*\s*=\s*)?)(get_ipython\(\)\.run_line_magic\('agio', 'batch\b(?:(?!--background).)*'\))\s*$")
 
@@ -26,9 +27,7 @@ def await_batch_lines(lines: list[str]) -> list[str]:
     """
     from IPython import get_ipython
 
-    from .magics import _awaits_on_asyncio
-
-    if not _awaits_on_asyncio(get_ipython()):
+    if not awaits_on_asyncio(get_ipython()):
         return lines
     return [(_LINE.sub(r"\1await \2", line.rstrip("\n")) + ("\n" if line.endswith("\n") else ""))
             if _LINE.match(line.rstrip("\n")) else line for line in lines]

@@ -27,18 +27,19 @@ from ..execution import ApprovalDecision, ApprovalRequest, StepRunner, fork_sess
 from ..execution.approval import check_arguments
 from ..execution.debug import Debugger
 from ..execution.pauses import parse_breakpoints
-from ..execution.attempts import list_attempts, use_attempt
+from ..execution.attempts import attempts_of, use_attempt
 from ..execution.feedback import feedback_and_proposal
 from ..execution.fork import attempt_steps
-from ..execution.retry import plan_retry
-from ..execution.runner import active_run_ids
-from ..models import OpenAIModel, default_model
+from ..execution.retry import check_step_of_run, plan_retry
+from ..execution.session_claims import active_run_ids
+from ..models import OpenAIModel, ScriptedModel, default_model
 from ..models.settings import merge_settings
 from ..storage import iter_events, open_repository
 from ..storage.base import Repository
 from ..storage.ids import resolve_filter, resolve_run_id, resolve_session_id
-from .controls import attempts_frame
+from ..frames import attempts_frame
 from .live_view import LiveView, close_tree
+from .stores import own_store as own_store_path
 from .pause_view import show_pause
 from .pause_view import warm_up as warm_pause_views
 from .debug_marks import seen_payload
@@ -94,6 +95,15 @@ class RunHandle:
     def final_text(self) -> str | None:
         run = self.run
         return run.final_text if run is not None else None
+
+    @property
+    def output(self) -> Any:
+        """A typed agent's answer as its ``output_type`` (see ``RunResult.output``); else the final text."""
+        run = self.run
+        if run is None or run.output is None:
+            return self.final_text
+        spec = getattr(self.agent, "output", None)
+        return spec.load(run.output) if spec is not None else run.output
 
     @property
     def done(self) -> bool:
@@ -207,6 +217,8 @@ class Controller:
     def __init__(self, shell: Any = None, *, store: str | None = None):
         self.shell = shell
         self.store = store
+        # the default store this kernel started with: own stores sit beside it (notebook/stores.py)
+        self.base_store = store if store is not None else os.environ.get("AGIO_STORE") or ".agio"
         self.model: str | None = None
         self.base_url: str | None = None
         self.session_id: str | None = None
@@ -219,10 +231,21 @@ class Controller:
     def repository(self) -> Repository:
         return open_repository(self.store)
 
-    def configure(self, *, model: str | None = None, base_url: str | None = None, store: str | None = None) -> str:
+    def configure(self, *, model: str | None = None, base_url: str | None = None, store: str | None = None,
+                  own_store: str | None = None) -> str:
+        """``store`` (a path or URL) or ``own_store`` (a name: ``<default store>.NAME``, "" for the default
+        store again) becomes the kernel's store, for the magics and the Python API alike (``AGIO_STORE``)."""
+        if store is not None and own_store is not None:
+            raise InvalidOperationError("give --store or --own-store, not both")
+        if own_store is not None:
+            store = str(own_store_path(self.base_store, own_store).absolute()) if own_store else self.base_store
         if store is not None:
-            self.store = store
+            self.store = store or None
             self.session_id = None
+            if store:
+                os.environ["AGIO_STORE"] = store  # frames, memory and runners with no repository use it too
+            else:
+                os.environ.pop("AGIO_STORE", None)
         if model is not None:
             self.model = model
         if base_url is not None:
@@ -236,7 +259,7 @@ class Controller:
         agent = self.default_agent()
         key = "set" if os.environ.get("OPENAI_API_KEY") else "not set"
         return (f"model: {agent.model_name}" + (f" at {self.base_url}" if self.base_url else "")
-                + f" · store: {self.repository.root} · session: {self.session_id or '(new on next run)'}"
+                + f" · store: {self.repository.root} · session: {(self.session_id or '')[:8] or '(new on next run)'}"
                 + f" · OPENAI_API_KEY {key}")
 
     def default_agent(self) -> Agent:
@@ -283,14 +306,19 @@ class Controller:
     def run_query(self, query: str, *, agent: Agent | None = None, session: str | None = None,
                   new_session: bool = False, max_steps: int | None = None, background: bool = False,
                   settings: dict[str, Any] | None = None, wait: float | None = None,
-                  step: bool = False, breakpoints: Any = None) -> RunHandle:
+                  step: bool = False, breakpoints: Any = None, deps: Any = None) -> RunHandle:
         """``step``: step mode, pausing at ``breakpoints`` (default: every model and tool call) in a view
-        in the cell (see docs/debugger.md)."""
+        in the cell (see docs/debugger.md). ``deps``: the run's dependencies (never stored)."""
         if not query.strip():
             raise InvalidOperationError("the cell is empty: write the query in the cell body")
         if step:
             parse_breakpoints(breakpoints)  # a bad breakpoint is one line before anything runs
         agent = agent or self.default_agent()
+        check_can_answer(agent, "this cell")
+        try:
+            agent.check_deps(deps)  # the wrong deps are one line before anything runs
+        except (TypeError, ValueError) as exc:
+            raise InvalidOperationError(str(exc)) from None
         if new_session:
             session_id = new_id()
         elif session is not None:  # an existing session's prefix continues it; any other id starts one
@@ -301,8 +329,8 @@ class Controller:
         def stream(approver: Any, debugger: Debugger | None = None) -> AsyncIterator[StepEvent]:
             runner = self._runner(agent, max_steps, approver, settings, wait)
             if debugger is not None:
-                return runner.debug_stream(session_id, query, debugger)
-            return runner.run_stream(session_id, query)
+                return runner.debug_stream(session_id, query, debugger, deps=deps)
+            return runner.run_stream(session_id, query, deps=deps)
 
         return self._start(stream, session_id, background, agent, breakpoints if step else None, step)
 
@@ -313,25 +341,48 @@ class Controller:
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}{_MOVED}")
         agent = agent or self.agent_for(run)
+        check_can_answer(agent, "a retry")  # before anything changes: a spent script is one line, not a failed run
+        restore: Callable[[RunHandle], None] | None = None
         if run.superseded_by is not None and run.start_sequence is not None:
             # a retry of a replaced attempt starts from that attempt's steps, as its transcript shows them;
             # the step is checked against them before anything changes
-            own = {s.sequence: s for s in attempt_steps(self.repository, run_id)}
+            steps = attempt_steps(self.repository, run_id)
+            own = {s.sequence: s for s in steps}
+            if from_seq is not None:
+                check_step_of_run(self.repository, run, from_seq, steps, "retry")
             if from_seq is not None and (from_seq not in own or own[from_seq].role is StepRole.TOOL):
                 raise InvalidOperationError(f"attempt {run_id[:8]} has no step {from_seq} to retry from "
                                             f"(its steps: {', '.join(map(str, sorted(own)))}; not a tool result)")
-            number = next(a.number for a in list_attempts(self.repository, run_id) if a.run_id == run_id)
+            family = attempts_of(self.repository, run_id)
+            number = next(a.number for a in family if a.run_id == run_id)
+            was = next((a.number for a in family if a.current), None)
             self.use_attempt(run_id, number)
             print(f"agio: attempt {number} of run {run_id[:8]} is current again, so the retry starts from its steps")
             run = self.repository.get_run(run_id) or run
-        plan_retry(self.repository, run_id, from_seq, active_run_ids())  # raise clear errors here, not in the thread
+            if was is not None:  # a retry that writes no step leaves the conversation as it was before the click
+                restore = functools.partial(self._undo_switch, run_id, was)
+        try:
+            plan_retry(self.repository, run_id, from_seq, active_run_ids())  # clear errors here, not in the thread
+        except Exception:
+            if restore is not None:
+                restore(None)
+            raise
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq,
                                                                                                reuse=reuse),
-                           run.session_id, background, agent)
+                           run.session_id, background, agent, on_end=restore)
+
+    def _undo_switch(self, run_id: str, number: int, handle: RunHandle | None) -> None:
+        """The retry wrote no step (or never started), so it replaced nothing: the attempt that was current
+        before the click is current again."""
+        retried = self.repository.get_run(handle.run_id) if handle is not None and handle.run_id else None
+        if retried is None or not retried.metrics.steps:
+            run = use_attempt(self.repository, run_id, number)
+            self.session_id = run.session_id
+            print(f"agio: the retry wrote no step, so attempt {number} of this run is current again")
 
     def attempts(self, run_id: str) -> pd.DataFrame:
-        return attempts_frame(list_attempts(self.repository, resolve_run_id(self.repository, run_id)))
+        return attempts_frame(attempts_of(self.repository, resolve_run_id(self.repository, run_id)))
 
     def use_attempt(self, run_id: str, number: int) -> AgentRun:
         run = use_attempt(self.repository, resolve_run_id(self.repository, run_id), number)
@@ -407,7 +458,10 @@ class Controller:
 
     # -- the live part -----------------------------------------------------------------------
     def _start(self, make_stream: Callable[..., AsyncIterator[StepEvent]], session_id: str,
-               background: bool, agent: Agent, breakpoints: Any = None, step: bool = False) -> RunHandle:
+               background: bool, agent: Agent, breakpoints: Any = None, step: bool = False,
+               on_end: Callable[[RunHandle], None] | None = None) -> RunHandle:
+        """Run the stream on the worker loop, shown live then as a transcript; ``on_end(handle)`` runs once
+        the run has ended, before its transcript is drawn."""
         handle = RunHandle(self, session_id, agent)
         live = LiveView(on_stop=handle.cancel, stop_hint=None if background or clicks_reach_a_busy_cell() else
                         "this kernel hears Stop only after the cell ends: interrupt the kernel (■) to stop now")
@@ -448,6 +502,12 @@ class Controller:
             finally:
                 ticker.cancel()
                 live.flush()
+                if on_end is not None:
+                    restore_parent(shell, parent)
+                    try:
+                        on_end(handle)
+                    except Exception as exc:  # noqa: BLE001 - said in the cell; the transcript is still drawn
+                        print(f"agio: {exc}", file=sys.stderr)
                 self._finish_display(handle, live, display_id, parent)
                 handle._finished.set()
                 handle._started.set()
@@ -505,6 +565,9 @@ class Controller:
         return handle
 
     def _waited(self, handle: RunHandle) -> RunHandle:
+        spent = spent_script(handle.agent) if handle.agent is not None and handle.status == "failed" else None
+        if spent is not None:  # the script ran out in the middle of the run: say what to do
+            print(f"agio: {spent}", file=sys.stderr)
         if handle.error is not None:
             print(f"agio: {handle.error}", file=sys.stderr)
         elif handle.stopped and handle.status == "cancelled":
@@ -527,7 +590,7 @@ class Controller:
         repo = self.repository
         run = repo.get_run(handle.run_id)
         session = repo.get_session(handle.session_id) if handle.session_id else None
-        attempts = list_attempts(repo, handle.run_id) if run is not None else None
+        attempts = attempts_of(repo, handle.run_id) if run is not None else None
         seen = seen_payload(repo, handle.run_id) if run is not None else None
         bundle = build_bundle(handle.events_list, run, session, attempts, seen)
         if run is not None and run.retry_of:  # the attempts it replaced say so (before its own, which ends the cell)
@@ -542,11 +605,28 @@ class Controller:
             return
         from IPython.display import update_display
 
-        for attempt in list_attempts(self.repository, run_id):
+        for attempt in attempts_of(self.repository, run_id):
             shown = self.handles.get(attempt.run_id)
             if attempt.run_id != skip and shown is not None and shown.display_id and shown.done:
                 update_display(bundle_for_run(self.repository, attempt.run_id), display_id=shown.display_id,
                                raw=True)
+
+
+def spent_script(agent: Agent) -> str | None:
+    """What to do when ``agent`` answers from a ScriptedModel that has played every reply (None otherwise)."""
+    model = agent.model
+    if not isinstance(model, ScriptedModel) or model.loop or len(model.calls) < len(model.replies):
+        return None
+    return (f"agent {agent.name!r} answers from a ScriptedModel that has played all {len(model.replies)} of its "
+            "replies. Give it a new script (agent.model = ScriptedModel([...])), loop=True to play it again, or a "
+            "FunctionModel that answers from the conversation; then run this again")
+
+
+def check_can_answer(agent: Agent, what: str) -> None:
+    """One line, before anything runs or changes, when ``agent`` has no reply left for ``what``."""
+    spent = spent_script(agent)
+    if spent is not None:
+        raise InvalidOperationError(f"{what} needs the model to answer, but {spent}")
 
 
 async def _ask(handle: RunHandle, live: LiveView, request: ApprovalRequest) -> ApprovalDecision:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-import pandas as pd
 
 from ..execution.attempts import Attempt
+from .compact import ID_CHARS
 from .view_model import RunView
 
 
@@ -20,23 +20,6 @@ def attempt_dicts(attempts: list[Attempt] | None) -> list[dict[str, Any]]:
     """The attempts as they travel in the transcript bundle."""
     return [{"number": a.number, "run_id": a.run_id, "status": a.run.status.value, "current": a.current,
              "steps": a.steps} for a in attempts or ()]
-
-
-def attempts_frame(attempts: list[Attempt]) -> pd.DataFrame:
-    """One row per attempt, oldest first; ``current`` marks the one the conversation uses."""
-    runs = [a.run for a in attempts]
-    return pd.DataFrame({
-        "attempt": pd.Series([a.number for a in attempts], dtype="Int64"),
-        "current": pd.Series([a.current for a in attempts], dtype="bool"),
-        "run_id": pd.Series([r.id for r in runs], dtype="string"),
-        "kind": pd.Series([r.kind for r in runs], dtype="string"),
-        "status": pd.Series([r.status.value for r in runs], dtype="string"),
-        "from_sequence": pd.Series([r.start_sequence for r in runs], dtype="Int64"),
-        "steps": pd.Series([a.steps for a in attempts], dtype="Int64"),
-        "final_text": pd.Series([r.final_text for r in runs], dtype="string"),
-        "error": pd.Series([r.error for r in runs], dtype="string"),
-        "started_at": pd.to_datetime(pd.Series([r.started_at for r in runs], dtype="float64"), unit="s", utc=True),
-    })
 
 
 def control_points(view: RunView) -> tuple[list[int], list[int]]:
@@ -71,17 +54,18 @@ def command_lines(view: RunView, attempts: list[dict[str, Any]]) -> list[tuple[s
     if not view.done or not view.run_id or not view.session_id:
         return []
     retries, forks = control_points(view)
+    run, session = view.run_id[:ID_CHARS], view.session_id[:ID_CHARS]  # as the transcript shows them
     lines = []
     if any(a["run_id"] == view.run_id and not a["current"] for a in attempts):
         lines.append(("note", "this attempt is superseded; the fork below copies its steps"))
     seq = answer_step(view, retries)
     if seq is not None:
-        lines.append(("retry", f"%agio retry {view.run_id} --from-seq {seq}"))
+        lines.append(("retry", f"%agio retry {run} --from-seq {seq}"))
     if forks:
-        lines.append(("fork", f"%agio fork {view.session_id} --at {forks[-1]} --run {view.run_id}"))
+        lines.append(("fork", f"%agio fork {session} --at {forks[-1]} --run {run}"))
     if len(attempts) > 1:
-        lines.append(("attempts", f"%agio attempts {view.run_id}"))
-        lines.append(("use an attempt", f"%agio use-attempt {view.run_id} N"))
+        lines.append(("attempts", f"%agio attempts {run}"))
+        lines.append(("use an attempt", f"%agio use-attempt {run} N"))
     return lines
 
 

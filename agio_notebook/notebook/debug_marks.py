@@ -12,6 +12,7 @@ from typing import Any
 
 from ..execution.seen import seen_by_call
 from ..storage.base import Repository
+from ..views import counted, seconds
 from .view_model import RunView, StepView, ToolCard
 
 _SMALL = "font-size:11px;color:#57606a"
@@ -58,9 +59,19 @@ def _pause_line(pause: dict[str, Any]) -> str:
     from .phase import pause_place
 
     action = pause.get("action") or "waiting"
-    took = f", {pause['paused_ms'] / 1000:.1f} s" if isinstance(pause.get("paused_ms"), (int, float)) else ""
+    took = f", {seconds(pause['paused_ms'])}" if isinstance(pause.get("paused_ms"), (int, float)) else ""
     edited = f" · edited {', '.join(pause['edited'])}" if pause.get("edited") else ""
-    return f"⏸ paused {pause_place(pause)} → {action}{took}{edited}"
+    return f"paused {pause_place(pause)} → {action}{took}{edited}"
+
+
+# the pause sign drawn with two borders, like the extension's icon: no font needed, survives sanitisers
+_PAUSE_ICON = ('<span class="agio-pause-icon" aria-hidden="true" style="display:inline-block;width:2px;height:8px;'
+               'border-left:3px solid currentColor;border-right:3px solid currentColor;margin-right:4px;'
+               'vertical-align:-1px"></span>')
+
+
+def _pause_mark(pause: dict[str, Any]) -> str:
+    return f'<div class="agio-pause-mark" style="{_SMALL}">{_PAUSE_ICON}{escape(_pause_line(pause))}</div>'
 
 
 def _edited_title(edited: dict[str, Any]) -> str:
@@ -85,7 +96,7 @@ def step_marks_html(step: StepView) -> str:
     if step.edited:
         out += _EDITED.format(title=escape(_edited_title(step.edited)))
     for pause in step.pauses:
-        out += f'<div class="agio-pause-mark" style="{_SMALL}">{escape(_pause_line(pause))}</div>'
+        out += _pause_mark(pause)
     if step.seen:
         out += seen_html(step.seen, step.seen_total)
     return out
@@ -96,7 +107,7 @@ def card_marks_html(card: ToolCard) -> str:
     if card.edited:
         out += _EDITED.format(title=escape(_edited_title(card.edited)))
     for pause in card.pauses:
-        out += f'<div class="agio-pause-mark" style="{_SMALL}">{escape(_pause_line(pause))}</div>'
+        out += _pause_mark(pause)
     return out
 
 
@@ -107,7 +118,7 @@ def seen_summary(rows: list[dict[str, Any]], total: dict[str, Any] | None) -> st
         total = {"prompt_tokens": sum(int(r.get("tokens") or 0) for r in rows),
                  "estimated": any(r.get("tokens_estimated") for r in rows)}
     est = total.get("estimated")
-    line = (f"What the model saw · {len(rows)} {'message' if len(rows) == 1 else 'messages'} · "
+    line = (f"What the model saw · {counted(len(rows), 'message')} · "
             f"{'~' if est else ''}{total['prompt_tokens']} tokens{' (estimated)' if est else ''}")
     if total.get("differs"):
         line += f" · the model reported {total['reported']}"

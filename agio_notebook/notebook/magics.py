@@ -8,7 +8,6 @@ import string
 from typing import Any
 
 from IPython import get_ipython
-from IPython.core.async_helpers import _asyncio_runner
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
@@ -18,6 +17,7 @@ from ..models.settings import parse_settings
 from .commands import COMMANDS, Command, arg, build_parser, help_text
 from .commands import mcp as mcp_commands
 from .controller import Controller, RunHandle
+from .worker import awaits_on_asyncio
 
 CELL = Command(
     "%%agio", "The cell body is the query; {name} inserts a variable ({{ and }} are literal braces). AGENT is "
@@ -30,6 +30,9 @@ CELL = Command(
         arg("--new-session", action="store_true", group="session"),
         arg("--model", default=None),
         arg("--max-steps", type=int, default=None),
+        arg("--deps", default=None, metavar="NAME",
+            help="the run's dependencies: a variable in your namespace, handed to tools and a dynamic system "
+                 "prompt through their RunContext (never stored)"),
         arg("--settings", default=None, metavar="JSON",
             help='model settings for this cell, over the agent\'s: \'{"temperature": 0, "max_tokens": 200}\''),
         arg("--background", action="store_true"),
@@ -142,9 +145,14 @@ class AgioMagics(Magics):
             raise UsageError("%%agio: --step needs a cell that awaits its run (%autoawait on, in a Jupyter kernel)")
         if args.step and args.background:
             raise UsageError("%%agio: --step runs in the foreground (its pauses wait in the cell); drop --background")
+        deps = None
+        if args.deps is not None:
+            if args.deps not in self.shell.user_ns:
+                raise UsageError(f"%%agio: --deps {args.deps}: no variable {args.deps!r} in the notebook")
+            deps = self.shell.user_ns[args.deps]
         return self.controller.run_query(query, agent=agent, session=session, new_session=args.new_session,
                                          max_steps=args.max_steps, background=args.background, settings=settings,
-                                         wait=args.wait, step=args.step, breakpoints=args.breakpoints)
+                                         wait=args.wait, step=args.step, breakpoints=args.breakpoints, deps=deps)
 
     # -- %agio subcommand ---------------------------------------------------------------------------
     def _line(self, name: str, argv: list[str]) -> Any:
@@ -156,50 +164,57 @@ class AgioMagics(Magics):
 
 _CELL_HEAD = re.compile(r"%%agio(?:[ \t]+(.*))?$")
 _LOAD_LINE = re.compile(r"%load_ext[ \t]+agio_notebook[ \t]*$")
-_RETRY_CELL = re.compile(r"%agio[ \t]+(retry\b.*)$")
+_CONTROL_CELL = re.compile(r"%agio[ \t]+((retry|fork)\b.*)$")
 _AWAITED = "await get_ipython().magics_manager.registry['AgioMagics'].agio_awaited"
 
 
 def await_agio_cells(lines: list[str]) -> list[str]:
     """Input transformer: a ``%%agio`` cell becomes ``await <magics>.agio_awaited(line, body)``, and a
-    cell that is just ``%agio retry ...`` becomes ``await <magics>.agio_awaited(line)``.
+    cell that is just ``%agio retry ...`` or ``%agio fork ...`` (what Retry and Fork under a transcript
+    insert) becomes ``await <magics>.agio_awaited(line);``.
 
     IPython runs a cell that awaits as a coroutine; ipykernel 7 dispatches comm messages (a click on
     Stop) while it awaits, which it does not while a cell blocks.
 
-    A cell a transcript control inserted starts with ``%load_ext agio_notebook`` (so it works in a
-    kernel that never loaded agio); this transformer exists only once agio is loaded, so there the line
-    would only print "already loaded": it is dropped.
+    The ``;`` keeps a control's cell from replacing ``_``: a tutorial cell below a run that reads
+    ``_`` still gets that run's handle whatever was clicked in between (``_agio`` is the latest run's,
+    and ``x = %agio retry ...`` keeps the value).
+
+    A cell a transcript control inserted before this version starts with ``%load_ext agio_notebook``;
+    this transformer exists only once agio is loaded, so there the line would only print "already
+    loaded": it is dropped.
     """
     if len(lines) > 1 and _LOAD_LINE.match(lines[0].rstrip("\r\n")):
         lines = lines[1:]
-    if not lines or not _awaits_on_asyncio(get_ipython()):
-        return lines  # the magic runs as it is, and blocks
+    if not lines:
+        return lines
     first = lines[0].rstrip("\r\n")
+    control = _CONTROL_CELL.match(first)
+    control = control if control is not None and not "".join(lines[1:]).strip() else None
+    if not awaits_on_asyncio(get_ipython()):  # the magic runs as it is, and blocks
+        return [f"get_ipython().run_line_magic('agio', {control.group(1)!r});\n"] if control else lines
     head = _CELL_HEAD.match(first)
     if head is not None:
         return [f"{_AWAITED}({head.group(1) or ''!r}, {''.join(lines[1:])!r})\n"]
-    retry = _RETRY_CELL.match(first)
-    if retry is not None and not "".join(lines[1:]).strip():
-        return [f"{_AWAITED}({retry.group(1)!r})\n"]
+    if control is not None:
+        return [f"{_AWAITED}({control.group(1)!r});\n"]
     return lines
-
-
-def _awaits_on_asyncio(shell: Any) -> bool:
-    """Top-level ``await`` is on (``%autoawait``) and runs on asyncio, as in ipykernel."""
-    return bool(getattr(shell, "autoawait", False)) and getattr(shell, "loop_runner", None) is _asyncio_runner
 
 
 def load_ipython_extension(ipython: Any) -> None:
     from .batch_cell import install
+    from .evaluation_view import install as install_evaluation_view
     from .frontend import say_hello
     from .live_view import warm_up as warm_live_views
+    from .metrics_view import install as show_metrics
     from .pause_view import warm_up as warm_pause_views
 
     ipython.register_magics(AgioMagics)
     if await_agio_cells not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(await_agio_cells)
     install(ipython)
+    install_evaluation_view(ipython)
+    show_metrics(ipython)
     say_hello()
     warm_live_views()
     warm_pause_views()

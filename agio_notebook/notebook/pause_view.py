@@ -108,8 +108,11 @@ _EDITORS: dict[PauseKind, tuple[tuple[str, str, int], ...]] = {
     PauseKind.TOOL: (("arguments", "arguments JSON", 2), ("skip", "skip result", 2)),
     PauseKind.RESULT: (("result", "result", 4),),
 }
-_BUTTONS = (("Continue", "success", "play"), ("Step", "info", "step-forward"), ("Edit", "", "pencil"),
-            ("Skip", "warning", "share"), ("Abort", "danger", "stop"))
+# (name, style, icon, label): the name is what a click sends and the class (agio-pause-edit); the label is what
+# the button says. Edit applies what was changed in the editors and stays paused, so it says so.
+_BUTTONS = (("Continue", "success", "play", "Continue"), ("Step", "info", "step-forward", "Step"),
+            ("Edit", "", "check", "Apply edits"), ("Skip", "warning", "share", "Skip"),
+            ("Abort", "danger", "stop", "Abort"))
 
 
 def _proposed(pause: Pause) -> dict[str, str]:
@@ -193,8 +196,8 @@ class PauseView:
     def _standard(self) -> widgets.VBox:
         for key, label, rows in _EDITORS[self.pause.kind]:
             self.editors[key] = self._observed(_editor(key, label, self.texts[key], rows), key)
-        for name, style, icon in self._buttons:
-            button = widgets.Button(description=name, button_style=style, icon=icon, layout=_shared("auto"),
+        for name, style, icon, label in self._buttons:
+            button = widgets.Button(description=label, button_style=style, icon=icon, layout=_shared("auto"),
                                     style=_shared("button"), _dom_classes=(f"agio-pause-{name.lower()}",))
             button.on_click(lambda _, n=name: self.click(n))
             self.buttons[name] = button

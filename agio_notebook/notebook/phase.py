@@ -24,7 +24,7 @@ def phase(view: RunView) -> str | None:
     waiting = [c.name for c in cards if c.status == "awaiting_approval"]
     if waiting:
         return f"waiting for approval ({', '.join(waiting)})…"
-    running = [c.name for c in cards if c.status == "running"]
+    running = [c.name for c in cards if c.status in ("running", "pending")]  # pending: about to start
     if running:
         return f"running {len(running)} tool{'s' if len(running) > 1 else ''} ({', '.join(running)})…"
     last = max(view.steps, key=lambda s: s.sequence, default=None)

@@ -13,14 +13,14 @@ from html import escape
 import nh3
 
 from ..models.pricing import format_cost
-from ..views import text_html
+from ..views import counted, seconds, text_html
 from .debug_marks import card_marks_html, marks_text, step_marks_html
 from .phase import phase
 from .view_model import RunView, StepView, ToolCard
 
 STATUS_COLORS = {"completed": "#1a7f37", "running": "#0969da", "failed": "#cf222e", "cancelled": "#9a6700",
                  "max_steps": "#9a6700", "pending": "#57606a", "ok": "#1a7f37", "error": "#cf222e",
-                 "rejected": "#9a6700", "awaiting_approval": "#8250df", "interrupted": "#9a6700"}
+                 "rejected": "#9a6700", "awaiting_approval": "#8250df", "interrupted": "#9a6700", "paused": "#8250df"}
 
 _BOX = "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.45"
 _MONO = "font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:12px"
@@ -40,9 +40,11 @@ def pretty_json(raw: str | None) -> str:
 
 def metrics_line(m: dict, *, run: bool = False) -> str:
     parts = []
-    if run:
-        parts.append(f"{m.get('steps', 0)} steps")
-        parts.append(f"{m.get('tool_calls', 0)} tool calls" + (f" ({m['tool_errors']} failed)" if m.get("tool_errors") else ""))
+    if run:  # a step is any stored step; max_steps counts model calls, so both are said
+        parts.append(counted(m.get("steps") or 0, "step") + f" ({counted(m.get('model_calls') or 0, 'model call')})")
+        outcomes = [f"{m[k]} {word}" for k, word in (("tool_errors", "failed"), ("tool_unfinished", "not finished"))
+                    if m.get(k)]
+        parts.append(counted(m.get("tool_calls") or 0, "tool call") + (f" ({', '.join(outcomes)})" if outcomes else ""))
     if m.get("total_tokens") is not None:
         tokens = f"{m['total_tokens']} tokens"
         if m.get("prompt_tokens") is not None and m.get("completion_tokens") is not None:
@@ -57,10 +59,11 @@ def metrics_line(m: dict, *, run: bool = False) -> str:
     if m.get("tool_ms"):
         parts.append(f"tools {m['tool_ms']:.0f} ms")
     if m.get("paused_ms"):  # step mode: waiting at pauses, its own figure
-        parts.append(f"paused {m['paused_ms']:.0f} ms")
+        parts.append(f"paused {seconds(m['paused_ms'])}")
     if m.get("duration_ms"):
         parts.append(f"total {m['duration_ms']:.0f} ms")
-    if "cost" in m and (run or m.get("total_tokens") is not None):  # unknown shows as unknown, never $0
+    if "cost" in m and (m.get("model_calls") if run else m.get("total_tokens") is not None):
+        # unknown shows as unknown, never $0; a run that made no model call (failed before one) says nothing
         parts.append(f"cost {format_cost(m['cost'])}")
     if m.get("reused_calls"):
         parts.append(f"{m['reused_calls']} calls ({m.get('reused_tokens', 0)} tokens) reused from the record")
@@ -132,8 +135,8 @@ def card_html(card: ToolCard) -> str:
 
 def nested_run_html(view: RunView) -> str:
     """The run of an agent called as a tool, inside its tool card: its steps and cards, at any depth."""
-    steps = "".join(step_html(s) for s in view.conversation())
-    line = escape(metrics_line(view.run_metrics, run=True))
+    steps = "".join(step_html(s, bool(view.handoffs)) for s in view.conversation())
+    line = escape(metrics_line(view.counted_metrics(), run=True))
     error = (f'<div class="agio-error" style="color:#cf222e">{escape(view.error)}</div>'
              if view.error and view.status not in ("completed", "running") else "")
     return (f'<details open class="agio-nested-run" data-agio-run="{escape(view.run_id or "")}" '
@@ -173,16 +176,19 @@ def memory_card_html(memory: dict) -> str:
         + f' <span style="color:#57606a;font-size:11px">{escape(str(i.get("id", ""))[:8])}</span></li>'
         for i in items)
     return (f'<details class="agio-memory-card" style="border:1px solid #d0d7de;border-radius:6px;margin:4px 0;'
-            f'padding:2px 8px"><summary><b>Memory</b> · {skills} skill(s), {len(items) - skills} '
-            f'experience(s) · {escape(str(memory.get("mode", "")))}</summary><ul style="margin:2px 0">{rows}</ul>'
+            f'padding:2px 8px"><summary><b>Memory</b> · {counted(skills, "skill")}, '
+            f'{counted(len(items) - skills, "experience")} · {escape(str(memory.get("mode", "")))}</summary><ul style="margin:2px 0">{rows}</ul>'
             f'<div style="color:#57606a;font-size:11px">added to the system prompt</div>'
             f'<pre class="agio-memory-text" style="{_MONO};margin:2px 0;white-space:pre-wrap">'
             f'{escape(str(memory.get("text") or ""))}</pre></details>')
 
 
-def step_label(step: StepView, tip: str) -> str:
-    """``#3 Assistant · attempt 2 · <metrics>`` as escaped HTML, the same live and saved."""
+def step_label(step: StepView, tip: str, agents: bool = False) -> str:
+    """``#3 Assistant · attempt 2 · <metrics>`` as escaped HTML, the same live and saved; with ``agents`` (the
+    run was handed off) a model step says which agent made it: ``#5 Assistant (planner)``."""
     who = {"user": "You", "memory": "Memory"}.get(step.role, "Assistant")
+    if agents and step.agent and step.role == "assistant":
+        who += f" ({escape(step.agent)})"
     return (f"#{step.sequence} {who}"
             + (f" · attempt {step.attempt}" if step.attempt > 1 else "")
             + (" · superseded" if step.superseded else "")
@@ -190,13 +196,13 @@ def step_label(step: StepView, tip: str) -> str:
             + (f' · <span class="agio-metrics">{escape(tip)}</span>' if tip and step.role == "assistant" else ""))
 
 
-def step_html(step: StepView) -> str:
+def step_html(step: StepView, agents: bool = False) -> str:
     css = f"agio-step agio-step-{escape(step.role)}" + (" agio-superseded" if step.superseded else "")
     style = f"margin:4px 0;padding:4px 8px;border-left:3px solid {role_color(step.role)}"
     if step.superseded:
         style += ";opacity:.55;text-decoration:line-through"
     tip = metrics_line(step.metrics)
-    head = f'<div style="font-size:11px;color:#57606a" title="{escape(tip)}">{step_label(step, tip)}</div>'
+    head = f'<div style="font-size:11px;color:#57606a" title="{escape(tip)}">{step_label(step, tip, agents)}</div>'
     text = f'<div style="white-space:pre-wrap">{escape(step.text)}</div>' if step.text else ""
     memory = memory_card_html(step.memory) if step.memory else ""
     return (f'<div class="{css}" style="{style}">{head}{text}{step_marks_html(step)}{memory}'
@@ -220,10 +226,20 @@ def header_html(view: RunView) -> str:
             f'{extra}</span></div>{origin}{handoff_html(view)}')
 
 
+def output_html(view: RunView) -> str:
+    """A typed agent's answer, under the conversation: its type and its value as JSON."""
+    if view.output is None:
+        return ""
+    return (f'<div class="agio-output" style="margin:4px 0;padding:4px 8px;border-left:3px solid #1a7f37">'
+            f'<div style="font-size:11px;color:#57606a">Output · {escape(view.output_type or "")}</div>'
+            f'<pre style="margin:0;white-space:pre-wrap">{escape(json.dumps(view.output, indent=1, ensure_ascii=False))}'
+            f'</pre></div>')
+
+
 def footer_html(view: RunView) -> str:
     error = (f'<div class="agio-error" style="color:#cf222e">{escape(view.error)}</div>'
              if view.error and view.status != "completed" and view.error != view.status else "")
-    line = escape(metrics_line(view.run_metrics, run=True))
+    line = escape(metrics_line(view.counted_metrics(), run=True))
     now = phase(view)
     if now is not None:  # the run goes on: what it is doing first, then the metrics so far
         so_far = f" · {line}" if view.run_metrics.get("model_calls") else ""
@@ -234,10 +250,10 @@ def footer_html(view: RunView) -> str:
 
 def to_html(view: RunView, extra: str = "") -> str:
     """The whole run; ``extra`` is markup placed under the footer (already escaped by its maker)."""
-    steps = "".join(step_html(s) for s in view.conversation())
+    steps = "".join(step_html(s, bool(view.handoffs)) for s in view.conversation())
     return text_html(f'<div class="agio-run" data-agio-run="{escape(view.run_id or "")}" style="{_BOX};'
                      f'border:1px solid #d0d7de;border-radius:8px;padding:6px 10px">'
-                     f'{header_html(view)}{steps}{footer_html(view)}{extra}</div>')  # "$5" is text, not math
+                     f'{header_html(view)}{steps}{output_html(view)}{footer_html(view)}{extra}</div>')  # "$5" is text, not math
 
 
 def to_text(view: RunView) -> str:
@@ -252,7 +268,7 @@ def _text_lines(view: RunView) -> list[str]:
         lines.append(f"  forked from session {view.forked_from[:8]} at step {view.forked_at}")
     for step in view.conversation():
         mark = (" (superseded)" if step.superseded else "") + (" (stopped: partial)" if step.status == "cancelled" else "")
-        who = "user" if step.role == "user" else "assistant"
+        who = "user" if step.role == "user" else "assistant" + (f" ({step.agent})" if view.handoffs and step.agent else "")
         if step.memory:
             lines.append(f"#{step.sequence} memory: " + ", ".join(
                 f"{i.get('kind')} {str(i.get('id', ''))[:8]}" for i in step.memory.get("items") or []))
@@ -260,7 +276,8 @@ def _text_lines(view: RunView) -> list[str]:
             lines.append(f"#{step.sequence} {who}{mark}: {step.text}")
         lines.extend(marks_text(step))
         for card in step.tool_cards:
-            outcome = card.result if card.status == "ok" else f"{card.error_type or card.status}: {card.error}"
+            outcome = (card.result if card.status == "ok" else f"{card.error_type or card.status}: {card.error}"
+                       if card.error is not None else "")
             lines.append(f"  -> {card.name}({card.arguments}) [{card.status}]"
                          + (f" [sandbox: {card.isolation}]" if card.isolation else "") + f" {outcome}")
             shown = [d.get("mime") for d in card.displays]
@@ -270,7 +287,9 @@ def _text_lines(view: RunView) -> list[str]:
                 lines.extend(f"     | {line}" for line in _text_lines(card.nested))
     if view.handoffs:
         lines.append("handed off: " + " → ".join([view.handoffs[0]["from"], *(h["to"] for h in view.handoffs)]))
+    if view.output is not None:
+        lines.append(f"output ({view.output_type}): {json.dumps(view.output, ensure_ascii=False)}")
     if view.error and view.status != "completed":
         lines.append(f"error: {view.error}")
-    lines.append(metrics_line(view.run_metrics, run=True))
+    lines.append(metrics_line(view.counted_metrics(), run=True))
     return lines

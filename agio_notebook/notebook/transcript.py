@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..core import AgentRun, AgentSession, StepEvent, StepEventType, mask
-from ..execution.attempts import Attempt, list_attempts
+from ..execution.attempts import Attempt, attempts_of
 from ..execution.nested import nested_events
 from ..storage.base import Repository, iter_events
 from .debug_marks import attach_seen, seen_payload
@@ -74,7 +74,7 @@ def bundle_for_run(repository: Repository, run_id: str) -> dict[str, Any]:
     """The bundle of a stored run, rebuilt from the store (e.g. for ``%agio replay``)."""
     run = repository.get_run(run_id)
     session = repository.get_session(run.session_id) if run is not None else None
-    attempts = list_attempts(repository, run_id) if run is not None else None
+    attempts = attempts_of(repository, run_id) if run is not None else None
     seen = seen_payload(repository, run_id) if run is not None else None
     return build_bundle([*iter_events(repository, run_id), *nested_events(repository, run_id)], run, session,
                         attempts, seen)

@@ -26,6 +26,14 @@ def clicks_reach_a_busy_cell() -> bool:
     return int(__version__.split(".")[0]) >= 7
 
 
+def awaits_on_asyncio(shell: Any) -> bool:
+    """Top-level ``await`` is on (``%autoawait``) and runs on asyncio, as in ipykernel: a cell may then
+    await its run or batch, and the kernel hears clicks meanwhile."""
+    from IPython.core.async_helpers import _asyncio_runner
+
+    return bool(getattr(shell, "autoawait", False)) and getattr(shell, "loop_runner", None) is _asyncio_runner
+
+
 def capture_parent(shell: Any) -> Any:
     """The parent header of the message being handled now (the cell, or a widget click)."""
     for owner in (shell, getattr(shell, "kernel", None)):

@@ -25,7 +25,7 @@ from . import options as check
 from .errors import SchedulingError
 from .executor import BatchState, ExecutionRequest, Executor, default_executor, figures
 from .limits import RateLimit
-from .records import ExecStatus, ExecutionRecord, item_session
+from .records import ExecStatus, ExecutionRecord, active_seconds, item_session
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -277,6 +277,7 @@ def _start(executor: Executor, agent: Agent, name: str, rows: list[dict[str, Any
     """
     stored = [] if definition is not None else executor.store.records(name)
     done = {r.index: r for r in _reconcile(executor, name, len(rows), stored)} if definition is None else {}
+    earlier = active_seconds(list(done.values()))  # before queuing again resets what these records say
     finished: list[ExecutionRecord] = []
     todo: list[tuple[ExecutionRequest, ExecutionRecord | None]] = []
     for index, (row, query) in enumerate(zip(rows, queries)):
@@ -301,6 +302,7 @@ def _start(executor: Executor, agent: Agent, name: str, rows: list[dict[str, Any
     executor.store.flush()  # the definition and every record are durable before the first item starts
     state = executor.batch_state(name, concurrency=options["concurrency"], max_tokens=options["batch_max_tokens"],
                                  max_cost=options.get("batch_max_cost"))
+    state.earlier_s = earlier
     for rec in finished:
         executor.records[rec.id] = rec
         state.ids.append(rec.id)

@@ -111,6 +111,7 @@ class BatchState:
     cost: float | None = None
     started_at: float = field(default_factory=now)
     ended_at: float | None = None
+    earlier_s: float = 0.0  # how long the batch ran before this start (a resume): counted in its elapsed time
     cancelled: bool = False
     latencies_ms: list[float] = field(default_factory=list)
     errors: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=5))
@@ -617,7 +618,8 @@ def figures(records: list[ExecutionRecord], state: BatchState | None, running: i
     durations = [r.duration_ms for r in records if r.status is ExecStatus.COMPLETED and r.duration_ms is not None]
     started = state.started_at if state else min((r.queued_at for r in records), default=now())
     ended = state.ended_at if state and state.ended_at else now()
-    elapsed = max(ended - started, 1e-9)
+    # a resumed batch: its items and its time before the resume both count, the time it sat stopped does not
+    elapsed = max(ended - started + (state.earlier_s if state else 0.0), 1e-9)
     failures = counts["failed"] + counts["timed_out"]
     done = len(finished)
     rate = done / elapsed if done else 0.0

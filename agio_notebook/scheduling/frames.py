@@ -45,16 +45,20 @@ def records_frame(records: list[ExecutionRecord]) -> pd.DataFrame:
 
 
 def results_frame(records: list[ExecutionRecord], columns: list[str]) -> pd.DataFrame:
-    """One row per input: its columns, then the outcome; ``session_id``/``run_id`` join the steps frames."""
+    """One row per input, indexed by its position in the input (an unnamed index): its columns, then the
+    outcome; ``session_id``/``run_id`` join the steps frames. An outcome column whose name the input
+    already uses is ``agio_<name>``, so no name of the library's hides one of the user's."""
     inputs = pd.DataFrame([r.request.get("inputs") or {} for r in records], columns=columns)
     out = records_frame(records)
-    frame = pd.concat([inputs.reset_index(drop=True), pd.DataFrame({
+    outcome = pd.DataFrame({
         "final_text": out["result"], "status": out["status"], "error": out["error"],
         "prompt_tokens": out["prompt_tokens"], "completion_tokens": out["completion_tokens"],
         "total_tokens": out["total_tokens"], "cost": out["cost"], "latency_ms": out["duration_ms"],
         "attempts": out["attempts"], "session_id": out["session_id"], "run_id": out["run_id"],
-        "execution_id": out["execution_id"]})], axis=1)
-    frame.index = pd.Index([r.index for r in records], name="item")
+        "execution_id": out["execution_id"]})
+    outcome.columns = [f"agio_{c}" if c in set(columns) else c for c in outcome.columns]
+    frame = pd.concat([inputs.reset_index(drop=True), outcome], axis=1)
+    frame.index = pd.Index([r.index for r in records])
     return frame
 
 

@@ -163,6 +163,7 @@ def run_on_worker(agent: Agent, config: ExecutionConfig, session_id: str, query:
             yield {"_agio_error": {"retryable": is_retryable(Catch.error), "message": str(Catch.error)}}
     finally:
         loop.run_until_complete(stream.aclose())
+        loop.run_until_complete(loop.shutdown_asyncgens())  # what asyncio.run does: per-loop clients close
         loop.close()
 
 

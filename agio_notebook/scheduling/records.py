@@ -87,6 +87,20 @@ class ExecutionRecord:
 _FIELDS = tuple(f.name for f in fields(ExecutionRecord))
 
 
+def active_seconds(records: list[ExecutionRecord]) -> float:
+    """How long some execution of ``records`` was running: the union of their [start, end] spans, so the
+    hours a batch sat stopped between a cancel (or a dead kernel) and its resume are not counted."""
+    total, start, end = 0.0, None, None
+    for a, b in sorted((r.started_at, r.ended_at) for r in records
+                       if r.started_at is not None and r.ended_at is not None and r.ended_at >= r.started_at):
+        if end is None or a > end:
+            total += 0.0 if end is None or start is None else end - start
+            start, end = a, b
+        else:
+            end = max(end, b)
+    return total + (0.0 if end is None or start is None else end - start)
+
+
 def item_session(batch: str, index: int, attempt: int) -> str:
     """The session of a batch item's attempt: derived, so a resume finds what any attempt stored."""
     base = f"{batch}-{index:05d}"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 import re
 from typing import Any, Iterable, Mapping
 
@@ -21,7 +23,7 @@ def load_agents(path: str) -> dict[str, Agent]:
     if not module_name or not attribute:
         raise AgioError(f"--agents takes module:attribute (e.g. my_agents:researcher), got {path!r}")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_from_here(module_name)
     except ImportError as exc:
         raise AgioError(f"--agents {path}: cannot import {module_name!r} ({exc})") from None
     try:
@@ -47,6 +49,15 @@ def load_agent_paths(paths: Iterable[str], what: str) -> dict[str, Agent]:
     if not agents:
         raise AgioError(f"{what}: name the agents to serve with --agents module:attribute")
     return agents
+
+
+def _import_from_here(module_name: str) -> Any:
+    """Import as ``python -m`` would: the working directory first on the path (the ``agio`` command's own
+    directory is not where a user's ``my_agents.py`` lives)."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module(module_name)
 
 
 def named_agents(value: Any, *, where: str = "agents") -> dict[str, Agent]:

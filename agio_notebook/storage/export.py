@@ -3,11 +3,16 @@
 Both go through the Repository protocol, so every backend exports the same way, and both load back
 (:func:`load_export`) into an in-memory repository that builds the same frames as the original.
 
-- JSON Lines: one ``{"table": ..., "doc": {...}}`` per line, tables ``sessions``, ``runs``,
-  ``steps``, ``events``, documents exactly as stored.
-- Parquet: a directory with ``sessions.parquet``, ``runs.parquet``, ``steps.parquet`` and
-  ``events.parquet``; one column per top-level field, nested fields (metrics, tool calls, payloads)
-  as JSON text, named in the file's metadata (``agio_json_columns``).
+A whole store's export carries everything it holds (see :mod:`.contents`): besides ``sessions``,
+``runs``, ``steps`` (every attempt) and ``events``, the table ``journal`` (one row per document of every
+named journal: ``journal``, ``table``, ``key``, ``doc``: memory and its vectors, feedback, batches and
+executions, plans, exercise progress, …) and ``files`` (the files kept beside the store, workspaces:
+``path``, ``mode``, ``link``, ``data`` in base64). A one-session export carries that session's records.
+
+- JSON Lines: one ``{"table": ..., "doc": {...}}`` per line, documents exactly as stored.
+- Parquet: a directory with one ``<table>.parquet`` per table; one column per top-level field, nested
+  fields (metrics, tool calls, payloads, journal documents) as JSON text, named in the file's metadata
+  (``agio_json_columns``).
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ import orjson
 
 from ..core import AgentRun, AgentSession, Step, StepEvent, mask
 from .base import Repository, iter_events
+from .contents import file_docs, journal_rows, write_files, write_journal_rows
 from .journal import atomic_write
 from .memory import InMemoryRepository
 
-TABLES = ("sessions", "runs", "steps", "events")
+TABLES = ("sessions", "runs", "steps", "events", "journal", "files")
 
 
 def iter_records(repository: Repository, session_id: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -48,6 +54,11 @@ def _records(repository: Repository, session_id: str | None) -> Iterator[tuple[s
     for run in runs:
         for event in iter_events(repository, run["id"]):
             yield "events", event.to_dict()
+    if session_id is None:  # journals and files belong to the store, not to one session
+        for name, table, key, doc in journal_rows(repository):
+            yield "journal", {"journal": name, "table": table, "key": key, "doc": doc}
+        for doc in file_docs(repository):
+            yield "files", doc
 
 
 def export_jsonl(repository: Repository, path: str | os.PathLike[str], session_id: str | None = None) -> int:
@@ -118,14 +129,18 @@ def _parquet_records(directory: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             yield table, {k: (json.loads(v) if k in nested and v is not None else v) for k, v in row.items()}
 
 
-def load_export(path: str | os.PathLike[str]) -> InMemoryRepository:
-    """An export (a ``.jsonl`` file or a Parquet directory) as a repository: frames, replay, retry."""
+def load_export(path: str | os.PathLike[str], files_root: str | os.PathLike[str] | None = None) -> InMemoryRepository:
+    """An export (a ``.jsonl`` file or a Parquet directory) as a repository: frames, replay, retry, executions,
+    memory. Files it carries (workspaces) are written under ``files_root``, by default a folder beside the
+    export (``<export>.files``), which becomes the repository's ``files_root``."""
     path = Path(path)
     if path.is_dir():
         records: Iterator[tuple[str, dict[str, Any]]] = _parquet_records(path)
     else:
         records = ((r["table"], r["doc"]) for r in map(orjson.loads, path.read_bytes().splitlines()) if r)
     repo = InMemoryRepository()
+    journal: list[tuple[str, str, str, dict[str, Any]]] = []
+    files: list[dict[str, Any]] = []
     for table, doc in records:
         if table == "sessions":
             repo.commit(session=AgentSession.from_dict(doc))
@@ -135,4 +150,13 @@ def load_export(path: str | os.PathLike[str]) -> InMemoryRepository:
             repo.commit(steps=[Step.from_dict(doc)])
         elif table == "events":
             repo.commit(events=[StepEvent.from_dict(doc)])
+        elif table == "journal":
+            journal.append((doc["journal"], doc["table"], doc["key"], doc["doc"]))
+        elif table == "files":
+            files.append(doc)
+    write_journal_rows(repo, journal)
+    if files:
+        root = Path(files_root) if files_root is not None else path.with_name(path.name + ".files")
+        write_files(root, files)
+        repo.files_root = root  # type: ignore[attr-defined]
     return repo

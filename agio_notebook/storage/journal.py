@@ -6,6 +6,12 @@ Layout of a journal file::
     {"t": "steps", "d": {...}}          <- upsert: replaces the doc with the same key
     {"t": "steps", "k": "<key>", "x": 1} <- delete
 
+A named journal (``Repository.journal``: memory, execution records, …) also writes each upsert's key,
+``{"t": ..., "k": ..., "d": ...}``, and its snapshot line a ``"keys"`` map beside the documents, so it
+reads right without its owner's key functions: that is how ``agio store migrate`` and the exports carry
+every journal, whatever its name. (A line without a key, written before, falls back to the doc's ``id``,
+else to its content.)
+
 A commit is one ``write`` of whole lines and one ``fsync``: its cost depends on neither the file's
 size nor the store's. Replaying the file (snapshot, then lines in order; the last version of a key
 wins) gives TinyDB's ``{table: {doc_id: doc}}``, with doc ids assigned in order of first appearance,
@@ -20,6 +26,7 @@ is damage: reported (:class:`StoreDamageWarning`, naming the file and where) and
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -79,9 +86,10 @@ def atomic_write(path: Path, data: bytes, lock: FileLock | None = None) -> None:
 class Journal:
     """One journal file: its replayed state in memory, kept current by reading only new bytes."""
 
-    def __init__(self, path: Path, keys: dict[str, KeyFn], lock_timeout: float = 10.0):
+    def __init__(self, path: Path, keys: dict[str, KeyFn], lock_timeout: float = 10.0, *, keyed_lines: bool = False):
         self.path = path
         self.keys = keys
+        self.keyed_lines = keyed_lines  # each upsert names its key (a named journal: see the module's docstring)
         self.lock = FileLock(path, lock_timeout, on_file=native_flock(path.parent))
         self.tables: dict[str, dict[str, Doc]] = {}  # table -> key -> doc (insertion order = doc id order)
         self.base_ids: dict[str, dict[str, int]] = {}  # doc ids fixed by the snapshot line
@@ -224,7 +232,7 @@ class Journal:
                     tables.get(table, {}).pop(key, None)
                 else:
                     doc = rec["d"]
-                    key = keys[table](doc) if table in keys else str(doc.get("id"))
+                    key = keys[table](doc) if table in keys else rec.get("k") or default_key(doc)
                     tables.setdefault(table, {})[key] = doc
             except (KeyError, TypeError, AttributeError):
                 self._damaged(f"malformed record, skipped: {raw[:80]!r}")
@@ -239,10 +247,11 @@ class Journal:
                              f"this agio-notebook understands ({JOURNAL_VERSION}); upgrade agio-notebook")
         for table, docs in (rec.get("snapshot") or {}).items():
             key_fn = self.keys.get(table)
+            stored = (rec.get("keys") or {}).get(table) or {}
             target = self.tables.setdefault(table, {})
             ids = self.base_ids.setdefault(table, {})
             for doc_id, doc in sorted(docs.items(), key=lambda kv: int(kv[0])):
-                key = key_fn(doc) if key_fn is not None else f"#{doc_id}"
+                key = key_fn(doc) if key_fn is not None else stored.get(doc_id) or f"#{doc_id}"
                 target[key] = doc
                 ids[key] = int(doc_id)
                 if self.on_change is not None:
@@ -271,9 +280,14 @@ class Journal:
         Returns what was appended and where: (file, offset, (inode, generation), bytes); None when
         nothing was.
         """
-        records = list(records)
+        keys = self.keys
+        keyed = [(table, keys[table](doc) if table in keys else default_key(doc), doc) for table, doc in records]
         deletes = list(deletes)
-        parts = [b'{"t":"%s","d":%s}\n' % (table.encode(), orjson.dumps(doc)) for table, doc in records]
+        if self.keyed_lines:
+            parts = [b'{"t":"%s","k":%s,"d":%s}\n' % (table.encode(), orjson.dumps(key), orjson.dumps(doc))
+                     for table, key, doc in keyed]
+        else:
+            parts = [b'{"t":"%s","d":%s}\n' % (table.encode(), orjson.dumps(doc)) for table, _, doc in keyed]
         parts += [orjson.dumps({"t": table, "k": key, "x": 1}) + b"\n" for table, key in deletes]
         if not parts:
             return None
@@ -289,7 +303,7 @@ class Journal:
             if sync:
                 self.sync()
             self._offset += len(data)
-            self._apply_records(records, deletes)
+            self._apply_records(keyed, deletes)
             return self.path, offset, self._identity, data
 
     def sync(self) -> None:
@@ -307,11 +321,10 @@ class Journal:
             raise StoreError(f"store file {self.path} is damaged (its snapshot line is cut off) and is not "
                              "written to; nothing was lost: run `agio store repair` to salvage it")
 
-    def _apply_records(self, records: list[tuple[str, Doc]], deletes: list[tuple[str, str]]) -> None:
-        """What we just wrote, applied without parsing it back."""
-        tables, keys = self.tables, self.keys
-        for table, doc in records:
-            key = keys[table](doc) if table in keys else str(doc.get("id"))
+    def _apply_records(self, records: list[tuple[str, str, Doc]], deletes: list[tuple[str, str]]) -> None:
+        """What we just wrote (``(table, key, doc)``), applied without parsing it back."""
+        tables = self.tables
+        for table, key, doc in records:
             tables.setdefault(table, {})[key] = doc
             if self.on_change is not None:
                 self.on_change(table, key, doc)
@@ -342,28 +355,46 @@ class Journal:
             self.refresh()
             return True
 
-    def tinydb_data(self) -> dict[str, dict[str, Doc]]:
-        """The state in TinyDB's layout: ``{table: {doc_id: doc}}``."""
+    def tinydb_data(self, keys: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, Doc]]:
+        """The state in TinyDB's layout: ``{table: {doc_id: doc}}`` (and each doc's key into ``keys``)."""
         out: dict[str, dict[str, Doc]] = {}
         for table, docs in self.tables.items():
             fixed = self.base_ids.get(table, {})
             next_id = max(fixed.values(), default=0) + 1
             ids: dict[str, Doc] = {}
+            names = keys.setdefault(table, {}) if keys is not None else None
             for key, doc in docs.items():
                 doc_id = fixed.get(key)
                 if doc_id is None:
                     doc_id, next_id = next_id, next_id + 1
                 ids[str(doc_id)] = doc
+                if names is not None:
+                    names[str(doc_id)] = key
             out[table] = ids
         return out
 
     def snapshot_bytes(self, data: dict[str, dict[str, Doc]] | None = None) -> bytes:
-        return orjson.dumps({"agio_journal": JOURNAL_VERSION,
-                             "snapshot": self.tinydb_data() if data is None else data}) + b"\n"
+        line: dict[str, Any] = {"agio_journal": JOURNAL_VERSION}
+        if data is None:
+            keys: dict[str, dict[str, str]] | None = {} if self.keyed_lines else None
+            line["snapshot"] = self.tinydb_data(keys)
+            if keys is not None:
+                line["keys"] = keys
+        else:
+            line["snapshot"] = data
+        return orjson.dumps(line) + b"\n"
 
     def close(self) -> None:
         self._close_fd()
         self.lock.close()
+
+
+def default_key(doc: Doc) -> str:
+    """The key of a doc whose table has no key function: its ``id``, else its content (never one key for
+    every doc without an id)."""
+    if "id" in doc:
+        return str(doc["id"])
+    return "#" + hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
 class JournalStorage(Storage):

@@ -53,6 +53,7 @@ class InMemoryRepository:
         self._events: dict[str, list[StepEvent]] = {}  # run -> events
         self._claimed: set[str] = set()
         self._journals: dict[str, MemoryJournal] = {}
+        self.files_root: Any = None  # no folder of its own (a loaded export sets one for the files it carries)
 
     def commit(self, *, session: AgentSession | None = None, run: AgentRun | None = None,
                steps: Iterable[Step] = (), events: Iterable[StepEvent] = ()) -> None:
@@ -131,6 +132,8 @@ class InMemoryRepository:
         journal = self._journals.get(name)
         if journal is None:
             journal = self._journals[name] = MemoryJournal(keys)
+        elif keys:  # its owner's keys (a journal loaded from an export was filled with the export's)
+            journal.keys = keys
         return journal
 
     def journal_names(self, prefix: str = "") -> list[str]:

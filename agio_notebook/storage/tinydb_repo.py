@@ -146,16 +146,25 @@ class TinyDBRepository(TinyDBMaintenance):
         """The journal file ``<root>/<name>.jsonl`` (e.g. "memory", "executions/BATCH"), read and current."""
         path = self.root / f"{name}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        journal = Journal(path, keys, self.lock_timeout)
+        journal = Journal(path, keys, self.lock_timeout, keyed_lines=True)  # readable without the owner's keys
         journal.refresh()
         return journal
 
     def journal_names(self, prefix: str = "") -> list[str]:
+        """Named journals whose name starts with ``prefix``; "" lists them all, in subfolders too (not the
+        sessions, the write-ahead log, nor the folders kept for others such as workspaces)."""
         folder, _, start = prefix.rpartition("/")
         base = self.root / folder if folder else self.root
         if not base.is_dir():
             return []
         names = [f"{folder}/{p.stem}" if folder else p.stem for p in base.glob("*.jsonl") if p.stem.startswith(start)]
+        if not folder:
+            from .contents import FOLDERS
+
+            own = {self._sessions_dir.name, "wal", *FOLDERS}
+            names += [p.relative_to(self.root).with_suffix("").as_posix()
+                      for sub in base.iterdir() if sub.is_dir() and not sub.is_symlink() and sub.name not in own
+                      and sub.name.startswith(start) for p in sub.rglob("*.jsonl")]
         return sorted(n for n in names if n != "index")
 
     # -- session claims ------------------------------------------------------------
@@ -505,6 +514,7 @@ class TinyDBRepository(TinyDBMaintenance):
         """(Re)open the index journal, and what is derived from it in memory (made again on first use)."""
         self._index = Journal(self.root / "index.jsonl", INDEX_KEYS, self.lock_timeout)
         self._index_runs: dict[str, dict[str, dict[str, Any]]] | None = None  # session -> run id -> index record
+        self._runs_index: RunIndex | None = None  # the run query's index, made on its first use
         self._index.on_change = self._follow_index_runs
 
     def _runs_of_session(self, session_id: str) -> Iterable[dict[str, Any]]:

@@ -4,11 +4,11 @@ The public face is :mod:`agio_notebook.exercises` (which adds the notebook's tra
 ``docs/exercises.md``.
 """
 
-from .catalog import EXERCISES, UnknownExerciseError, exercise
+from .catalog import EXERCISES, TUTORIALS, UnknownExerciseError, exercise
 from .check import check
-from .exercise import Exercise, Expectation, Hint, Scenario, Trial, expect
+from .exercise import Exercise, Expectation, Hint, Scenario, Solution, Trial, expect, judged
 from .kinds import WrongKindError
 from .report import CheckResult, ScenarioResult
 
-__all__ = ["EXERCISES", "CheckResult", "Exercise", "Expectation", "Hint", "Scenario", "ScenarioResult", "Trial",
-           "UnknownExerciseError", "WrongKindError", "check", "exercise", "expect"]
+__all__ = ["EXERCISES", "TUTORIALS", "CheckResult", "Exercise", "Expectation", "Hint", "Scenario", "ScenarioResult", "Trial",
+           "Solution", "UnknownExerciseError", "WrongKindError", "check", "exercise", "expect", "judged"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import inspect
 from typing import Any, Callable
 
 from ..agent import Agent
@@ -12,9 +11,11 @@ from ..execution import RunResult, StepRunner
 from ..models import FunctionModel
 from ..storage.base import Repository
 from .exercise import Scenario, Trial
+from .guard import DEFAULT_CAP, Watch, call_guarded, explain
 
 # a scenario never waits long: a learner's loop or tool that hangs fails its scenario, not the notebook
-DEFAULT_CONFIG = ExecutionConfig(max_steps=8, tool_timeout=10.0, first_token_timeout=30.0, enable_retry=False)
+DEFAULT_CONFIG = ExecutionConfig(max_steps=8, tool_timeout=DEFAULT_CAP + 2, first_token_timeout=DEFAULT_CAP + 2,
+                                 enable_retry=False)
 
 
 class SolutionError(Exception):
@@ -35,22 +36,22 @@ def scenario_model(scenario: Scenario) -> Any:
         return model
 
 
-def trial_of(result: RunResult, repository: Repository, value: Any = None) -> Trial:
-    return Trial(result.run, list(result.steps), list(result.events), value, repository)
+def trial_of(result: RunResult, repository: Repository, watch: Watch | None = None, value: Any = None) -> Trial:
+    return Trial(result.run, list(result.steps), list(result.events), value, repository, watch=watch or Watch())
 
 
-async def run_agent(agent: Agent, scenario: Scenario, repository: Repository, query: str | None = None) -> Trial:
+async def run_agent(agent: Agent, scenario: Scenario, repository: Repository, query: str | None = None,
+                    watch: Watch | None = None) -> Trial:
     """One run of ``agent`` on ``query`` (default: the scenario's), in a session of its own."""
     runner = StepRunner(agent, config=scenario.config or DEFAULT_CONFIG, repository=repository)
-    return trial_of(await runner.run(None, scenario.query if query is None else query), repository)
+    return trial_of(await runner.run(None, scenario.query if query is None else query), repository, watch)
 
 
-async def call_solution(fn: Callable[..., Any], *args: Any, what: str = "function") -> Any:
-    """Call the learner's (sync or async) code; what it raises becomes a :class:`SolutionError`."""
+async def call_solution(fn: Callable[..., Any], *args: Any, what: str = "function", watch: Watch | None = None,
+                        cap: float = DEFAULT_CAP) -> Any:
+    """Call the learner's (sync or async) code in a thread it can be abandoned in; what it raises, or its
+    overrunning ``cap``, becomes a :class:`SolutionError` whose message names the cause."""
     try:
-        value = fn(*args)
-        if inspect.isawaitable(value):
-            value = await value
+        return await call_guarded(fn, *args, what=what, watch=watch, cap=cap)
     except Exception as exc:  # noqa: BLE001 - the learner's code: a failed scenario, not a traceback
-        raise SolutionError(f"your {what} raised {type(exc).__name__}: {exc}".splitlines()[0][:300]) from None
-    return value
+        raise SolutionError(explain(exc, what)) from None

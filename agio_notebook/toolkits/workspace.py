@@ -28,6 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..storage.contents import WORKSPACES
 from ..tools.context import ToolCallContext, history_listeners
 from .errors import ActionError
 
@@ -66,7 +67,7 @@ def workspaces_root(repository: Any = None) -> Path:
     if env:
         return Path(env).absolute()
     local = getattr(repository, "files_root", None)
-    return (Path(local) if local is not None else Path(".agio")).absolute() / "workspaces"
+    return (Path(local) if local is not None else Path(".agio")).absolute() / WORKSPACES  # travels with the store
 
 
 def sandbox_owner() -> tuple[int, int] | None:

@@ -54,6 +54,7 @@ class Tool:
     close: Callable[[], None] | None = None  # releases what the tool holds (a browser); see Agent.close
     side_effects: bool = False  # its calls change the world: a replay, retry or fork does not simply rerun them
     on_replay: str = "record"  # for recorded side-effect calls: "record" (replay the result) | "confirm" | "block"
+    takes_context: bool = False  # the function's first parameter is a RunContext, passed by the engine
     _schema: dict[str, Any] | None = field(default=None, repr=False)
 
     def schema(self) -> dict[str, Any]:

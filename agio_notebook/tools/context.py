@@ -13,7 +13,28 @@ import warnings
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+Deps = TypeVar("Deps")
+
+
+@dataclass(frozen=True)
+class RunContext(Generic[Deps]):
+    """What a tool, a dynamic system prompt or a settings hook can know of the run it serves.
+
+    ``deps`` are the run's dependencies (``runner.run(..., deps=...)``): a connection, a client, a user,
+    typed as the agent's ``deps_type``; never stored (the run records only their type). A tool takes it
+    by naming a first parameter annotated ``RunContext`` (or ``RunContext[MyDeps]``), which the model
+    never sees. ``step`` is the number of the model call the run is at (1 for the first).
+    """
+
+    deps: Deps
+    session_id: str
+    run_id: str | None = None
+    agent: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    step: int = 0
 
 
 @dataclass
@@ -40,6 +61,14 @@ class ToolCallContext:
     # the running engine, for tools that act through their run (agent tools, handoffs): it has
     # ``call_agent(call, query, input)`` and ``hand_off(handoff, reason)``; None outside a run
     engine: Any = None
+    deps: Any = None  # the run's dependencies (see RunContext)
+    agent_name: str | None = None
+    model_calls: int = 0
+
+    def run_context(self) -> RunContext[Any]:
+        """What a tool taking a :class:`RunContext` receives."""
+        return RunContext(self.deps, self.session_id, self.run_id, self.agent_name, self.tool_call_id,
+                          self.tool_name, self.model_calls)
 
 
 current_call: ContextVar[ToolCallContext | None] = ContextVar("agio_current_tool_call", default=None)
@@ -74,23 +103,17 @@ def history_changed(session_id: str, repository: Any) -> None:
             warnings.warn(f"after the retry in session {session_id}: {type(exc).__name__}: {exc}", stacklevel=2)
 
 
-# A tool that calls an agent in another process (over MCP or A2A) passes its run's limits along: the
-# engine (execution/remote.py) installs these two, so this layer needs nothing above it.
-_outbound: Callable[[], dict[str, Any] | None] = lambda: None
-_inbound: Callable[[Any], None] = lambda meta: None
-
-
-def set_remote_limits(outbound: Callable[[], dict[str, Any] | None], inbound: Callable[[Any], None]) -> None:
-    global _outbound, _inbound
-    _outbound, _inbound = outbound, inbound
-
-
+# A tool that calls an agent in another process (over MCP or A2A) passes its run's limits along, through
+# the engine its call was handed (``ToolCallContext.engine``), so this layer needs nothing above it.
 def outbound_meta() -> dict[str, Any] | None:
     """What a remote call made from this context carries: the calling run's depth and what is left of its
     outermost run's budget (None outside a run)."""
-    return _outbound()
+    ctx = get_call()
+    return ctx.engine.outbound_meta() if ctx is not None and ctx.engine is not None else None
 
 
 def take_inbound_meta(meta: Any) -> None:
     """A remote call answered: what the remote runs spent (in its metadata) counts against this run's tree."""
-    _inbound(meta)
+    ctx = get_call()
+    if ctx is not None and ctx.engine is not None:
+        ctx.engine.take_inbound_meta(meta)

@@ -15,6 +15,7 @@ import pydantic
 from griffe import Docstring, DocstringSectionKind
 
 from .base import Tool
+from .context import RunContext
 
 _QUIET = {"warnings": False}
 _STYLE_OPTIONS: dict[str, dict[str, bool]] = {"google": _QUIET, "numpy": _QUIET, "sphinx": _QUIET}
@@ -68,7 +69,13 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None, ti
         hints = typing.get_type_hints(fn)
     except Exception:  # noqa: BLE001 - unresolved forward refs: fall back to raw annotations
         hints = {}
-    for pname, param in sig.parameters.items():
+    params = list(sig.parameters.items())
+    takes_context = bool(params) and _is_run_context(hints.get(params[0][0], params[0][1].annotation))
+    if takes_context:  # the engine passes it; the model never sees it
+        params = params[1:]
+    for pname, param in params:
+        if _is_run_context(hints.get(pname, param.annotation)):
+            raise TypeError(f"tool {fn.__name__!r}: a RunContext parameter must come first")
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"tool {fn.__name__!r}: *{pname} / **{pname} parameters cannot be described to a "
                             "model; use named parameters")
@@ -96,7 +103,14 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None, ti
                 parameters=schema, function=fn,
                 is_async=inspect.iscoroutinefunction(fn), validate=validate, timeout=timeout,
                 retries=retries, requires_approval=requires_approval, side_effects=side_effects,
-                on_replay=on_replay)
+                on_replay=on_replay, takes_context=takes_context)
+
+
+def _is_run_context(annotation: Any) -> bool:
+    """``RunContext`` or ``RunContext[SomeDeps]`` (also written as a string)."""
+    if isinstance(annotation, str):
+        return annotation == "RunContext" or annotation.startswith("RunContext[")
+    return annotation is RunContext or typing.get_origin(annotation) is RunContext
 
 
 @overload

@@ -7,5 +7,6 @@ extension draws them) and as PNG.
 
 from .graph import GraphLayout, graph_layout, graph_png
 from .html import text_html
+from .words import counted, seconds
 
-__all__ = ["GraphLayout", "graph_layout", "graph_png", "text_html"]
+__all__ = ["GraphLayout", "counted", "graph_layout", "graph_png", "seconds", "text_html"]

@@ -19,6 +19,7 @@ class GraphLayout(TypedDict):
     height: float
     nodes: dict[str, dict[str, float]]  # node name -> x, y (centre), w, h
     edges: list[dict[str, Any]]  # tail, head, points (cubic Bézier: start then 3 per segment), arrow (tip)
+    clusters: list[dict[str, Any]]  # boxes around groups of nodes: label, x, y (top left), w, h
 
 
 def _dot(dot_source: str, fmt: str, timeout: float) -> bytes:
@@ -41,9 +42,13 @@ def graph_layout(dot_source: str, timeout: float = 30.0) -> GraphLayout:
     laid = json.loads(_dot(dot_source, "json", timeout))
     _, _, width, height = (float(v) for v in laid["bb"].split(","))
     objects = laid.get("objects") or []
-    nodes = {}
+    nodes, clusters = {}, []
     for obj in objects:
-        if "pos" in obj:
+        if str(obj.get("name", "")).startswith("cluster") and "bb" in obj:
+            x0, y0, x1, y1 = (float(v) for v in obj["bb"].split(","))
+            clusters.append({"label": obj.get("label", ""), "x": round(x0, 1), "y": round(height - y1, 1),
+                             "w": round(x1 - x0, 1), "h": round(y1 - y0, 1)})
+        elif "pos" in obj:
             x, y = _point(obj["pos"], height)
             nodes[obj["name"]] = {"x": x, "y": y, "w": round(float(obj["width"]) * 72, 1),
                                   "h": round(float(obj["height"]) * 72, 1)}
@@ -54,7 +59,8 @@ def graph_layout(dot_source: str, timeout: float = 30.0) -> GraphLayout:
         points = [_point(p, height) for p in parts if not p.startswith(("e,", "s,"))]
         edges.append({"tail": objects[edge["tail"]]["name"], "head": objects[edge["head"]]["name"],
                       "points": points, "arrow": arrow[0] if arrow else None})
-    return {"width": round(width, 1), "height": round(height, 1), "nodes": nodes, "edges": edges}
+    return {"width": round(width, 1), "height": round(height, 1), "nodes": nodes, "edges": edges,
+            "clusters": clusters}
 
 
 def graph_png(dot_source: str, timeout: float = 30.0) -> str:

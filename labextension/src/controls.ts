@@ -9,15 +9,10 @@
  */
 
 import { el } from './dom';
-import { magicButton, safeArg } from './magic';
+import { magicButton, shortArg } from './magic';
+import type { AttemptInfo } from './transcript';
 
-export interface AttemptInfo {
-  number: number;
-  run_id: string;
-  status: string;
-  current: boolean;
-  steps?: number;
-}
+export type { AttemptInfo };
 
 /** What the controls need of a transcript (render.ts's Transcript satisfies it). */
 export interface ControlsInput {
@@ -115,8 +110,8 @@ function picker(doc: Document, classes: string[], title: string, steps: StepOpti
 
 /** The controls of a finished run, or null while it runs or when its ids cannot be used safely. */
 export function renderControls(t: ControlsInput, run: Record<string, any>, doc: Document): HTMLElement | null {
-  const runId = safeArg(run.id);
-  const sessionId = safeArg(run.session_id);
+  const runId = shortArg(run.id);
+  const sessionId = shortArg(run.session_id);
   if (!runId || !sessionId || run.status === 'running' || run.status === undefined) {
     return null;
   }
@@ -150,15 +145,26 @@ export function renderControls(t: ControlsInput, run: Record<string, any>, doc: 
     select.title = 'attempts of this run';
     select.setAttribute('aria-label', select.title);
     for (const a of attempts) {
-      select.append(option(doc, String(a.number),
-        `attempt ${a.number} · ${a.status}` + (a.current ? ' · current' : '')));
+      // an attempt that wrote no step (it failed at once) has nothing to make current: shown, not offered
+      const usable = a.steps !== 0;
+      const o = option(doc, String(a.number), `attempt ${a.number} · ${a.status}` + (a.current ? ' · current' : '')
+        + (usable ? '' : ' · wrote no step, cannot be used'));
+      o.disabled = !usable;
+      select.append(o);
     }
     // under a superseded attempt, "Use attempt" offers the one shown; otherwise the current one
-    const shown = superseded ? attempts.find(a => a.run_id === run.id) : undefined;
-    const chosen = shown ?? attempts.find(a => a.current) ?? attempts[attempts.length - 1];
-    select.value = String(chosen.number);
-    bar.append(select, magicButton(doc, 'Use attempt', () => useAttemptCommand(runId, Number(select.value)),
-      ['agio-use-attempt']));
+    const usable = attempts.filter(a => a.steps !== 0);
+    const shown = superseded ? usable.find(a => a.run_id === run.id) : undefined;
+    const chosen = shown ?? usable.find(a => a.current) ?? usable[usable.length - 1];
+    if (chosen) {
+      select.value = String(chosen.number);
+    }
+    if (usable.length > 1) {
+      bar.append(select, magicButton(doc, 'Use attempt', () => useAttemptCommand(runId, Number(select.value)),
+        ['agio-use-attempt']));
+    } else {
+      bar.append(select, el(doc, 'span', ['agio-attempt-note'], 'the other attempts wrote no step: nothing to switch to'));
+    }
   }
   return bar.querySelector('button') ? bar : null;
 }

@@ -5,45 +5,9 @@
  */
 
 import { el } from './dom';
-import type { AgioEvent, Transcript } from './render';
-
-export interface SeenRow {
-  role: string;
-  text: string;
-  tokens: number;
-  tokens_estimated: boolean;
-  step: number | null;
-  edited: boolean;
-}
-
-/** What each model call saw: distinct messages once, and per call (its step number) their positions. */
-/** A model call's prompt as counted (messages, chat format and the reply's priming) and as the model reported it. */
-export interface SeenTotal {
-  prompt_tokens: number;
-  estimated: boolean;
-  reported: number | null;
-  differs: boolean;
-}
-
-export interface Seen {
-  messages: SeenRow[];
-  calls: Record<string, number[]>;
-  totals?: Record<string, SeenTotal>;
-}
-
-/** The disclosure's line, as notebook/debug_marks.py:seen_summary writes it. */
-export function seenSummary(rows: SeenRow[], total?: SeenTotal | null): string {
-  const t = total ?? {
-    prompt_tokens: rows.reduce((sum, r) => sum + (Number(r.tokens) || 0), 0),
-    estimated: rows.some(r => r.tokens_estimated), reported: null, differs: false
-  };
-  let line = `What the model saw · ${rows.length} ${rows.length === 1 ? 'message' : 'messages'} · ` +
-    `${t.estimated ? '~' : ''}${t.prompt_tokens} tokens${t.estimated ? ' (estimated)' : ''}`;
-  if (t.differs) {
-    line += ` · the model reported ${t.reported}`;
-  }
-  return line;
-}
+import { icon } from './icons';
+import type { AgioEvent, SeenRow, SeenTotal, Transcript } from './transcript';
+import { counted, seconds } from './words';
 
 const PLACES: Record<string, (name: string) => string> = {
   model: () => 'before the model call',
@@ -54,9 +18,16 @@ const PLACES: Record<string, (name: string) => string> = {
 
 function pauseLine(p: Record<string, any>): string {
   const place = (PLACES[String(p.kind)] ?? (() => String(p.kind)))(String(p.name ?? ''));
-  const took = typeof p.paused_ms === 'number' ? `, ${(p.paused_ms / 1000).toFixed(1)} s` : '';
+  const took = typeof p.paused_ms === 'number' ? `, ${seconds(p.paused_ms)}` : '';
   const edited = Array.isArray(p.edited) && p.edited.length ? ` · edited ${p.edited.join(', ')}` : '';
-  return `⏸ paused ${place} (step ${p.sequence}) → ${p.action ?? 'ended here'}${took}${edited}`;
+  return `paused ${place} (step ${p.sequence}) → ${p.action ?? 'ended here'}${took}${edited}`;
+}
+
+/** A pause of the run, marked with the pause icon (drawn, like the others: no emoji font needed). */
+function pauseMark(doc: Document, p: Record<string, any>): HTMLElement {
+  const mark = el(doc, 'div', ['agio-pause-mark'], pauseLine(p));
+  mark.prepend(icon(doc, 'pause'), ' ');
+  return mark;
 }
 
 /** The pauses of a run: each resumed one, and a pause the run ended at (no run_resumed after it). */
@@ -109,6 +80,20 @@ function editedBadge(doc: Document, edited: Record<string, any>): HTMLElement {
 }
 
 /** "What the model saw": a disclosure with one row per message (role, tokens, the step it came from). */
+/** The disclosure's line, as notebook/debug_marks.py:seen_summary writes it. */
+export function seenSummary(rows: SeenRow[], total?: SeenTotal | null): string {
+  const t = total ?? {
+    prompt_tokens: rows.reduce((sum, r) => sum + (Number(r.tokens) || 0), 0),
+    estimated: rows.some(r => r.tokens_estimated), reported: null, differs: false
+  };
+  let line = `What the model saw · ${counted(rows.length, 'message')} · ` +
+    `${t.estimated ? '~' : ''}${t.prompt_tokens} tokens${t.estimated ? ' (estimated)' : ''}`;
+  if (t.differs) {
+    line += ` · the model reported ${t.reported}`;
+  }
+  return line;
+}
+
 export function renderSeen(doc: Document, rows: SeenRow[], total?: SeenTotal | null): HTMLElement {
   const details = el(doc, 'details', ['agio-seen']);
   details.append(el(doc, 'summary', [], seenSummary(rows, total)));
@@ -128,7 +113,7 @@ export function renderSeen(doc: Document, rows: SeenRow[], total?: SeenTotal | n
 }
 
 function seenRows(t: Transcript, sequence: number): SeenRow[] | null {
-  const seen = (t as Transcript & { seen?: Seen }).seen;
+  const seen = t.seen;
   const positions = seen?.calls?.[String(sequence)];
   if (!seen || !Array.isArray(positions) || !Array.isArray(seen.messages)) {
     return null;
@@ -153,13 +138,12 @@ export function renderStepDebug(doc: Document, t: Transcript, sequence: number, 
   }
   for (const p of pauses(t.events)) {
     if (p.sequence === sequence && !p.tool_call_id) {
-      out.push(el(doc, 'div', ['agio-pause-mark'], pauseLine(p)));
+      out.push(pauseMark(doc, p));
     }
   }
   const rows = seenRows(t, sequence);
   if (rows && rows.length) {
-    const seen = (t as Transcript & { seen?: Seen }).seen;
-    out.push(renderSeen(doc, rows, seen?.totals?.[String(sequence)]));
+    out.push(renderSeen(doc, rows, t.seen?.totals?.[String(sequence)]));
   }
   return out;
 }
@@ -183,7 +167,7 @@ export function renderCardDebug(doc: Document, t: Transcript, toolCallId: string
   }
   for (const p of pauses(t.events)) {
     if (p.tool_call_id === toolCallId) {
-      out.push(el(doc, 'div', ['agio-pause-mark'], pauseLine(p)));
+      out.push(pauseMark(doc, p));
     }
   }
   return out;

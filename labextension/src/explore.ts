@@ -5,7 +5,7 @@
  * the Python package's HTML fallbacks (agio_notebook/explore/diff.py and tree.py).
  */
 import { classToken, el } from './dom';
-import { magicButton, safeArg } from './magic';
+import { magicButton, shortArg } from './magic';
 
 export const DIFF_MIME_TYPE = 'application/vnd.agio.diff+json';
 export const TREE_MIME_TYPE = 'application/vnd.agio.tree+json';
@@ -71,6 +71,29 @@ function renderSide(doc: Document, info: Record<string, any> | null, ops: [strin
   return cell;
 }
 
+/** One difference of setup, short: a system prompt is named (the header shows it word by word). */
+function setupLine(c: Record<string, any>): string {
+  return c.name === 'system prompt' ? 'system prompt differs' : `${c.name}: ${JSON.stringify(c.a)} → ${JSON.stringify(c.b)}`;
+}
+
+/** Where the two sides' setups first differ (system prompt word by word, model, settings, tools). */
+function renderSetup(doc: Document, changes: Record<string, any>[]): HTMLElement | null {
+  if (!changes.length) {
+    return null;
+  }
+  const node = el(doc, 'div', ['agio-diff-setup']);
+  for (const c of changes) {
+    if (c.name === 'system prompt') {
+      const line = el(doc, 'div', [], 'system prompt: A ');
+      line.append(renderOps(doc, c.text_a), ' · B ', renderOps(doc, c.text_b));
+      node.append(line);
+    } else {
+      node.append(el(doc, 'div', [], setupLine(c)));
+    }
+  }
+  return node;
+}
+
 /** The side-by-side diff table. */
 export function renderDiff(data: unknown, doc: Document): HTMLElement {
   const root = el(doc, 'div', ['agio-diff']);
@@ -83,6 +106,10 @@ export function renderDiff(data: unknown, doc: Document): HTMLElement {
       `${changed} of ${rows.length} step pairs differ · tokens ${d.a.tokens} → ${d.b.tokens} (${signed(d.delta.tokens)}) · ` +
       `cost ${formatCost(d.a.cost)} → ${formatCost(d.b.cost)}`));
     root.append(head);
+    const setup = renderSetup(doc, d.setup ?? []);
+    if (setup) {
+      root.append(setup);
+    }
     const table = el(doc, 'table', ['agio-diff-table']);
     const tr = el(doc, 'tr');
     tr.append(el(doc, 'th', [], `A: ${d.a.label}`), el(doc, 'th', [], `B: ${d.b.label}`));
@@ -92,6 +119,7 @@ export function renderDiff(data: unknown, doc: Document): HTMLElement {
       const right = renderSide(doc, r.b, r.text_b);
       const changes: string[] = (r.arguments ?? []).map(
         (c: any) => `${c.tool}.${c.name}: ${JSON.stringify(c.a)} → ${JSON.stringify(c.b)}`);
+      changes.push(...(r.setup ?? []).map(setupLine));
       if (r.result_changed) {
         changes.push('tool result differs');
       }
@@ -170,7 +198,7 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
     }
     details.append(transcript);
     // with a kernel: open the run's full transcript, or make this attempt current, in a new cell
-    const runId = safeArg(node.id);
+    const runId = shortArg(node.id);
     if (runId) {
       const bar = el(doc, 'div', ['agio-controls', 'agio-tree-controls']);
       bar.append(magicButton(doc, 'Open transcript', () => `%agio replay ${runId}`, ['agio-tree-open']));
@@ -193,6 +221,21 @@ function renderTreeNode(doc: Document, node: Record<string, any>, scale: Record<
   return li;
 }
 
+/** What the colours mean: the timeline's phases, then the two bars (the Python view says the same). */
+function treeLegend(doc: Document): HTMLElement {
+  const legend = el(doc, 'div', ['agio-tree-legend', 'agio-label']);
+  const keys: [string, string][] = [['model', 'model'], ['tool', 'tool'], ['approval', 'waiting for approval'],
+    ['error', 'error'], ['tokens', 'tokens'], ['latency', 'latency']];
+  legend.append('timeline: ');
+  keys.forEach(([cls, label], i) => {
+    if (i === 4) {
+      legend.append(' · bars: ');
+    }
+    legend.append(el(doc, 'span', ['agio-legend-swatch', `agio-legend-${cls}`]), ` ${label} `);
+  });
+  return legend;
+}
+
 /** The run tree: nested lists, each run a <details> whose body is its transcript. */
 export function renderTree(data: unknown, doc: Document): HTMLElement {
   const root = el(doc, 'div', ['agio-tree']);
@@ -201,7 +244,7 @@ export function renderTree(data: unknown, doc: Document): HTMLElement {
     const head = el(doc, 'div', ['agio-header']);
     head.append(el(doc, 'b', [], 'agio tree'), ' ',
       el(doc, 'span', ['agio-label'], `session ${String(d.session_id).slice(0, 8)} · click a run for its transcript`));
-    root.append(head);
+    root.append(head, treeLegend(doc));
     const ul = el(doc, 'ul', ['agio-tree-children', 'agio-tree-top']);
     ul.append(renderTreeNode(doc, d.root, d.scale ?? {}));
     root.append(ul);

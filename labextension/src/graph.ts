@@ -21,11 +21,21 @@ export interface LaidEdge {
   arrow: [number, number] | null;
 }
 
+/** A box around a group of nodes (a nested run's steps), with its label at the top: x, y its top left. */
+export interface LaidCluster {
+  label: string;
+  x: number;
+  y: number;
+  w: number;
+  h: number;
+}
+
 export interface GraphLayout {
   width: number;
   height: number;
   nodes: Record<string, LaidNode>;
   edges: LaidEdge[];
+  clusters?: LaidCluster[];
 }
 
 /** How one node looks: its label lines, colours and classes. */
@@ -60,7 +70,9 @@ export function parseLayout(value: unknown): GraphLayout | null {
       return null;
     }
   }
-  return v;
+  const clusters = (Array.isArray(v.clusters) ? v.clusters : [])
+    .filter(c => c && [c.x, c.y, c.w, c.h].every(finite));
+  return { ...v, clusters };
 }
 
 const PAD = 4;
@@ -73,6 +85,17 @@ export function drawGraph(doc: Document, layout: GraphLayout, look: (name: strin
   });
   root.classList.add('agio-graph');
   root.setAttribute('aria-label', label);
+  for (const c of layout.clusters ?? []) { // behind the nodes and edges: a dashed box named at its top
+    const g = svg(doc, 'g');
+    g.classList.add('agio-graph-cluster');
+    g.append(svg(doc, 'rect', { x: c.x, y: c.y, width: c.w, height: c.h, rx: 8, fill: 'none', stroke: '#8250df',
+      'stroke-dasharray': '4 3' }));
+    const name = svg(doc, 'text', { x: c.x + c.w / 2, y: c.y + 12, 'text-anchor': 'middle', 'font-size': 10,
+      fill: '#8250df' });
+    name.textContent = String(c.label ?? '');
+    g.append(name);
+    root.append(g);
+  }
   for (const edge of layout.edges) {
     const points = (edge.points ?? []).filter(isPoint);
     if (points.length < 2) {

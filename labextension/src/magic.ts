@@ -13,13 +13,25 @@ export interface MagicRequest {
   code: string;
 }
 
+/** Loads agio, silently before a control's `%agio` cell runs (`needsAgio`): IPython's own call behind
+ * `%load_ext`, which prints nothing, also where agio is loaded already. */
+export const LOAD_AGIO = 'get_ipython().extension_manager.load_extension("agio_notebook")';
+
 /**
- * The source of the cell a control inserts: agio is loaded first, so one click works in any kernel
- * (restarted, or a reopened notebook whose kernel never ran `%load_ext`). Where agio is already
- * loaded, its input transformer drops that line, so it prints nothing.
+ * Whether a control's command needs agio loaded in the kernel first. The plugin then loads it silently
+ * (no cell, no output: a kernel that has it already does nothing visible) before running the inserted
+ * cell, so one click works in any kernel (restarted, or a reopened notebook whose kernel never ran
+ * `%load_ext`) and the cell holds only the command.
  */
-export function controlCell(code: string): string {
-  return code.startsWith('%agio ') ? `%load_ext agio_notebook\n${code}` : code;
+export function needsAgio(code: string): boolean {
+  return code.startsWith('%agio ');
+}
+
+/** An id as a command names it: the 8 characters the transcript shows (a unique prefix of 6 or more
+ * characters names a run or session everywhere), or null for one that must not reach a command line. */
+export function shortArg(value: unknown): string | null {
+  const id = safeArg(value);
+  return id === null ? null : id.slice(0, 8);
 }
 
 /** Where a control's cells go: below the last cell inserted for the same run, so they keep click order. */

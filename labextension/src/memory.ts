@@ -9,7 +9,8 @@
 
 import { el } from './dom';
 import { icon } from './icons';
-import { magicButton, safeArg } from './magic';
+import { magicButton, shortArg } from './magic';
+import { counted } from './words';
 
 export interface MemoryItem {
   kind: string;
@@ -26,7 +27,7 @@ export function renderMemoryCard(doc: Document, memory: Record<string, any>): HT
   const skills = items.filter(i => i.kind === 'skill').length;
   const details = el(doc, 'details', ['agio-memory-card']);
   details.append(el(doc, 'summary', [],
-    `Memory · ${skills} skill(s), ${items.length - skills} experience(s) · ${String(memory.mode ?? '')}`));
+    `Memory · ${counted(skills, 'skill')}, ${counted(items.length - skills, 'experience')} · ${String(memory.mode ?? '')}`));
   const list = el(doc, 'ul');
   for (const item of items) {
     const kind = String(item.kind ?? '');
@@ -78,7 +79,7 @@ export function feedbackCommand(runId: string, rating: '+1' | '-1'): string {
  * notebook to ask, the command is shown to copy.
  */
 export function renderFeedback(doc: Document, runId: unknown): HTMLElement | null {
-  const id = safeArg(runId);
+  const id = shortArg(runId);
   if (id === null) {
     return null;
   }

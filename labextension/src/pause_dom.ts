@@ -19,9 +19,9 @@ export interface PauseState {
   kind: string;
   html: string;
   editors: PauseEditor[];
-  /** [name, style, icon]: an ipywidgets button style ("success", "info", "warning", "danger" or "") and a
-   * Font Awesome icon name. */
-  buttons: [string, string, string][];
+  /** [name, style, icon, label]: the name a click sends, an ipywidgets button style ("success", "info",
+   * "warning", "danger" or ""), a Font Awesome icon name, and what the button says (the name if absent). */
+  buttons: ([string, string, string] | [string, string, string, string])[];
 }
 
 export interface PauseClick {
@@ -60,7 +60,7 @@ export function renderPause(doc: Document, state: PauseState, send: (click: Paus
     view.append(row);
   }
   const buttons = el(doc, 'div', ['agio-pause-buttons']);
-  for (const [name, style, icon] of list<[string, string, string]>(state.buttons)) {
+  for (const [name, style, icon, label] of list<[string, string, string, string?]>(state.buttons)) {
     const button = el(doc, 'button', ['jupyter-button', 'widget-button', `agio-pause-${token(name)}`]) as HTMLButtonElement;
     button.type = 'button';
     if (style) {
@@ -69,7 +69,7 @@ export function renderPause(doc: Document, state: PauseState, send: (click: Paus
     if (icon) {
       button.append(el(doc, 'i', ['fa', `fa-${token(icon)}`]));
     }
-    button.append(doc.createTextNode(String(name)));
+    button.append(doc.createTextNode(String(label ?? name)));
     button.addEventListener('click', () => {
       send({ event: 'click', name: String(name), texts: Object.fromEntries(Array.from(areas, ([k, a]) => [k, a.value])) });
     });

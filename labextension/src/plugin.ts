@@ -14,7 +14,7 @@ import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { watchPauses } from './debugger';
 import { answerHellos } from './frontend';
 import { agioCellMime } from './highlight';
-import { MAGIC_EVENT, MagicRequest, controlCell, insertionIndex } from './magic';
+import { LOAD_AGIO, MAGIC_EVENT, MagicRequest, insertionIndex, needsAgio } from './magic';
 import { prepaintViews } from './pause_dom';
 import { registerPauseWidget } from './pause_widget';
 import { runsPlugin } from './runs_plugin';
@@ -35,7 +35,7 @@ export function handleMagic(panel: NotebookPanel, event: Event): void {
   event.preventDefault(); // handled: exactly once, by the notebook that holds the output
   event.stopPropagation();
   const runId = (event.target as Element).closest?.('[data-agio-run]')?.getAttribute('data-agio-run') || null;
-  const source = controlCell(code);
+  const source = code;
   const at = insertionIndex(notebook.widgets.map(insertedFor), index, runId);
   const previous = notebook.widgets[at - 1];
   if (at > index + 1 && previous.model.type === 'code' && previous.model.sharedModel.getSource() === source
@@ -48,6 +48,11 @@ export function handleMagic(panel: NotebookPanel, event: Event): void {
   notebook.model.sharedModel.insertCell(at, { cell_type: 'code', source, metadata });
   notebook.activeCellIndex = at;
   notebook.deselectAll();
+  const kernel = panel.sessionContext.session?.kernel;
+  if (kernel && needsAgio(source)) {
+    // queued before the cell on the same channel, so the cell finds agio loaded; silent: no output anywhere
+    kernel.requestExecute({ code: LOAD_AGIO, silent: true, store_history: false });
+  }
   void NotebookActions.run(notebook, panel.sessionContext);
 }
 

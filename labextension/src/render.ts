@@ -8,252 +8,17 @@
 
 import { classToken, el } from './dom';
 import { renderFeedback, renderMemoryCard, renderTrace } from './memory';
-import { AttemptInfo, isSuperseded, renderControls } from './controls';
-import { renderCardDebug, renderStepDebug, Seen } from './debugger';
+import { isSuperseded, renderControls } from './controls';
+import { renderCardDebug, renderStepDebug } from './debugger';
+import { Display, RunView, StepView, TERMINAL_STATUS, ToolCard, foldEvents, foldNested } from './fold';
 import { icon } from './icons';
+import { Transcript, parseTranscript } from './transcript';
+import { counted, seconds } from './words';
 
-export const MIME_TYPE = 'application/vnd.agio.run+json';
-
-export interface AgioEvent {
-  type: string;
-  run_id: string;
-  session_id: string;
-  seq: number;
-  ts: number;
-  payload: Record<string, any>;
-}
-
-export interface Transcript {
-  version: number;
-  run: Record<string, any> | null;
-  session: Record<string, any> | null;
-  events: AgioEvent[];
-  trace_svg?: string | null;
-  attempts?: AttemptInfo[];
-  seen?: Seen; // what each model call saw (step mode's "What the model saw")
-}
-
-export interface ToolCard {
-  id: string;
-  name: string;
-  arguments: string;
-  status: string;
-  result?: string;
-  error?: string;
-  errorType?: string;
-  durationMs?: number;
-  replayed?: boolean; // a side-effect call answered from the record, not run again
-  displays: Display[];
-  isolation?: string;
-  diff?: string;
-  nested?: AgioEvent[]; // the events of the run of an agent called as this tool (paths relative to it)
-  nestedEnded?: string; // the outer run ended: how a nested run still running ends
-}
-
-/** A rich output of an action: a PNG (base64) or an HTML table from the sandbox (untrusted). */
-export interface Display {
-  mime: string;
-  data: string;
-}
-
-export interface StepView {
-  sequence: number;
-  role: string;
-  text: string;
-  status: string;
-  attempt: number;
-  superseded: boolean;
-  metrics: Record<string, any>;
-  cards: ToolCard[];
-  memory?: Record<string, any>;
-}
-
-export interface RunView {
-  transcript: Transcript;
-  run: Record<string, any>;
-  session: Record<string, any> | null;
-  steps: StepView[];
-  runMetrics: Record<string, any>;
-  traceSvg?: string | null;
-  handoffs: { from: string; to: string }[];
-}
-
-const TERMINAL = new Set(['run_completed', 'run_failed', 'run_cancelled', 'run_max_steps', 'run_budget_exceeded']);
-const TERMINAL_STATUS = new Set(['completed', 'failed', 'cancelled', 'max_steps', 'interrupted', 'budget_exceeded']);
-
-/** Check the shape of a transcript; throw an Error saying what is wrong. */
-export function parseTranscript(data: unknown): Transcript {
-  let value = data;
-  if (typeof value === 'string') {
-    try {
-      value = JSON.parse(value);
-    } catch (e) {
-      throw new Error(`the transcript is not valid JSON (${(e as Error).message})`);
-    }
-  }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new Error('the transcript is not a JSON object');
-  }
-  const t = value as Record<string, any>;
-  if (typeof t.version !== 'number' || t.version > 1) {
-    throw new Error(`unsupported transcript version ${JSON.stringify(t.version)}`);
-  }
-  if (!Array.isArray(t.events)) {
-    throw new Error('the transcript has no "events" list');
-  }
-  for (const e of t.events) {
-    if (!e || typeof e.type !== 'string' || typeof e.payload !== 'object' || e.payload === null) {
-      throw new Error('the transcript has a malformed event');
-    }
-  }
-  const attempts = Array.isArray(t.attempts) ? t.attempts : undefined;
-  return { version: t.version, run: t.run ?? null, session: t.session ?? null, events: t.events, attempts,
-    trace_svg: typeof t.trace_svg === 'string' ? t.trace_svg : null,
-    seen: t.seen && typeof t.seen === 'object' ? t.seen : undefined };
-}
-
-/** Fold the events into steps and tool cards (the same fold as the Python RunView). */
-export function foldEvents(t: Transcript): RunView {
-  const bySeq = new Map<number, StepView>();
-  const cards = new Map<string, ToolCard>();
-  let run: Record<string, any> = t.run ?? {};
-  let runMetrics: Record<string, any> = run.metrics ?? {};
-  const handoffs: { from: string; to: string }[] = [];
-  const stepFor = (sequence: number, role: string): StepView => {
-    let s = bySeq.get(sequence);
-    if (!s) {
-      s = { sequence, role, text: '', status: 'ok', attempt: 1, superseded: false, metrics: {}, cards: [] };
-      bySeq.set(sequence, s);
-    }
-    return s;
-  };
-  for (const e of t.events) {
-    const p = e.payload;
-    if (e.type === 'nested') {
-      routeNested(cards, e);
-    } else if (e.type === 'handoff') {
-      handoffs.push({ from: String(p.from), to: String(p.to) });
-      run = { ...run, agent_name: p.to };
-    } else if (e.type === 'run_started' || TERMINAL.has(e.type)) {
-      if (p.run) {
-        if (!t.run) {
-          run = { ...run, ...p.run };
-        }
-        // the footer folds the events as the Python renderer does, so both show the same totals
-        runMetrics = p.run.metrics ?? runMetrics;
-      }
-    } else if (e.type === 'step_completed' && p.step) {
-      const st = p.step;
-      const view = stepFor(st.sequence, st.role);
-      view.role = st.role;
-      view.text = st.content ?? '';
-      view.status = st.status ?? 'ok';
-      view.attempt = st.attempt ?? 1;
-      view.superseded = Boolean(st.superseded);
-      view.metrics = st.metrics ?? {};
-      if (st.extra?.kind === 'memory_read') {
-        view.role = 'memory';
-        view.text = '';
-      }
-      const answered = st.role === 'tool' ? cards.get(st.tool_call_id) : undefined;
-      if (answered) {
-        // figures and screenshots come whole with the tool step (the action events carry them cut)
-        const actions = Array.isArray(st.extra?.actions) ? st.extra.actions : [];
-        answered.displays = actions.flatMap((a: Record<string, any>) => actionDisplays(a ?? {}));
-        const diffs = actions.map((a: Record<string, any>) => a?.output?.diff).filter((d: unknown) => typeof d === 'string');
-        answered.diff = diffs.length ? diffs.join('') : undefined;
-      }
-      for (const call of st.tool_calls ?? []) {
-        if (!cards.has(call.id)) {
-          const card: ToolCard = {
-            id: call.id,
-            name: call.function?.name ?? '?',
-            arguments: call.function?.arguments ?? '',
-            status: 'running',
-            displays: []
-          };
-          cards.set(call.id, card);
-          view.cards.push(card);
-        }
-      }
-    } else if (e.type === 'memory_read' && typeof p.sequence === 'number') {
-      stepFor(p.sequence, 'memory').memory = p;
-    } else if (e.type === 'approval_resolved') {
-      const card = cards.get(p.tool_call_id);
-      if (card && typeof p.arguments === 'string') {
-        card.arguments = p.arguments;
-      }
-    } else if (e.type === 'tool_call_completed' || e.type === 'tool_call_failed') {
-      const card = cards.get(p.tool_call_id);
-      if (card) {
-        card.durationMs = p.duration_ms;
-        if (e.type === 'tool_call_completed') {
-          card.status = 'ok';
-          card.result = p.content;
-          card.replayed = Boolean(p.replayed);
-        } else {
-          card.status = p.error_type === 'rejected' ? 'rejected' : 'error';
-          card.error = p.error;
-          card.errorType = p.error_type;
-        }
-      }
-    } else if (e.type === 'action_completed' || e.type === 'action_failed') {
-      const card = cards.get(p.tool_call_id);
-      if (card) {
-        if (typeof p.input?.isolation === 'string') {
-          card.isolation = p.input.isolation;
-        }
-      }
-    } else if (e.type === 'metrics') {
-      runMetrics = p.run ?? runMetrics;
-      const view = bySeq.get(p.sequence);
-      if (view && p.step) {
-        view.metrics = p.step;
-      }
-    }
-  }
-  if (TERMINAL_STATUS.has(run.status)) {
-    // the run is over: a call still running or awaiting approval never finished (as the Python fold says)
-    for (const card of cards.values()) {
-      const ended = run.status === 'cancelled' ? 'cancelled' : 'interrupted';
-      if (card.status === 'running' || card.status === 'awaiting_approval') {
-        card.status = ended;
-      }
-      if (card.nested) {
-        card.nestedEnded = ended; // a nested run whose end never reached this stream ends with it
-      }
-    }
-  }
-  const steps = [...bySeq.values()].filter(s => s.role !== 'tool').sort((a, b) => a.sequence - b.sequence);
-  return { transcript: t, run, session: t.session, steps, runMetrics, traceSvg: t.trace_svg, handoffs };
-}
-
-/** A nested run's event goes to the card of the call that started it, one level of its path down. */
-function routeNested(cards: Map<string, ToolCard>, e: AgioEvent): void {
-  const path = Array.isArray(e.payload.path) ? e.payload.path : [];
-  const inner = e.payload.event;
-  const card = path.length ? cards.get(path[0]?.tool_call_id) : undefined;
-  if (!card || !inner || typeof inner.type !== 'string') {
-    return;
-  }
-  card.nested = card.nested ?? [];
-  card.nested.push(path.length > 1 ? { ...e, payload: { path: path.slice(1), event: inner } } : inner);
-}
-
-/** Figures and tables of an action record, and a browser screenshot as a figure. */
-export function actionDisplays(action: Record<string, any>): Display[] {
-  const out = action.output ?? {};
-  const shown: Display[] = [];
-  for (const d of Array.isArray(out.displays) ? out.displays : []) {
-    if (d && typeof d.data === 'string' && (d.mime === 'image/png' || d.mime === 'text/html')) {
-      shown.push({ mime: d.mime, data: d.data });
-    }
-  }
-  if (typeof out.screenshot === 'string') {
-    shown.push({ mime: 'image/png', data: out.screenshot });
-  }
-  return shown;
-}
+export { foldEvents } from './fold';
+export type { RunView, StepView, ToolCard } from './fold';
+export { MIME_TYPE, parseTranscript } from './transcript';
+export type { AgioEvent, Transcript } from './transcript';
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const TABLE_TAGS = new Set(['table', 'thead', 'tbody', 'tfoot', 'tr', 'th', 'td', 'caption', 'div', 'span', 'br',
@@ -313,9 +78,11 @@ export function prettyJson(raw: string | undefined): string {
 
 export function metricsLine(m: Record<string, any>, run = false): string {
   const parts: string[] = [];
-  if (run) {
-    parts.push(`${m.steps ?? 0} steps`);
-    parts.push(`${m.tool_calls ?? 0} tool calls` + (m.tool_errors ? ` (${m.tool_errors} failed)` : ''));
+  if (run) { // a step is any stored step; max_steps counts model calls, so both are said
+    parts.push(`${counted(Number(m.steps) || 0, 'step')} (${counted(Number(m.model_calls) || 0, 'model call')})`);
+    const outcomes = [[m.tool_errors, 'failed'], [m.tool_unfinished, 'not finished']].filter(([n]) => n)
+      .map(([n, word]) => `${n} ${word}`);
+    parts.push(counted(Number(m.tool_calls) || 0, 'tool call') + (outcomes.length ? ` (${outcomes.join(', ')})` : ''));
   }
   if (m.total_tokens !== undefined && m.total_tokens !== null) {
     let tokens = `${m.total_tokens} tokens`;
@@ -336,7 +103,7 @@ export function metricsLine(m: Record<string, any>, run = false): string {
     parts.push(`tools ${Math.round(m.tool_ms)} ms`);
   }
   if (m.paused_ms) {
-    parts.push(`paused ${Math.round(m.paused_ms)} ms`); // step mode: its own figure (debugger.ts)
+    parts.push(`paused ${seconds(m.paused_ms)}`); // step mode: its own figure, as the pause marks say it
   }
   if (m.duration_ms) {
     parts.push(`total ${Math.round(m.duration_ms)} ms`);
@@ -385,22 +152,16 @@ function renderCard(doc: Document, card: ToolCard): HTMLElement {
   if (card.error !== undefined) {
     details.append(el(doc, 'pre', ['agio-tool-error'], `${card.errorType ?? 'error'}: ${card.error}`));
   }
-  if (card.nested) {
+  const nested = foldNested(card);
+  if (nested) {
     details.open = true;
-    details.append(renderNestedRun(doc, card.nested, card.nestedEnded));
+    details.append(renderNestedRun(doc, nested));
   }
   return details;
 }
 
 /** The run of an agent called as a tool, inside its card: its steps and cards, at any depth. */
-function renderNestedRun(doc: Document, events: AgioEvent[], ended?: string): HTMLElement {
-  let view = foldEvents({ version: 1, run: null, session: null, events });
-  if (ended && !TERMINAL_STATUS.has(String(view.run.status))) {
-    // fold again as if its run had ended so: its own cards and nested runs settle the same way
-    const last = { type: 'run_cancelled', run_id: '', session_id: '', seq: 0, ts: 0,
-      payload: { run: { ...view.run, status: ended } } };
-    view = foldEvents({ version: 1, run: null, session: null, events: [...events, last] });
-  }
+function renderNestedRun(doc: Document, view: RunView): HTMLElement {
   const box = el(doc, 'details', ['agio-nested-run']) as HTMLDetailsElement;
   box.open = true;
   box.dataset.agioRun = String(view.run.id ?? '');
@@ -409,7 +170,7 @@ function renderNestedRun(doc: Document, events: AgioEvent[], ended?: string): HT
     statusBadge(doc, String(view.run.status ?? 'running')), el(doc, 'span', ['agio-ids'], ` run ${short(view.run.id)}`));
   box.append(summary);
   for (const step of view.steps) {
-    box.append(renderStep(doc, step));
+    box.append(renderStep(doc, step, undefined, view.handoffs.length > 0));
   }
   if (view.run.error && view.run.status !== 'completed') {
     box.append(el(doc, 'div', ['agio-error'], String(view.run.error)));
@@ -418,7 +179,8 @@ function renderNestedRun(doc: Document, events: AgioEvent[], ended?: string): HT
   return box;
 }
 
-function renderStep(doc: Document, step: StepView, t?: Transcript): HTMLElement {
+/** A step; `agents`: the run was handed off, so each model step says which agent made it. */
+function renderStep(doc: Document, step: StepView, t?: Transcript, agents = false): HTMLElement {
   const classes = ['agio-step', `agio-step-${classToken(step.role)}`];
   if (step.superseded) {
     classes.push('agio-superseded');
@@ -430,7 +192,8 @@ function renderStep(doc: Document, step: StepView, t?: Transcript): HTMLElement 
   const node = el(doc, 'div', classes);
   node.dataset.sequence = String(step.sequence);
   const label = el(doc, 'div', ['agio-step-label']);
-  const who = step.role === 'user' ? 'You' : step.role === 'memory' ? 'Memory' : 'Assistant';
+  const who = step.role === 'user' ? 'You' : step.role === 'memory' ? 'Memory'
+    : 'Assistant' + (agents && step.agent ? ` (${step.agent})` : '');
   let head = `#${step.sequence} ${who}`;
   if (step.attempt > 1) {
     head += ` · attempt ${step.attempt}`;
@@ -505,11 +268,17 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
     root.append(origin);
   }
   for (const step of view.steps) {
-    root.append(renderStep(doc, step, view.transcript));
+    root.append(renderStep(doc, step, view.transcript, view.handoffs.length > 0));
   }
   const trace = renderTrace(doc, view.traceSvg);
   if (trace) {
     root.append(trace);
+  }
+  if (run.output !== undefined && run.output !== null) { // a typed agent's answer
+    const output = el(doc, 'div', ['agio-output']);
+    output.append(el(doc, 'div', ['agio-output-type'], `Output · ${String(run.output_type ?? '')}`));
+    output.append(el(doc, 'pre', [], JSON.stringify(run.output, null, 1)));
+    root.append(output);
   }
   if (run.error && run.status !== 'completed' && run.error !== run.status) { // "cancelled" is said by the badge
     root.append(el(doc, 'div', ['agio-error'], String(run.error)));

@@ -12,6 +12,7 @@
 import { classToken, el } from './dom';
 import { formatCost } from './explore';
 import { drawGraph, parseLayout } from './graph';
+import { counted } from './words';
 
 export const BATCH_MIME_TYPE = 'application/vnd.agio.batch+json';
 export const PLAN_MIME_TYPE = 'application/vnd.agio.plan+json';
@@ -190,7 +191,7 @@ export const renderTrace = guarded('agio-trace-view', 'trace graph', (root, data
   const edges: unknown[] = Array.isArray(d.edges) ? d.edges : [];
   const byId = new Map(nodes.map(n => [String(n.id), n]));
   root.append(el(doc, 'div', ['agio-label'],
-    `trace of run ${String(d.run_id ?? '').slice(0, 8)} · ${nodes.length} steps, ${edges.length} edges`));
+    `trace of run ${String(d.run_id ?? '').slice(0, 8)} · ${counted(nodes.length, 'step')}, ${counted(edges.length, 'edge')}`));
   const layout = parseLayout(d.layout);
   if (!layout) {
     const list = el(doc, 'ol', ['agio-trace-list']);

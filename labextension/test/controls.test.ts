@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { agioCellMime } from '../src/highlight';
-import { MAGIC_EVENT, controlCell, insertionIndex, magicButton, requestMagic, safeArg } from '../src/magic';
+import { MAGIC_EVENT, insertionIndex, magicButton, needsAgio, requestMagic, safeArg, shortArg } from '../src/magic';
 import { renderTranscript } from '../src/render';
 
 const RUN = { id: 'run00001aaaa', session_id: 'sess0001bbbb', status: 'completed', kind: 'run', attempt: 1,
@@ -54,8 +54,8 @@ describe('transcript controls', () => {
     (node.querySelector('button.agio-retry') as HTMLButtonElement).click();
     fork.value = '1';
     (node.querySelector('button.agio-fork') as HTMLButtonElement).click();
-    expect(asked).toEqual(['%agio retry run00001aaaa --from-seq 2',
-      '%agio fork sess0001bbbb --at 1 --run run00001aaaa']);
+    expect(asked).toEqual(['%agio retry run00001 --from-seq 2',
+      '%agio fork sess0001 --at 1 --run run00001']);
   });
 
   it('a run that used tools: the pickers offer only what the commands accept, the first click is valid', () => {
@@ -83,7 +83,7 @@ describe('transcript controls', () => {
     expect(retry.value).toBe('5'); // the answer
     (node.querySelector('button.agio-fork') as HTMLButtonElement).click();
     (node.querySelector('button.agio-retry') as HTMLButtonElement).click();
-    expect(asked).toEqual(['%agio fork sess0001bbbb --at 5 --run run00001aaaa', '%agio retry run00001aaaa --from-seq 5']);
+    expect(asked).toEqual(['%agio fork sess0001 --at 5 --run run00001', '%agio retry run00001 --from-seq 5']);
   });
 
   it('under a superseded attempt the transcript says so and the controls act on that attempt', () => {
@@ -97,7 +97,7 @@ describe('transcript controls', () => {
     expect((node.querySelector('select.agio-attempt-picker') as HTMLSelectElement).value).toBe('1');
     (node.querySelector('button.agio-fork') as HTMLButtonElement).click();
     (node.querySelector('button.agio-use-attempt') as HTMLButtonElement).click();
-    expect(asked).toEqual(['%agio fork sess0001bbbb --at 2 --run run00001aaaa', '%agio use-attempt run00001aaaa 1']);
+    expect(asked).toEqual(['%agio fork sess0001 --at 2 --run run00001', '%agio use-attempt run00001 1']);
     const current = renderTranscript(transcript(RUN, attempts.map(a => ({ ...a, current: !a.current }))), document);
     expect(current.querySelector('.agio-superseded-note')).toBeNull();
     expect(current.querySelector('.agio-header .agio-superseded')).toBeNull();
@@ -112,9 +112,11 @@ describe('transcript controls', () => {
     expect(partial.querySelector('.agio-partial-note')!.textContent).toBe('stopped: partial answer');
   });
 
-  it('control cells load agio first, so they work in a kernel that never ran %load_ext', () => {
-    expect(controlCell('%agio retry r --from-seq 2')).toBe('%load_ext agio_notebook\n%agio retry r --from-seq 2');
-    expect(controlCell('x = 1')).toBe('x = 1');
+  it('control cells hold only the command: agio is loaded silently first, and ids are the 8 characters shown', () => {
+    expect(needsAgio('%agio retry r --from-seq 2')).toBe(true);
+    expect(needsAgio('x = 1')).toBe(false);
+    expect(shortArg('0123456789abcdef0123456789abcdef')).toBe('01234567');
+    expect(shortArg('x{1}')).toBeNull();
   });
 
   it('icons are inline SVG with text beside them, never emoji', () => {
@@ -152,7 +154,26 @@ describe('transcript controls', () => {
     expect(picker.value).toBe('2');
     picker.value = '1';
     (node.querySelector('button.agio-use-attempt') as HTMLButtonElement).click();
-    expect(asked).toEqual(['%agio use-attempt run00001aaaa 1']);
+    expect(asked).toEqual(['%agio use-attempt run00001 1']);
+  });
+
+  it('an attempt that wrote no step is shown, disabled, with why; with nothing else to switch to, no button', () => {
+    document.body.replaceChildren();
+    const attempts = [{ number: 1, run_id: RUN.id, status: 'completed', current: true, steps: 2 },
+      { number: 2, run_id: 'b', status: 'failed', current: false, steps: 0 },
+      { number: 3, run_id: 'c', status: 'completed', current: false, steps: 1 }];
+    const node = renderTranscript(transcript(RUN, attempts), document);
+    const asked = listen(node);
+    const picker = node.querySelector('select.agio-attempt-picker') as HTMLSelectElement;
+    expect([...picker.options].map(o => [o.textContent, o.disabled])).toEqual([
+      ['attempt 1 · completed · current', false], ['attempt 2 · failed · wrote no step, cannot be used', true],
+      ['attempt 3 · completed', false]]);
+    picker.value = '3';
+    (node.querySelector('button.agio-use-attempt') as HTMLButtonElement).click();
+    expect(asked).toEqual(['%agio use-attempt run00001 3']);
+    const lonely = renderTranscript(transcript(RUN, attempts.slice(0, 2)), document);
+    expect(lonely.querySelector('button.agio-use-attempt')).toBeNull();
+    expect(lonely.querySelector('.agio-attempt-note')!.textContent).toContain('wrote no step');
   });
 
   it('one attempt: no selector; a running run: no controls', () => {
@@ -187,7 +208,7 @@ describe('transcript controls', () => {
 
   it('the footer shows the run totals from the terminal event, as the Python renderer does', () => {
     const node = renderTranscript(transcript(), document);
-    expect(node.querySelector('.agio-metrics')!.textContent).toBe('3 steps · 0 tool calls · total 174 ms');
+    expect(node.querySelector('.agio-metrics')!.textContent).toBe('3 steps (1 model call) · 0 tool calls · tokens unknown · total 174 ms');
   });
 });
 

@@ -47,8 +47,8 @@ describe('step mode in the transcript', () => {
     const node = renderTranscript(transcript, document);
     const marks = Array.from(node.querySelectorAll('.agio-pause-mark')).map(n => n.textContent);
     expect(marks).toEqual([
-      '⏸ paused before the model call (step 2) → continue, 1.5 s · edited messages',
-      '⏸ paused before tool call add (step 3) → continue, 0.8 s · edited arguments'
+      ' paused before the model call (step 2) → continue, 1.5 s · edited messages',
+      ' paused before tool call add (step 3) → continue, 0.8 s · edited arguments'
     ]);
     const badges = node.querySelectorAll('.agio-edited');
     expect(badges.length).toBe(2);
@@ -62,7 +62,10 @@ describe('step mode in the transcript', () => {
     expect(seen[0].querySelector('.agio-seen-edited .agio-seen-step')?.textContent).toBe(' edited');
     expect(Array.from(seen[1].querySelectorAll('.agio-seen-step')).map(n => n.textContent)).toEqual(['#1', '#2', '#3']);
     expect(metricsLine({ model_ms: 3, paused_ms: 2500.4, duration_ms: 2600 })).toBe(
-      'tokens unknown · model 3 ms · paused 2500 ms · total 2600 ms');
+      'tokens unknown · model 3 ms · paused 2.5 s · total 2600 ms');
+    // the pause sign is drawn (an SVG icon), never a character an emoji font must supply
+    expect(node.querySelectorAll('.agio-pause-mark svg.agio-icon-pause').length).toBe(2);
+    expect(node.textContent).not.toMatch(/[\u23F8\u23F8\uFE0F]/);
     expect(node.querySelector('img')).toBeNull();
     expect(node.textContent).toContain(EVIL);
   });
@@ -70,7 +73,7 @@ describe('step mode in the transcript', () => {
   it('marks a pause the run ended at', () => {
     const ended = { ...transcript, events: [...transcript.events.slice(0, 7), ev(8, 'run_cancelled', { run: { ...RUN, status: 'cancelled' } })] };
     const marks = Array.from(renderTranscript(ended, document).querySelectorAll('.agio-pause-mark')).map(n => n.textContent);
-    expect(marks[marks.length - 1]).toBe('⏸ paused before tool call add (step 3) → ended here');
+    expect(marks[marks.length - 1]).toBe(' paused before tool call add (step 3) → ended here');
   });
 
   it('clicks a pause button for its key, but not while typing in an editor', () => {

@@ -39,6 +39,23 @@ describe('renderDiff', () => {
     expect(node.textContent).toContain('cost $0.0010 → unknown');
   });
 
+  it('shows where the setups differ: the system prompt word by word, settings as values', () => {
+    const data = {
+      ...diffData,
+      setup: [{ name: 'system prompt', a: 'Be brief.', b: `Be ${EVIL}`, text_a: [['equal', 'Be '], ['delete', 'brief.']],
+                text_b: [['equal', 'Be '], ['insert', EVIL]] },
+              { name: 'settings.temperature', a: 0, b: 0.7 }],
+      rows: [{ ...diffData.rows[1], setup: [{ name: 'system prompt', a: 'x', b: 'y' }, { name: 'model', a: 'm1', b: 'm2' }] }]
+    };
+    const node = renderDiff(data, document);
+    const setup = node.querySelector('.agio-diff-setup')!;
+    expect(setup.querySelector('.agio-diff-insert')!.textContent).toBe(EVIL);
+    expect(node.querySelector('img')).toBeNull();
+    expect(setup.textContent).toContain('settings.temperature: 0 → 0.7');
+    expect(node.querySelector('.agio-diff-changes')!.textContent).toContain('system prompt differs · model: "m1" → "m2"');
+    expect(renderDiff(diffData, document).querySelector('.agio-diff-setup')).toBeNull();
+  });
+
   it('says what is wrong with bad data', () => {
     expect(renderDiff({ version: 9 }, document).textContent).toBe('Cannot show this agio diff: unsupported diff');
   });
@@ -60,6 +77,12 @@ describe('renderTree', () => {
     expect(node.querySelectorAll('.agio-tree-current').length).toBe(1);
     expect(node.querySelector('.agio-tree-run .agio-tree-run')!.getAttribute('data-run')).toBe('r2');
     expect(node.querySelectorAll('.agio-phase').length).toBe(4);
+    // the colours are explained: the timeline's phases and the two bars
+    const legend = node.querySelector('.agio-tree-legend')!;
+    expect(legend.textContent).toContain('model');
+    expect(legend.textContent).toContain('tokens');
+    expect(legend.querySelectorAll('.agio-legend-tool, .agio-legend-latency').length).toBe(2);
+    expect(legend.querySelectorAll('.agio-phase, .agio-tree-bar').length).toBe(0); // swatches, not data
     expect((node.querySelector('details') as HTMLDetailsElement).open).toBe(false);
     expect(node.querySelector('.agio-tree-transcript')!.textContent).toContain(EVIL);
     expect(node.querySelector('img')).toBeNull();

@@ -34,7 +34,7 @@ describe('memory and trace in a saved transcript', () => {
     const card = root.querySelector('.agio-step-memory details.agio-memory-card') as HTMLDetailsElement;
     expect(card).not.toBeNull();
     expect(card.open).toBe(false);
-    expect(card.querySelector('summary')!.textContent).toContain('1 skill(s), 1 experience(s) · bm25');
+    expect(card.querySelector('summary')!.textContent).toContain('1 skill, 1 experience · bm25');
     expect([...card.querySelectorAll('li')].map(li => li.textContent)).toEqual([
       `skill units: ${EVIL} skill000`, 'experience speed of light — use km/s exp00001']);
     expect(card.querySelector('pre.agio-memory-text')!.textContent).toBe(`## Memory\n- ${EVIL}`);
@@ -74,11 +74,11 @@ describe('feedback buttons', () => {
     document.body.addEventListener('agio-run-magic', handler);
     (root.querySelector('.agio-feedback .agio-thumb-up') as HTMLButtonElement).click();
     (root.querySelector('.agio-feedback .agio-thumb-down') as HTMLButtonElement).click();
-    expect(asked).toEqual(['%agio feedback run00001aaaa +1', '%agio feedback run00001aaaa -1']);
+    expect(asked).toEqual(['%agio feedback run00001 +1', '%agio feedback run00001 -1']);
     document.body.removeEventListener('agio-run-magic', handler);
     (root.querySelector('.agio-feedback .agio-thumb-down') as HTMLButtonElement).click();
     expect(root.querySelector('.agio-feedback .agio-command-hint')!.textContent)
-      .toBe('run in a cell: %agio feedback run00001aaaa -1');
+      .toBe('run in a cell: %agio feedback run00001 -1');
     root.remove();
   });
 

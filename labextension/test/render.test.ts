@@ -77,7 +77,7 @@ describe('foldEvents', () => {
     expect(cut('cancelled', [...started, ev(6, 'run_cancelled', { run: { ...RUN, status: 'cancelled' } })]))
       .toEqual([['add', 'ok'], ['divide', 'cancelled']]);
     expect(cut('interrupted', started)).toEqual([['add', 'ok'], ['divide', 'interrupted']]);
-    expect(cut('running', started)).toEqual([['add', 'ok'], ['divide', 'running']]);  // still live
+    expect(cut('running', started)).toEqual([['add', 'ok'], ['divide', 'pending']]);  // still live, not started
   });
 });
 
@@ -95,7 +95,7 @@ describe('renderTranscript', () => {
     expect(cards[1].querySelector('.agio-tool-error')!.textContent).toContain('ZeroDivisionError');
     expect((cards[1] as HTMLDetailsElement).open).toBe(true);
     expect(node.querySelector('.agio-superseded .agio-text')!.textContent).toContain('done');
-    expect(node.querySelector('.agio-metrics')!.textContent).toBe(metricsLine(RUN.metrics, true));
+    expect(node.querySelector('.agio-metrics')!.textContent).toBe(metricsLine({ ...RUN.metrics, model_calls: 2 }, true));
     expect(node.querySelector('.agio-step-assistant .agio-step-label')!.getAttribute('title')).toContain('TTFT 3 ms');
   });
 

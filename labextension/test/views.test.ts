@@ -80,12 +80,27 @@ describe('renderPlan and renderTrace', () => {
       nodes: [{ id: 'a', kind: 'user', label: '#1 user: hi', superseded: false },
         { id: EVIL, kind: 'model', label: `#2 model: ${EVIL}`, superseded: true }]
     }, document);
-    expect(node.textContent).toContain('trace of run 2a6b791d · 2 steps, 1 edges');
+    expect(node.textContent).toContain('trace of run 2a6b791d · 2 steps, 1 edge');
     expect(node.querySelectorAll('.agio-node-user, .agio-node-model').length).toBe(2);
     expect(node.querySelector('.agio-node-model rect')!.getAttribute('stroke-dasharray')).toBe('4 3');
     expect(node.querySelector('.agio-node-model text')!.textContent).toBe(`#2 model: ${EVIL}`);
     expect(node.querySelector('img')).toBeNull();
     expect(node.textContent).not.toContain('<agio trace');
+  });
+
+  it('draws a nested run as a box named after its agent, behind its steps; a malformed box is left out', () => {
+    const boxed = { ...layout, clusters: [{ label: `agent ${EVIL}`, x: 2, y: 3, w: 50, h: 40 },
+      { label: 'broken', x: 'x', y: 0, w: 1, h: 1 }] };
+    const node = renderTrace({ run_id: 'r', edges: [], layout: boxed,
+      nodes: [{ id: 'a', kind: 'user', label: '#1 user: hi' }, { id: EVIL, kind: 'model', label: '#2 researcher: x' }] },
+    document);
+    const boxes = node.querySelectorAll('svg .agio-graph-cluster');
+    expect(boxes.length).toBe(1);
+    expect(boxes[0].querySelector('text')!.textContent).toBe(`agent ${EVIL}`);
+    expect(boxes[0].querySelector('rect')!.getAttribute('stroke-dasharray')).toBe('4 3');
+    const svg = node.querySelector('svg')!;
+    expect(svg.firstElementChild!.classList.contains('agio-graph-cluster')).toBe(true); // drawn first: behind
+    expect(node.querySelector('img')).toBeNull();
   });
 });
 

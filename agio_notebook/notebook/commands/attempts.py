@@ -17,5 +17,5 @@ def attempts(c: Any, args: Any) -> Any:
          arg("run"), arg("number", type=int))
 def use_attempt(c: Any, args: Any) -> None:
     run = c.use_attempt(args.run, args.number)
-    print(f"agio: attempt {args.number} ({run.id}) is current in session {run.session_id}; "
+    print(f"agio: attempt {args.number} ({run.id[:8]}) is current in session {run.session_id[:8]}; "
           "the next %%agio cell continues from it")

@@ -8,7 +8,9 @@ import pandas as pd
 
 from ... import frames
 from ...storage.ids import resolve_run_id, resolve_session_id
+from ...core import InvalidOperationError
 from ..compact import WideFrame, compact
+from ..stores import every_run
 from . import arg, command
 
 _SESSION = arg("--session", default=None, help="only this session")
@@ -27,8 +29,16 @@ def _shown(frame: pd.DataFrame, kind: str, args: Any) -> pd.DataFrame:
     return WideFrame(frame) if args.all else compact(frame, kind)
 
 
-@command("runs", "runs: short ids, one line of text, the main counts (--all: every column)", _SESSION, _ALL)
+@command("runs", "runs: short ids, one line of text, the main counts (--all: every column; --every-store: the "
+                 "runs of every notebook's own store too)", _SESSION, _ALL,
+         arg("--every-store", action="store_true",
+             help="the default store's runs and those of every own store beside it (%%agio config --own-store)"))
 def runs(c: Any, args: Any) -> Any:
+    if args.every_store:
+        if args.session is not None:
+            raise InvalidOperationError("--every-store lists whole stores; drop --session")
+        frame = every_run(c.base_store)
+        return WideFrame(frame) if args.all else compact(frame, "runs")
     return _shown(frames.runs(ids(c, args)[0], repository=c.repository), "runs", args)
 
 

@@ -23,7 +23,7 @@ def feedback(c: Any, args: Any) -> Any:
     where = f" step #{item.sequence}" if item.sequence is not None else ""
     print(f"agio: feedback {'+1' if item.rating > 0 else '-1'} stored on run {item.run_id[:8]}{where}")
     if proposal is not None:
-        print(describe(proposal))
+        print(describe(proposal, commented=bool(args.comment) or args.correction is not None))
     return None
 
 
@@ -46,7 +46,7 @@ def memory_command(c: Any, args: Any) -> Any:
         run = resolve_run_id(repo, args.words[0]) if args.words else None
         return memory.feedback(run, repository=repo)
     if verb == "search":
-        return memory.search(_need(text, "a query"), scope=args.scope, repository=repo).records
+        return memory.search(_need(text, "a query"), scope=args.scope, repository=repo)
     tags = [t.strip() for t in (args.tags or "").split(",") if t.strip()]
     if verb == "add-skill":
         if len(args.words) < 2:

@@ -30,7 +30,7 @@ class PrintedId(str):
          arg("--run", default=None, help="a run (attempt) of the session whose steps to fork"))
 def fork(c: Any, args: Any) -> PrintedId:
     new = c.fork(args.session, args.at, attempt=args.run)
-    print(f"agio: forked into session {new}; the next %%agio cell continues there")
+    print(f"agio: forked into session {new[:8]}; the next %%agio cell continues there")
     return PrintedId(new)
 
 
@@ -49,6 +49,15 @@ def replay(c: Any, args: Any) -> None:
 
 @command("config", "model, endpoint and store settings; the API key is read from OPENAI_API_KEY, "
                    "never stored or shown",
-         arg("--model", default=None), arg("--base-url", default=None), arg("--store", default=None))
+         arg("--model", default=None), arg("--base-url", default=None),
+         arg("--store", default=None, metavar="PATH", help="this kernel's store (a directory, sqlite:/// or postgresql://)"),
+         arg("--own-store", default=None, metavar="NAME",
+             help="keep this notebook's runs, memory and files in a store of its own, beside the default one "
+                  "(.agio.NAME); '' goes back to the default store; %%agio runs --every-store lists them all"))
 def config(c: Any, args: Any) -> None:
-    print(c.configure(model=args.model, base_url=args.base_url, store=args.store))
+    described = c.configure(model=args.model, base_url=args.base_url, store=args.store, own_store=args.own_store)
+    if args.own_store and args.model is None and args.base_url is None:  # one line a tutorial can save as it is
+        print(f"agio: this notebook keeps its runs, memory and files in a store of its own, "
+              f"{c.repository.root.name} (beside the default store); %agio runs --every-store lists every store's runs")
+    else:
+        print(described)

@@ -2,28 +2,46 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from ...agent import Agent
 from ...core import ExecutionConfig, RunStatus, StepRole
 from ...models import FunctionModel, Reply
-from ...tools import tool
-from ..exercise import Exercise, Scenario, Trial, expect
+from ...tools import Tool, tool
+from ..exercise import Exercise, Scenario, Trial, judged
+from ..values import numbers, same, words
 from .messages import last_user, tool_results
+from .probe import follows_the_tool
 
-NOTES = {"owls": "owls hunt at night and turn their heads 270 degrees",
-         "bats": "bats find their way by echolocation",
-         "foxes": "foxes hear a watch ticking 40 metres away"}
+# topic -> (the word forms a question may use, a fact with a number in it, the number's range)
+FACTS = {"owls": (("owl", "owls"), "owls turn their heads up to {n} degrees", (250, 290)),
+         "bats": (("bat", "bats"), "a bat eats up to {n} insects in an hour", (500, 1200)),
+         "foxes": (("fox", "foxes"), "foxes hear a watch ticking {n} metres away", (30, 60)),
+         "bees": (("bee", "bees"), "a bee visits about {n} flowers on one trip", (50, 100)),
+         "whales": (("whale", "whales"), "a blue whale's heart beats {n} times a minute when it dives", (2, 10)),
+         "ants": (("ant", "ants"), "an ant can lift {n} times its own weight", (10, 50)),
+         "penguins": (("penguin", "penguins"), "emperor penguins dive down to {n} metres", (400, 560)),
+         "octopuses": (("octopus", "octopuses"), "an octopus arm has about {n} suckers", (200, 280))}
 
 
-@tool
-def search_notes(topic: str) -> str:
-    """Look a topic up in the field notes.
+def topic_of(text: str) -> str | None:
+    said = set(words(text))
+    return next((t for t, (forms, _, _) in FACTS.items() if said & set(forms)), None)
 
-    Args:
-        topic: one of the topics of the notes: owls, bats or foxes.
-    """
-    return NOTES[topic]
+
+def search_tool(notes: dict[str, str]) -> Tool:
+    def search_notes(topic: str) -> str:
+        """Look a topic up in the field notes.
+
+        Args:
+            topic: a topic of the notes, e.g. owls.
+        """
+        found = topic_of(topic)
+        if found is None or found not in notes:
+            raise ValueError(f"no notes about {topic!r}; the notes cover {', '.join(notes)}")
+        return notes[found]
+    return tool(search_notes)
 
 
 def researcher_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
@@ -33,15 +51,15 @@ def researcher_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     found = tool_results(messages)
     if found:
         return found[-1]
-    topic = next((t for t in NOTES if t in query.lower()), None)
+    topic = topic_of(query)
     if topic is None:
-        return f"I found nothing for {query!r}: ask about a topic of the notes (owls, bats, foxes)."
+        return f"I found nothing for {query!r}: ask about a topic of the notes."
     return Reply.call("search_notes", topic=topic)
 
 
-def researcher() -> Agent:
+def researcher(notes: dict[str, str]) -> Agent:
     """The agent the learner's planner calls as a tool (the tool is named ``researcher``)."""
-    return Agent(model=FunctionModel(researcher_model), tools=[search_notes], name="researcher",
+    return Agent(model=FunctionModel(researcher_model), tools=[search_tool(notes)], name="researcher",
                  description="looks facts up in the field notes; query: the question or its topic")
 
 
@@ -53,52 +71,66 @@ def nested_runs(trial: Trial) -> list[Any]:
     return [trial.repository.get_run(link["run_id"]) for link in links if link and link.get("run_id")]
 
 
-def _queries(trial: Trial) -> list[str]:
-    names = trial.tool_path
-    return [str(args.get("query", "")) for name, args in zip(names, trial.tool_arguments) if name == "researcher"]
-
-
 def _hit_limit(trial: Trial) -> bool:
     return trial.run is not None and trial.run.status is RunStatus.MAX_STEPS
 
 
-def _why_not_delegated(topic: str, fact: str) -> Any:
-    def why(trial: Trial) -> str:
-        path, queries, nested = trial.tool_path, _queries(trial), nested_runs(trial)
+def _delegated(topic: str, number: int) -> Any:
+    def why(trial: Trial) -> str | None:
+        calls = trial.calls
+        path = [name for name, _ in calls]
+        nested = nested_runs(trial)
         if _hit_limit(trial):
-            return (f"your model kept calling tools until max_steps ({len(path)} calls of {sorted(set(path))}): "
-                    "once the researcher's answer is in (the last message has role 'tool'), answer with text")
+            return (f"your model kept calling tools until max_steps ({len(path)} calls of {sorted(set(path))}): once "
+                    "the researcher's answer is in (the last message has role 'tool'), answer with text")
         if not path:
             return ("your model answered without asking the researcher: on the first turn return "
                     "Reply.call('researcher', query=...) with the question")
         if path != ["researcher"]:
             return f"your model called {path}; call the researcher once, then answer"
-        if topic not in queries[0].lower():
-            return (f"you asked the researcher {queries[0]!r}, which does not name {topic}: pass the question "
-                    "(or its topic) as query")
+        query = str(calls[0][1].get("query", ""))
+        if topic_of(query) != topic:
+            return (f"you asked the researcher {query!r}, which does not name {topic}: pass the question (or its "
+                    "topic) as query")
         if not nested or nested[0] is None or nested[0].status is not RunStatus.COMPLETED:
             status = nested[0].status.value if nested and nested[0] is not None else "never stored"
             return f"the researcher's nested run did not complete ({status})"
-        return (f"your model answered {trial.final_text!r}, which does not contain what the researcher found "
-                f"({fact!r}): answer with the tool's result (the content of the last message)")
+        fact = nested[0].final_text or ""
+        if not any(same(n, number) for n in numbers(trial.final_text)):
+            return (f"your model answered {trial.final_text!r}, which does not say what the researcher found "
+                    f"({fact!r}): answer with the tool's result (the content of the last message)")
+        return None
     return why
 
 
-def _delegated(topic: str, fact: str) -> Any:
-    def holds(trial: Trial) -> bool:
-        nested = nested_runs(trial)
-        return (trial.tool_path == ["researcher"] and topic in _queries(trial)[0].lower() and len(nested) == 1
-                and nested[0] is not None and nested[0].status is RunStatus.COMPLETED
-                and fact in (nested[0].final_text or "") and fact in trial.final_text)
-    return holds
+def _follows(topic: str, other: int) -> Any:
+    return follows_the_tool(FACTS[topic][1].format(n=other), other, "the researcher")
 
 
-def _asks(query: str, topic: str) -> Scenario:
-    fact = NOTES[topic]
-    return Scenario(topic, query, tools=[researcher()], config=ExecutionConfig(max_steps=4, enable_retry=False),
-                    describe=f"{query} (expects the researcher asked about {topic}, then its answer)",
-                    expect=[expect(_delegated(topic, fact), _why_not_delegated(topic, fact),
-                                   name="delegates, then answers")])
+def _scenarios(rng: random.Random) -> list[Scenario]:
+    topics = rng.sample(list(FACTS), 4)
+    notes = {}
+    drawn = {}
+    for t in FACTS:
+        low, high = FACTS[t][2]
+        drawn[t] = rng.randrange(low, high)
+        notes[t] = FACTS[t][1].format(n=drawn[t])
+    config = ExecutionConfig(max_steps=4, tool_timeout=5.0, first_token_timeout=5.0, enable_retry=False)
+
+    def scenario(name: str, query: str, topic: str, variant: bool = False) -> Scenario:
+        low, high = FACTS[topic][2]
+        other = next(n for n in range(low, high + 200) if n != drawn[topic] and abs(n - drawn[topic]) > 1
+                     and str(drawn[topic]) not in str(n))
+        return Scenario(name, query, tools=[researcher(notes)], config=config, variant=variant,
+                        describe=f"{query} (expects the researcher asked about {topic}, then its answer)",
+                        expect=[judged(_delegated(topic, drawn[topic]), "delegates, then answers")],
+                        probe=_follows(topic, other))
+
+    singular = FACTS[topics[2]][0][0]
+    return [scenario(topics[0], f"What do you know about {topics[0]}?", topics[0]),
+            scenario(topics[1], f"Tell me something about {topics[1]}.", topics[1]),
+            scenario("asked another way", f"I'm curious: is there anything odd about the {singular}?", topics[2],
+                     variant=True)]
 
 
 DELEGATE_TO_AGENT = Exercise(
@@ -109,7 +141,9 @@ An agent can be another agent's tool: `Agent(tools=[researcher])` gives the oute
 `researcher` that takes a `query`; calling it runs the researcher's own loop in a nested run, and its
 final answer comes back as the tool's result. Write the planner's model function: on the first turn,
 ask the researcher (`Reply.call("researcher", query=...)`) with the learner's question; once its answer
-is in (the last message has role `tool`), answer with it.
+is in (the last message has role `tool`), answer with it. The topics and facts change at every check;
+the check also asks your function once more with another answer from the researcher, which your answer
+must follow.
 """,
     hints=["`messages[-1]['role']` is 'user' on your first turn and 'tool' once the researcher has answered.",
            "The researcher sees only the query you pass, not your conversation: pass the question itself.",
@@ -122,4 +156,4 @@ def planner(messages, tools):
     ...  # ask the researcher, then answer with what it found
 
 check(exercise("delegate_to_agent"), planner)''',
-    scenarios=[_asks("What do owls do at night?", "owls"), _asks("Tell me something about foxes.", "foxes")])
+    scenarios=_scenarios)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from typing import Any
 
@@ -11,8 +12,9 @@ from ...core import ExecutionConfig, RunStatus, StepRole
 from ...execution import StepRunner
 from ...models import Reply
 from ...storage.base import Repository
-from ..exercise import Exercise, Scenario, Trial, expect
-from ..running import SolutionError, call_solution, scenario_model, trial_of
+from ..exercise import Exercise, Scenario, Trial, judged
+from ..running import SolutionError, scenario_model, trial_of
+from ..values import numbers, same
 from .loop import add
 
 BREAKPOINTS = ("model", "tool")
@@ -29,7 +31,7 @@ def slipping_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) 
 
 async def drive(steer: Any, scenario: Scenario, repository: Repository) -> Trial:
     """The run in step mode, ``steer(pause)`` called at every pause (model calls and tool calls); a pause it
-    leaves undecided continues."""
+    leaves undecided continues. ``steer`` is the learner's function, guarded (see ``check.Learner``)."""
     agent = Agent(model=scenario_model(scenario), tools=list(scenario.tools), name="adder")
     debug = StepRunner(agent, config=scenario.config, repository=repository).debug(
         None, scenario.query, breakpoints=list(BREAKPOINTS))
@@ -37,7 +39,7 @@ async def drive(steer: Any, scenario: Scenario, repository: Repository) -> Trial
     async for pause in debug:
         if failure is None:
             try:
-                await call_solution(steer, pause, what="steer()")
+                await steer(pause)
             except SolutionError as exc:
                 failure = exc  # the run ends here, cancelled, and is shown with the reason
         if pause.decided:
@@ -46,7 +48,7 @@ async def drive(steer: Any, scenario: Scenario, repository: Repository) -> Trial
             pause.abort()
         else:
             pause.cont()
-    trial = trial_of(debug.result, repository)
+    trial = trial_of(debug.result, repository, getattr(steer, "watch", None))
     if failure is not None:
         failure.trial = trial
         raise failure
@@ -73,16 +75,7 @@ def _request_edited(trial: Trial) -> bool:
 
 
 def _fixed(a: int, b: int) -> Any:
-    def holds(trial: Trial) -> bool:
-        tools = _tool_steps(trial)
-        return (trial.run is not None and trial.run.status is RunStatus.COMPLETED and not _request_edited(trial)
-                and len(tools) == 1 and not _edited(tools[0]).get("skipped")
-                and _sent(tools[0]) == {"a": a, "b": b} and re.search(rf"\b{a + b}\b", trial.final_text) is not None)
-    return holds
-
-
-def _why_not_fixed(a: int, b: int) -> Any:
-    def why(trial: Trial) -> str:
+    def why(trial: Trial) -> str | None:
         tools = _tool_steps(trial)
         if trial.run is not None and trial.run.status is RunStatus.CANCELLED:
             return "your steer() aborted the run: fix the tool call's arguments and let the run go on"
@@ -91,6 +84,8 @@ def _why_not_fixed(a: int, b: int) -> Any:
                     "and fix the tool call's arguments at the tool pause")
         if not tools:
             return "the run called no tool"
+        if len(tools) > 1:
+            return f"the run called add {len(tools)} times; fix the one call the model makes"
         if _edited(tools[0]).get("skipped"):
             return ("you answered the add call by hand with skip(): the tool never ran; fix its arguments with "
                     "pause.edit(arguments=...) and let it run")
@@ -98,16 +93,32 @@ def _why_not_fixed(a: int, b: int) -> Any:
             return (f"the model answered {trial.final_text!r}, not {a + b}: add ran with the arguments the model "
                     f"proposed; at the tool pause (pause.kind.value == 'tool') fix pause.arguments with "
                     "pause.edit(arguments=...)")
-        return (f"add ran with {_sent(tools[0])}, not {{'a': {a}, 'b': {b}}}: the model read the second number "
-                "one too small, so send b + 1 and keep a")
+        sent = _sent(tools[0])
+        if sent != {"a": a, "b": b}:
+            return (f"add ran with {sent}, not {{'a': {a}, 'b': {b}}}: the model read the second number one too "
+                    "small, so send b + 1 and keep a")
+        result = numbers(tools[0].content or "")
+        if tools[0].status != "ok" or not result or not same(result[0], a + b):
+            return f"add ran with {sent} but returned {tools[0].content!r}"
+        if trial.run is None or trial.run.status is not RunStatus.COMPLETED:
+            return f"the run did not complete ({trial.run.status.value if trial.run else 'no run'})"
+        if not any(same(n, a + b) for n in numbers(trial.final_text)):
+            return f"the model answered {trial.final_text!r}, without {a + b}"
+        return None
     return why
 
 
-def _slips(a: int, b: int) -> Scenario:
-    return Scenario(f"{a} + {b}", f"What is {a} + {b}?", model=slipping_model, tools=[add],
-                    config=ExecutionConfig(max_steps=4, enable_retry=False),
+def _slips(a: int, b: int, variant: bool = False) -> Scenario:
+    return Scenario(f"{a} + {b}", f"What is {a} + {b}?", model=slipping_model, tools=[add], variant=variant,
+                    config=ExecutionConfig(max_steps=4, tool_timeout=5.0, first_token_timeout=5.0,
+                                           enable_retry=False),
                     describe=f"the model calls add(a={a}, b={b - 1}); expects add(a={a}, b={b}) to run, then {a + b}",
-                    expect=[expect(_fixed(a, b), _why_not_fixed(a, b), name="fixes the tool call")])
+                    expect=[judged(_fixed(a, b), "fixes the tool call")])
+
+
+def _scenarios(rng: random.Random) -> list[Scenario]:
+    return [_slips(rng.randrange(2, 10), rng.randrange(2, 10)), _slips(rng.randrange(11, 99), rng.randrange(11, 99)),
+            _slips(rng.randrange(100, 500), -rng.randrange(2, 50), variant=True)]
 
 
 EDIT_TOOL_CALL = Exercise(
@@ -120,7 +131,7 @@ Write `steer(pause)`: the check runs the agent in step mode and calls it at ever
 model call (`pause.kind.value == "model"`) and before each tool call (`"tool"`). At the tool pause, read
 what the model proposed (`pause.arguments`) and fix it with `pause.edit(arguments=...)`, so `add` runs
 with the right numbers. Leave the question alone, and let the tool run (no `skip`). A pause you leave
-undecided continues.
+undecided continues. The numbers change at every check, and one question has a negative number.
 """,
     hints=["`pause.kind.value` says where the run stands; do nothing at the 'model' pauses.",
            "At the 'tool' pause, `pause.arguments` is `{'a': 2, 'b': 2}`: the model proposed it.",
@@ -132,4 +143,4 @@ def steer(pause):
     ...  # at the tool pause, fix the arguments the model proposed
 
 check(exercise("edit_tool_call"), steer)''',
-    scenarios=[_slips(2, 3), _slips(19, 23)])
+    scenarios=_scenarios)

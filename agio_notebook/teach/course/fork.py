@@ -1,96 +1,142 @@
-"""Exercise on forks: fork a session once per candidate, compare the branches, and keep the best."""
+"""Exercise on forks: fork a session once per candidate, compare the branches, and keep the best.
+
+The candidates are made so that no shortcut picks the right one: their names say nothing, the right
+one is neither the first nor the last in every scenario, nor the longest, the shortest, the one with the
+most steps or the first that used a tool, and a wrong answer contains the right number's digits (``120``
+beside ``12``). Only comparing each branch's answer, as a number, with what the question asks works.
+"""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from ...agent import Agent
+from ...core import RunStatus
 from ...models import Reply, ScriptedModel
 from ...storage.base import Repository, iter_events
-from ..exercise import Exercise, Scenario, Trial, expect
-from ..running import call_solution, run_agent
+from ..exercise import Exercise, Scenario, Trial, judged
+from ..running import run_agent
+from ..values import numbers, same, shown_number
 from .judging import calculator
 
-QUESTION = "What is 15% of 80?"
+_NAMES = ["ada", "bo", "cyd", "dee", "eli", "fay", "gus", "hal", "ivo", "jun", "kit", "lou"]
 
 
-def candidates(order: tuple[str, ...]) -> dict[str, Agent]:
-    """The agents to try: a hasty one that guesses, and a careful one that computes."""
-    made = {"hasty": Agent(model=ScriptedModel(["It's about 10."], loop=True), name="hasty"),
-            "careful": Agent(model=ScriptedModel([Reply.call("calculator", expression="0.15 * 80"),
-                                                  "15% of 80 is 12."], loop=True),
-                             tools=[calculator], name="careful")}
-    return {name: made[name] for name in order}
+def _question(p: int, n: int) -> str:
+    return f"What is {p}% of {n}?"
+
+
+def candidates(kinds: list[str], p: int, n: int, names: list[str]) -> dict[str, Agent]:
+    """The agents to try, by name: ``careful`` computes; ``guesser`` says a long, confident guess whose
+    number holds the right one's digits; ``sloppy`` uses the calculator twice and reports the wrong
+    product; ``blunt`` answers a bare number one too small (the shortest answer, the smallest number)."""
+    right = p * n / 100
+    shown = shown_number(right)
+    scripts = {
+        "careful": [Reply.call("calculator", expression=f"{p / 100:g} * {n}"), f"{p}% of {n} is {shown}."],
+        "guesser": [f"Roughly speaking, {p}% is a small share, so {p}% of {n} should come to about "
+                    f"{shown_number(right * 10)}, give or take a little; I did this in my head."],
+        "sloppy": [Reply.call("calculator", expression=f"{p} * {n}"), Reply.call("calculator", expression=f"{p} * {n}"),
+                   f"{p}% of {n} is {shown_number(p * n)}."],
+        "blunt": [f"{shown_number(right - 1)}."],
+    }
+    return {name: Agent(model=ScriptedModel(scripts[kind], loop=True), tools=[calculator] if kind in
+                        ("careful", "sloppy") else [], name=name) for kind, name in zip(kinds, names)}
 
 
 async def drive(choose: Any, scenario: Scenario, repository: Repository) -> Trial:
     """A session whose first answer was wrong, then ``choose(session_id, candidates, repository)``."""
-    first = await run_agent(Agent(model=ScriptedModel(["15% of 80 is 15."]), name="first"), scenario, repository)
-    tried = candidates(scenario.data["order"])
-    chosen = await call_solution(choose, first.run.session_id, tried, repository, what="choose()")
+    p, n = scenario.data["p"], scenario.data["n"]
+    first_agent = Agent(model=ScriptedModel([f"{p}% of {n} is {shown_number(p + n)}."]), name="first")
+    first = await run_agent(first_agent, scenario, repository, watch=choose.watch)
+    tried = candidates(scenario.data["kinds"], p, n, scenario.data["names"])
+    chosen = await choose(first.run.session_id, tried, repository)
     run = repository.get_run(chosen) if isinstance(chosen, str) else None
     steps = ([] if run is None else
              [s for s in repository.get_steps(run.session_id, include_superseded=True) if s.run_id == run.id])
     events = [] if run is None else list(iter_events(repository, run.id))
     forks = [s.session_id for s in repository.list_sessions() if s.forked_from == first.run.session_id]
     return Trial(run, steps, events, chosen, repository,  # type: ignore[arg-type]
-                 {"session_id": first.run.session_id, "forks": forks, "candidates": len(tried)})
+                 {"session_id": first.run.session_id, "forks": forks, "candidates": tried}, choose.watch)
 
 
-def _is_run(trial: Trial) -> bool:
-    return trial.run is not None
+def _tried(trial: Trial) -> list[str]:
+    """The agents whose branch exists: a fork of the session with a run."""
+    repository = trial.repository
+    names = []
+    for session in trial.context["forks"]:
+        for run in repository.list_runs(session) if repository else []:
+            if run.agent_name and run.agent_name not in names:
+                names.append(run.agent_name)
+    return names
 
 
-def _is_fork(trial: Trial) -> bool:
-    return trial.run is not None and trial.run.session_id in trial.context["forks"]
+def _chose_right(p: int, n: int) -> Any:
+    right = p * n / 100
+
+    def why(trial: Trial) -> str | None:
+        value = trial.value
+        if trial.run is None:
+            if hasattr(value, "run_id"):
+                return (f"choose() returned a {type(value).__name__}, not a run id: return the run id of the branch "
+                        "you keep (result.run_id)")
+            return (f"choose() returned {value!r}, not the id of a run in the store: return the run id of the branch "
+                    "you keep (result.run_id)")
+        if trial.run.session_id not in trial.context["forks"]:
+            return (f"run {str(value)[:8]} is not in a fork of the session: fork it with "
+                    "await StepRunner(agent, repository=repository).fork(session_id, 1)")
+        wanted = list(trial.context["candidates"])
+        tried = _tried(trial)
+        if len([w for w in wanted if w in tried]) < len(wanted):
+            return (f"only {len([w for w in wanted if w in tried])} of {len(wanted)} candidates were tried "
+                    f"({', '.join(tried) or 'none'}): fork once per candidate, then compare the branches")
+        if trial.run.status is not RunStatus.COMPLETED:
+            return f"you kept a branch whose run did not complete ({trial.run.status.value})"
+        if not any(same(x, right) for x in numbers(trial.final_text)):
+            return (f"you kept {trial.run.agent_name}'s branch, which answered {trial.final_text!r}; another branch "
+                    f"answered {shown_number(right)}, which is right: score each branch by comparing its answer, as a "
+                    f"number, with the answer to the question (not by name, length, steps or tool use)")
+        return None
+    return why
 
 
-def _tried(trial: Trial) -> int:
-    return sum(1 for s in trial.context["forks"] if trial.repository and trial.repository.list_runs(s))
-
-
-def _why_not_run(trial: Trial) -> str:
-    return (f"choose() returned {trial.value!r}, not the id of a run in the store: return the run id of the branch "
-            "you keep (result.run_id)")
-
-
-def _why_not_fork(trial: Trial) -> str:
-    return (f"run {trial.value!r} is not in a fork of the session: fork it with "
-            "await StepRunner(agent, repository=repository).fork(session_id, 1)")
-
-
-def _why_not_all(trial: Trial) -> str:
-    return (f"only {_tried(trial)} of {trial.context['candidates']} candidates were tried: fork once per candidate, "
-            "then compare the branches")
-
-
-def _why_worse(trial: Trial) -> str:
-    return (f"you kept the branch that answered {trial.final_text!r}; another branch answered 12: score the "
-            "branches (e.g. scoring.regex or called_before_answer) and keep the best")
-
-
-def _order(name: str, order: tuple[str, ...]) -> Scenario:
-    return Scenario(name, QUESTION, data={"order": order},
-                    describe=f"the first answer said 15; candidates in the order {', '.join(order)}",
-                    expect=[expect(_is_run, _why_not_run, name="a run id"),
-                            expect(_is_fork, _why_not_fork, name="a fork"),
-                            expect(lambda t: _tried(t) >= t.context["candidates"], _why_not_all, name="all tried"),
-                            expect(lambda t: "12" in t.final_text, _why_worse, name="the best branch")])
+def _scenarios(rng: random.Random) -> list[Scenario]:
+    out = []
+    layouts = [("a long guess first", ["guesser", "careful"], False), ("a terse answer first", ["blunt", "careful"], False),
+               ("four candidates", ["sloppy", "guesser", "careful", "blunt"], True)]
+    for name, kinds, variant in layouts:
+        p = rng.choice([5, 10, 15, 20, 25, 30, 35, 40, 45, 60, 75])
+        n = rng.choice([x for x in range(20, 400, 4) if p * x % 100 == 0 and p * x // 100 >= 3])
+        names = rng.sample(_NAMES, len(kinds))
+        out.append(Scenario(name, _question(p, n), variant=variant, data={"p": p, "n": n, "kinds": kinds,
+                                                                            "names": names},
+                            describe=f"{_question(p, n)} was answered wrongly; candidates {', '.join(names)} "
+                                     f"(the right answer is {shown_number(p * n / 100)})",
+                            expect=[judged(_chose_right(p, n), "keeps a right branch")]))
+    return out
 
 
 FORK_COMPARE_CHOOSE = Exercise(
     name="fork_compare_choose", title="Fork, compare and choose", kind="function", arity=3,
     asks_for="a function choose(session_id, candidates, repository) returning a run id", minutes=20, drive=drive,
     instructions="""
-A session's agent answered *What is 15% of 80?* with 15. Write `choose(session_id, candidates,
-repository)` (it may be `async`): fork the session at its question (step 1) once per candidate agent
-(`await StepRunner(agent, repository=repository).fork(session_id, 1)`), compare the branches, and
-return the `run_id` of the best one. `candidates` is a dict of name → `Agent`.
+A session's agent answered a question like *What is 15% of 80?* wrongly. Write `choose(session_id,
+candidates, repository)` (it may be `async`): fork the session at its question (step 1) once per
+candidate agent (`await StepRunner(agent, repository=repository).fork(session_id, 1)`), compare the
+branches, and return the `run_id` of a branch whose answer is right. `candidates` is a dict of name →
+`Agent`.
+
+To compare, score each branch: read the question from the session (its first step), work out the right
+number, and compare each answer's numbers with it *as numbers* (`12` is not in `120`). The candidates'
+names, order and questions change at every check and say nothing about which is right; one scenario has
+more candidates than these instructions show.
 """,
     hints=["`result = await StepRunner(agent, repository=repository).fork(session_id, 1)` answers the "
            "question again in a new session; `result.final_text` and `result.run_id` are what you compare.",
-           "`agio_notebook.diff(a, b, repository=repository)` shows two branches side by side.",
-           "Score each branch (a scorer, or `'12' in result.final_text`) and return the best run id."],
+           "`repository.get_steps(session_id)[0].content` is the question; `re.findall(r'\\d+', ...)` its numbers.",
+           "Keep a branch whose answer contains the right number as a whole number: "
+           "`right in [float(x) for x in re.findall(r'-?\\d+(?:\\.\\d+)?', result.final_text)]`."],
     starter='''from agio_notebook import StepRunner
 from agio_notebook.exercises import check, exercise
 
@@ -98,7 +144,7 @@ async def choose(session_id, candidates, repository):
     results = {}
     for name, agent in candidates.items():
         ...  # fork the session at step 1 with this agent
-    ...  # compare, and return the run_id of the best branch
+    ...  # score each branch, and return the run_id of a right one
 
 check(exercise("fork_compare_choose"), choose)''',
-    scenarios=[_order("hasty first", ("hasty", "careful")), _order("careful first", ("careful", "hasty"))])
+    scenarios=_scenarios)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
 import re
 from typing import Any
 
 from ...core import ExecutionConfig, RunStatus
 from ...tools import Tool, tool
-from ..exercise import Exercise, Scenario, Trial, expect
+from ..exercise import Exercise, Scenario, Trial, judged
+from ..values import clock, numbers, same, shown_number, times
+from .probe import follows_the_tool
 
 
 @tool
@@ -21,28 +24,66 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def _why_added(expected: int) -> Any:
-    def why(trial: Trial) -> str:
-        path = trial.tool_path
-        if trial.run is not None and trial.run.status is RunStatus.MAX_STEPS:
-            return ("your model kept calling tools until max_steps: when the last message has role 'tool', "
-                    "answer with text")
-        if not path:
-            return ("your model answered without calling add: on the first turn return "
-                    "Reply.call('add', a=..., b=...) with the two numbers from the question")
-        if path != ["add"]:
-            return f"your model called {path}; call add once, then answer"
-        return (f"your model answered {trial.final_text!r}, which does not contain {expected}: answer with the "
-                "tool's result (the content of the last message)")
+def _hit_limit(trial: Trial) -> bool:
+    return trial.run is not None and trial.run.status is RunStatus.MAX_STEPS
+
+
+def _added(a: int, b: int) -> Any:
+    def why(trial: Trial) -> str | None:
+        calls = trial.calls
+        if _hit_limit(trial):
+            return ("your model kept calling tools until max_steps: when the last message has role 'tool', answer "
+                    "with text")
+        if not calls:
+            return ("your model answered without calling add: on the first turn return Reply.call('add', a=..., "
+                    "b=...) with the two numbers from the question")
+        if [name for name, _ in calls] != ["add"]:
+            return f"your model called {[name for name, _ in calls]}; call add once, then answer"
+        args = calls[0][1]
+        try:
+            got = sorted(float(v) for v in (args.get("a"), args.get("b")))
+        except (TypeError, ValueError):
+            got = []
+        if got != sorted([float(a), float(b)]):
+            return (f"your model called add({', '.join(f'{k}={v!r}' for k, v in args.items())}), not with the "
+                    f"question's numbers {a} and {b}: read them from the question (messages[-1]['content'])")
+        name, status, content = trial.tool_results[0]
+        if status != "ok":
+            return f"add failed: {content}"
+        result = numbers(content)[0]
+        said = numbers(trial.final_text)
+        if not any(same(n, result) for n in said):
+            return (f"your model answered {trial.final_text!r}, which does not contain {shown_number(result)}, what "
+                    "add returned: answer with the tool's result (the content of the last message)")
+        others = [n for n in said if not any(same(n, x) for x in (result, a, b))]
+        if others:
+            return (f"your model answered {trial.final_text!r}, which also says {shown_number(others[0])}: answer "
+                    f"with add's result, {shown_number(result)}")
+        return None
     return why
 
 
-def _adds(query: str, a: int, b: int) -> Scenario:
-    expected = a + b
-    return Scenario(f"{a} + {b}", query, tools=[add], config=ExecutionConfig(max_steps=4, enable_retry=False),
-                    describe=f"{query} (expects add, then {expected})", expect=[expect(
-                        lambda t: t.tool_path == ["add"] and re.search(rf"\b{expected}\b", t.final_text) is not None,
-                        _why_added(expected), name="calls add, then answers")])
+def _reads_the_result(a: int, b: int, rng: random.Random) -> Any:
+    other = a + b + rng.choice([111, 222, 1000, -333, 77])
+    return follows_the_tool(str(other), other, "add", ". Answer with the content of the last message, not with a "
+                                                      "sum of your own")
+
+
+def _function_scenarios(rng: random.Random) -> list[Scenario]:
+    config = ExecutionConfig(max_steps=4, tool_timeout=5.0, first_token_timeout=5.0, enable_retry=False)
+
+    def scenario(name: str, query: str, a: int, b: int, variant: bool = False) -> Scenario:
+        return Scenario(name, query, tools=[add], config=config, variant=variant,
+                        describe=f"{query} (expects add({a}, {b}), then {a + b})",
+                        expect=[judged(_added(a, b), "calls add, then answers")], probe=_reads_the_result(a, b, rng))
+
+    a, b = rng.randrange(2, 60), rng.randrange(2, 60)
+    c, d = rng.randrange(100, 999), rng.randrange(10, 99)
+    e, f = rng.randrange(20, 400), -rng.randrange(5, 99)
+    variant = rng.choice([f"Please add {e} and {f}.", f"What do you get if you add {f} to {e}?"])
+    return [scenario(f"{a} + {b}", f"What is {a} + {b}?", a, b),
+            scenario(f"{c} + {d}", f"What is {c} + {d}?", c, d),
+            scenario("asked another way", variant, e, f, variant=True)]
 
 
 FUNCTION_MODEL = Exercise(
@@ -51,8 +92,10 @@ FUNCTION_MODEL = Exercise(
     instructions="""
 A model is a function of the conversation: `fn(messages, tools)` returns the next reply, text or a tool
 call (`Reply.call(name, **arguments)`). Write one that, given a question like *What is 2 + 3?*, calls
-the `add` tool with the two numbers, and once the tool has answered (the last message has role
-`tool`), replies with the result.
+the `add` tool with the two numbers of the question, and once the tool has answered (the last message
+has role `tool`), replies with the tool's result. The numbers change at every check, and one question is
+asked in words these instructions do not show (numbers can be negative). The check also asks your
+function once more with another result from `add`: the answer must follow the tool.
 """,
     hints=["Look at `messages[-1]['role']`: 'user' means it is your first turn, 'tool' means the result is in.",
            "`re.findall(r'-?\\d+', text)` finds the numbers in the question.",
@@ -66,7 +109,7 @@ def my_model(messages, tools):
     ...  # call add with the two numbers, then answer with its result
 
 check(exercise("function_model"), my_model)''',
-    scenarios=[_adds("What is 2 + 3?", 2, 3), _adds("What is 19 + 23?", 19, 23)])
+    scenarios=_function_scenarios)
 
 
 def pages_tool(pages: dict[int, str]) -> Tool:
@@ -83,41 +126,96 @@ def pages_tool(pages: dict[int, str]) -> Tool:
 
 
 _LIMIT = 6
-_NOTES = {1: "Agenda: budget, hiring.", 2: "FOUND: the meeting is at 3 pm.", 3: "Minutes of last week."}
-_EMPTY = {1: "Agenda: budget, hiring.", 2: "Minutes of last week.", 3: "Coffee rota."}
+_FILLER = ["Agenda: budget, hiring.", "Minutes of last week.", "Coffee rota: Ana, Ben, Chloe.",
+           "Parking is closed on Fridays.", "Reminder: submit expenses by the 5th.", "Printer on floor 2 is fixed."]
+_DISTRACTOR = "Notes from the FOUNDATION board: nothing about the meeting."
+_NOT_FOUND = re.compile(r"\b(?:not|never|no|nothing|couldn't|could not|can't|cannot|didn't|did not|unable to|"
+                        r"wasn't|was not|isn't|is not)\b(?:\W+\w+){0,3}?\W+(?:find|found|there|mentioned|anywhere|"
+                        r"notes|pages|listed|available|known|given)\b"
+                        r"|\bnowhere\b|\bno (?:page|mention|result|answer)s?\b|\bfound nothing\b"
+                        r"|\b(?:don't|do not|didn't|did not|doesn't|does not) (?:know|say)\b|\bunknown\b", re.I)
 
 
-def _searches(trial: Trial) -> int:
-    return trial.tool_path.count("search")
+def says_not_found(text: str) -> bool:
+    """The answer says the thing was not found (in words, not a keyword: "I could not find it" counts)."""
+    return bool(_NOT_FOUND.search(text or ""))
 
 
-def _hit_limit(trial: Trial) -> bool:
-    return trial.run is not None and trial.run.status is RunStatus.MAX_STEPS
+def _searched(trial: Trial) -> list[Any]:
+    return [args.get("page") for name, args in trial.calls if name == "search"]
 
 
-def _why_found(trial: Trial) -> str:
-    n = _searches(trial)
+def _read_in_order(trial: Trial, rule: str) -> str | None:
+    """What every stopping scenario needs first: the loop stopped, and read page 1, 2, 3... in order."""
+    read = _searched(trial)
     if _hit_limit(trial):
-        return (f"your model never stopped: it ran until max_steps ({_LIMIT} model calls); answer as soon as a "
-                "page says FOUND")
-    if n < 2:
-        return f"your model stopped after {n} page(s), before page 2, which says FOUND"
-    if n > 2:
-        return f"your model read {n} pages: stop at the first page that says FOUND (page 2)"
-    return f"your model stopped at the right page, but its answer {trial.final_text!r} does not say '3 pm'"
+        return f"your model never stopped: it ran until max_steps ({_LIMIT} model calls); {rule}"
+    if read != list(range(1, len(read) + 1)):
+        return f"your model read pages {read}: read page 1, 2, 3... in order"
+    return None
 
 
-def _why_gave_up(trial: Trial) -> str:
-    n = _searches(trial)
-    if _hit_limit(trial):
-        return (f"your model never stopped: it ran until max_steps ({_LIMIT} model calls); give up after 3 pages "
-                "without FOUND")
-    if n != 3:
-        return f"your model read {n} page(s): read 3 pages before giving up, and no more"
-    return f"after 3 pages without FOUND, say 'not found'; your model said {trial.final_text!r}"
+def _found(page: int, minutes: int) -> Any:
+    def why(trial: Trial) -> str | None:
+        read = _searched(trial)
+        if (first := _read_in_order(trial, "answer as soon as a page says FOUND")) is not None:
+            return first
+        if len(read) < page:
+            seen = f"page {len(read)} ({trial.tool_results[-1][2]!r})" if read else "no page"
+            return f"your model stopped after {seen}, before page {page}, which says FOUND"
+        if len(read) > page:
+            return f"your model read {len(read)} pages: stop at the first page that says FOUND: (page {page})"
+        said = times(trial.final_text)
+        if minutes not in said or says_not_found(trial.final_text):
+            return (f"your model stopped at the right page, but its answer {trial.final_text!r} does not say "
+                    f"{clock(minutes)}, what the page says")
+        if any(t != minutes for t in said):
+            return f"your model's answer {trial.final_text!r} names another time than {clock(minutes)}"
+        return None
+    return why
 
 
-_CAP = ExecutionConfig(max_steps=_LIMIT, enable_retry=False)
+def _gave_up(trial: Trial) -> str | None:
+    read = _searched(trial)
+    if (first := _read_in_order(trial, "give up after 3 pages without FOUND")) is not None:
+        return first
+    if len(read) != 3:
+        return f"your model read {len(read)} page(s): read 3 pages before giving up, and no more"
+    if times(trial.final_text) or not says_not_found(trial.final_text):
+        return f"after 3 pages without FOUND, say it was not found; your model said {trial.final_text!r}"
+    return None
+
+
+def _stopping_scenarios(rng: random.Random) -> list[Scenario]:
+    def fact() -> tuple[int, str]:
+        minutes = rng.choice(range(8 * 60, 18 * 60, 30))
+        return minutes, f"FOUND: the meeting is at {clock(minutes)} in room {rng.randrange(2, 40)}."
+
+    def filler(n: int) -> list[str]:
+        return rng.sample(_FILLER, n)
+
+    found_at = rng.choice([1, 2, 3])
+    minutes, line = fact()
+    notes = dict(enumerate([*filler(found_at - 1), line, *filler(1)], 1))
+    _, late = fact()
+    empty = dict(enumerate([*filler(3), late], 1))  # the answer is on page 4: too late
+    v_minutes, v_line = fact()
+    v_at = rng.choice([2, 3])  # after a page that mentions the FOUNDATION board
+    v_pages = dict(enumerate([_DISTRACTOR, *filler(v_at - 2), v_line, *filler(1)], 1))
+    cap = ExecutionConfig(max_steps=_LIMIT, tool_timeout=5.0, first_token_timeout=5.0, enable_retry=False)
+    return [
+        Scenario(f"found on page {found_at}", "When is the meeting?", tools=[pages_tool(notes)], config=cap,
+                 describe=f"page {found_at} says FOUND: stop there and answer ({clock(minutes)})",
+                 expect=[judged(_found(found_at, minutes), "stops at FOUND")]),
+        Scenario("not in the first 3 pages", "When is the meeting?", tools=[pages_tool(empty)], config=cap,
+                 describe="no page of the first 3 says FOUND: give up after 3 pages",
+                 expect=[judged(_gave_up, "gives up")]),
+        Scenario("found, another layout", "When is the meeting?", tools=[pages_tool(v_pages)], config=cap,
+                 variant=True, describe=f"page {v_at} says FOUND ({clock(v_minutes)}), after a page that mentions "
+                                        "the FOUNDATION board",
+                 expect=[judged(_found(v_at, v_minutes), "stops at FOUND")]),
+    ]
+
 
 STOPPING_RULE = Exercise(
     name="stopping_rule", title="Add a stopping rule", kind="model", asks_for="a model function fn(messages, tools)",
@@ -125,11 +223,13 @@ STOPPING_RULE = Exercise(
     instructions=f"""
 An agent loop ends when the model answers instead of calling a tool; if it never does, the run hits
 `max_steps` ({_LIMIT} here) and ends without an answer. Write a model function that reads the meeting
-notes with `search(page)`, page 1, 2, 3..., and **stops**: answer with what was found as soon as a page
-says `FOUND`, and answer `not found` after 3 pages without it.
+notes with `search(page)`, page 1, 2, 3..., and **stops**: a page that has the answer starts with
+`FOUND:`; as soon as one does, answer with what it says (the time of the meeting), and after 3 pages
+without it, answer that it was not found. The pages change at every check, and one layout is one these
+instructions do not show.
 """,
     hints=["Count the tool results since the user's question: that is the number of pages read.",
-           "Check the last tool result for 'FOUND' before asking for another page.",
+           "Check whether the last tool result starts with 'FOUND:' before asking for another page.",
            "`if len(results) >= 3: return 'Not found.'` is a stopping rule."],
     starter='''from agio_notebook import Reply
 from agio_notebook.exercises import check, exercise
@@ -139,13 +239,5 @@ def searcher(messages, tools):
     return Reply.call("search", page=len(results) + 1)  # add a stopping rule
 
 check(exercise("stopping_rule"), searcher)''',
-    scenarios=[
-        Scenario("found on page 2", "When is the meeting?", tools=[pages_tool(_NOTES)], config=_CAP,
-                 describe="page 2 says FOUND: stop there and answer",
-                 expect=[expect(lambda t: not _hit_limit(t) and _searches(t) == 2 and "3 pm" in t.final_text,
-                                _why_found, name="stops at FOUND")]),
-        Scenario("not there", "When is the meeting?", tools=[pages_tool(_EMPTY)], config=_CAP,
-                 describe="no page says FOUND: give up after 3 pages",
-                 expect=[expect(lambda t: not _hit_limit(t) and _searches(t) == 3
-                                and "not found" in t.final_text.lower(), _why_gave_up, name="gives up")]),
-    ])
+    scenarios=_stopping_scenarios)
+

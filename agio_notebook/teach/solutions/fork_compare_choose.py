@@ -1,22 +1,18 @@
-"""fork_compare_choose: one fork per candidate, scored, the best kept."""
+"""fork_compare_choose: one fork per candidate, each answer compared as a number with the right one."""
 
-from ...execution import StepRunner
+ENTRY = "choose"
+SOURCE = '''
+import re
+from agio_notebook import StepRunner
 
+def numbers(text):
+    return [float(n) for n in re.findall(r"-?\\d+(?:\\.\\d+)?", text or "")]
 
-async def reference(session_id, candidates, repository):
-    results = [await StepRunner(agent, repository=repository).fork(session_id, 1) for agent in candidates.values()]
-    best = max(results, key=lambda r: "12" in (r.final_text or ""))
-    return best.run_id
-
-
-def keeps_the_original(session_id, candidates, repository):
-    return repository.list_runs(session_id)[0].id
-
-
-async def keeps_the_first(session_id, candidates, repository):
-    results = [await StepRunner(agent, repository=repository).fork(session_id, 1) for agent in candidates.values()]
-    return results[0].run_id
-
-
-WRONG = [(keeps_the_original, "is not in a fork of the session"),
-         (keeps_the_first, "you kept the branch that answered \"It's about 10.\"")]
+async def choose(session_id, candidates, repository):
+    question = repository.get_steps(session_id)[0].content       # "What is 15% of 80?"
+    percent, of = numbers(question)[:2]
+    right = percent * of / 100
+    branches = [await StepRunner(agent, repository=repository).fork(session_id, 1) for agent in candidates.values()]
+    good = [b for b in branches if right in numbers(b.final_text)]
+    return (good or branches)[0].run_id
+'''

@@ -1,0 +1,89 @@
+"""What a run returns: its record, the steps and events it wrote, and its typed output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from ..agent import Agent
+from ..core import AgentRun, InvalidOperationError, RunMetrics, RunStatus, Step, StepEvent, StepEventType
+from ..storage import Repository
+
+
+@dataclass
+class RunResult:
+    """What ``run()`` returns: the outcome of one run and everything it wrote."""
+
+    run: AgentRun
+    steps: list[Step] = field(default_factory=list)
+    events: list[StepEvent] = field(default_factory=list)
+    repository: Repository | None = field(default=None, repr=False, compare=False)
+    agent: Agent | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def run_id(self) -> str:
+        return self.run.id
+
+    @property
+    def session_id(self) -> str:
+        return self.run.session_id
+
+    @property
+    def status(self) -> RunStatus:
+        return self.run.status
+
+    @property
+    def final_text(self) -> str | None:
+        return self.run.final_text
+
+    @property
+    def output(self) -> Any:
+        """A typed agent's answer as its ``output_type`` (None until a run completes with one); for other
+        agents, the final text."""
+        if self.agent is None or self.agent.output is None or self.run.output is None:
+            return self.run.output if self.run.output is not None else self.run.final_text
+        return self.agent.output.load(self.run.output)
+
+    @property
+    def metrics(self) -> RunMetrics:
+        return self.run.metrics
+
+    @property
+    def error(self) -> str | None:
+        return self.run.error
+
+    def feedback(self, rating: Any, comment: str = "", *, step: int | str | None = None,
+                 correction: str | None = None, propose: bool = True) -> Any:
+        """+1 or -1 (and a comment) on this run or one of its steps, or -1 with the right answer as
+        ``correction``. Returns the experience the agent's extractor proposed (review it with
+        ``agio_notebook.memory.accept/reject``), or the stored feedback with ``propose=False``."""
+        from .feedback import feedback_and_proposal
+
+        if self.repository is None or self.agent is None:
+            raise InvalidOperationError("this result was not made by a runner; use agio_notebook.memory.add_feedback")
+        item, proposal = feedback_and_proposal(self.repository, self.run_id, rating, comment, step=step,
+                                               propose=propose, agent=self.agent, correction=correction)
+        return proposal if proposal is not None else item
+
+
+async def collect(stream: AsyncIterator[StepEvent], repository: Repository, agent: Agent) -> RunResult:
+    """Drive a run's event stream to its end; the result, with the steps as stored (metrics filled in
+    after their event, such as tool time, included)."""
+    events: list[StepEvent] = []
+    run: AgentRun | None = None
+    async for event in stream:
+        if event.type is StepEventType.STEP_DELTA:
+            continue
+        events.append(event)
+        if event.type.is_terminal:
+            run = AgentRun.from_dict(event.payload["run"])
+    if run is None:  # every stream ends with a terminal event; said plainly if one ever does not
+        raise InvalidOperationError("the run's event stream ended without its outcome")
+    steps = [] if run.start_sequence is None else [
+        s for s in repository.get_steps(run.session_id, run.start_sequence, run.end_sequence) if s.run_id == run.id]
+    return RunResult(run=run, steps=steps, events=events, repository=repository, agent=agent)
+
+
+async def replayed(events: list[StepEvent]) -> AsyncIterator[StepEvent]:
+    for event in events:
+        yield event

@@ -1,0 +1,112 @@
+"""Typed outputs: an agent that answers with a value of a type, not with free text.
+
+``Agent(output_type=...)`` takes a pydantic model, a dataclass, a ``TypedDict``, a list or dict of them,
+or a plain type (``int``, ``float``, ``bool``, ``Literal[...]``). The model is asked for that shape with a
+``final_result`` tool whose parameters are the type's JSON schema (a type that is not an object is wrapped
+as ``{"result": ...}``); pydantic validates the arguments, and a validation error goes back to the model as
+the tool's error, with the reason, for a bounded number of tries. A model that answers in text instead
+(JSON, as providers' structured output does) is read the same way. One ``pydantic.TypeAdapter`` does the
+schema, the validation and the JSON form stored with the run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pydantic
+
+from .base import Tool
+from .decorator import _inline_refs
+
+FINAL_RESULT = "final_result"
+RESULT_FIELD = "result"
+ACCEPTED = "Final result accepted."
+
+
+class OutputError(ValueError):
+    """A value that does not fit the output type; the text is what the model reads to fix it."""
+
+
+def _errors(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != RESULT_FIELD) or "the value"
+        parts.append(f"{where}: {err.get('msg')}")
+    return "; ".join(parts)
+
+
+class OutputSpec:
+    """How an agent's typed answer is asked for, validated and stored (see the module docstring)."""
+
+    def __init__(self, output_type: Any):
+        try:
+            self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(output_type)
+            schema = _inline_refs(self.adapter.json_schema())
+        except Exception as exc:  # noqa: BLE001 - say which type and why, once, when the agent is made
+            raise TypeError(f"output_type {output_type!r} cannot describe an answer: {exc}") from None
+        self.type = output_type
+        self.name = getattr(output_type, "__qualname__", None) or repr(output_type)
+        schema.pop("title", None)
+        self.wrapped = schema.get("type") != "object" or "properties" not in schema
+        parameters = ({"type": "object", "properties": {RESULT_FIELD: schema}, "required": [RESULT_FIELD]}
+                      if self.wrapped else {**schema, "required": schema.get("required", [])})
+        about = schema.get("description") or f"an answer of type {self.name}"
+        self.tool = Tool(name=FINAL_RESULT, parameters=parameters, function=_accepted, is_async=True,
+                         validate=self._validate_arguments,
+                         description=f"Give your final answer: {about}. Call it once, when you are done; "
+                                     "its arguments are the answer.")
+
+    def _validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.from_arguments(arguments)  # a wrong answer is the tool's error, with the reason
+        return {}
+
+    def from_arguments(self, arguments: dict[str, Any]) -> Any:
+        """The typed value a ``final_result`` call gave; :class:`OutputError` with the reason if it does not fit."""
+        if self.wrapped:
+            if not isinstance(arguments, dict) or RESULT_FIELD not in arguments:
+                raise OutputError(f"call {FINAL_RESULT} with {{\"{RESULT_FIELD}\": <the answer>}}")
+            arguments = arguments[RESULT_FIELD]
+        try:
+            return self.adapter.validate_python(arguments)
+        except pydantic.ValidationError as exc:
+            raise OutputError(f"the answer does not fit {self.name}: {_errors(exc)}") from None
+
+    def from_text(self, text: str | None) -> Any:
+        """The typed value a text answer gives (JSON of the type, or of the tool's arguments)."""
+        body = (text or "").strip()
+        if body.startswith("```"):  # a fenced block, as models like to write JSON
+            body = body.strip("`").removeprefix("json").strip()
+        try:
+            value = json.loads(body)
+        except json.JSONDecodeError:
+            raise OutputError(f"answer by calling {FINAL_RESULT} (the answer must be {self.name}, not free "
+                              "text)") from None
+        if self.wrapped and isinstance(value, dict) and set(value) == {RESULT_FIELD}:
+            value = value[RESULT_FIELD]
+        try:
+            return self.adapter.validate_python(value)
+        except pydantic.ValidationError as exc:
+            raise OutputError(f"the answer does not fit {self.name}: {_errors(exc)}") from None
+
+    def dump(self, value: Any) -> Any:
+        """The value as JSON data, as it is stored with the run."""
+        return self.adapter.dump_python(value, mode="json")
+
+    def load(self, data: Any) -> Any:
+        """A stored value back as the type."""
+        return self.adapter.validate_python(data)
+
+    def arguments_for(self, value: Any) -> dict[str, Any]:
+        """The ``final_result`` arguments that give ``value`` (what an offline model sends)."""
+        data = self.dump(value)
+        return {RESULT_FIELD: data} if self.wrapped else data
+
+
+async def _accepted(**_: Any) -> str:
+    return ACCEPTED
+
+
+def output_spec(output_type: Any) -> OutputSpec | None:
+    """The spec of an ``output_type`` (None, ``str``: plain text, no spec)."""
+    return None if output_type is None or output_type is str else OutputSpec(output_type)

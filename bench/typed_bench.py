@@ -1,0 +1,68 @@
+"""The prototyper's path, timed side by side in one run (in-memory store, offline models):
+
+- ``agent.run_sync(q)`` against ``StepRunner(agent).run_sync(None, q)``: the same per-turn cost (target ≤ 1.05×);
+- a turn of a typed agent (``output_type``: the answer validated from a ``final_result`` call) against a plain
+  turn (target ≤ 1.1×), and a typed answer's validation alone, per call.
+
+Prints ms per run (median of interleaved rounds) and the ratios.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+
+import pydantic
+
+from agio_notebook import Agent, Reply, ScriptedModel, StepRunner
+from agio_notebook.storage import InMemoryRepository
+from agio_notebook.tools.output import OutputSpec
+
+ROUNDS, RUNS = 7, 150
+
+
+class Quote(pydantic.BaseModel):
+    item: str
+    price: float
+    currency: str = "EUR"
+
+
+def timed(fn, n: int = RUNS) -> float:
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) * 1000.0 / n
+
+
+def main() -> None:
+    store = tempfile.mkdtemp(prefix="agio-typed-bench-")
+    os.environ["AGIO_STORE"] = store  # the short path's default store: TinyDB files, as StepRunner's below
+    plain = Agent(model=ScriptedModel(["tea is 3.5 EUR"], loop=True), name="plain")
+    typed = Agent(model=ScriptedModel([Reply.call("final_result", item="tea", price=3.5)], loop=True),
+                  output_type=Quote, name="typed")
+    memory = InMemoryRepository()
+    rows: dict[str, list[float]] = {k: [] for k in ("short", "runner", "plain", "typed")}
+    runner = StepRunner(plain)
+    for _ in range(ROUNDS):  # interleaved, so a busy moment hits every row alike
+        rows["short"].append(timed(lambda: plain.run_sync("price of tea?")))
+        rows["runner"].append(timed(lambda: runner.run_sync(None, "price of tea?")))
+        rows["plain"].append(timed(lambda: StepRunner(plain, repository=memory).run_sync(None, "price of tea?")))
+        rows["typed"].append(timed(lambda: StepRunner(typed, repository=memory).run_sync(None, "price of tea?")))
+    spec = OutputSpec(Quote)
+    args = {"item": "tea", "price": 3.5}
+    validation_us = timed(lambda: spec.dump(spec.from_arguments(args)), 20000) * 1000.0
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(f"{'what':<44} {'ms/run':>8}")
+    print(f"{'agent.run_sync(q) (TinyDB store)':<44} {med['short']:>8.2f}")
+    print(f"{'StepRunner(agent).run_sync(None, q) (same)':<44} {med['runner']:>8.2f}")
+    print(f"{'plain turn (in memory)':<44} {med['plain']:>8.2f}")
+    print(f"{'typed turn, output_type=Quote (in memory)':<44} {med['typed']:>8.2f}")
+    print(f"short path / StepRunner: {med['short'] / med['runner']:.3f}x (target <= 1.05x)")
+    print(f"typed / plain turn:      {med['typed'] / med['plain']:.3f}x (target <= 1.1x)")
+    print(f"a typed answer's validation and JSON form: {validation_us:.1f} us per call")
+
+
+if __name__ == "__main__":
+    main()

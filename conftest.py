@@ -1,0 +1,35 @@
+"""The tutorial notebooks (``pytest notebooks --nbval-lax``) run offline, each against a throwaway store of its
+own, as a learner's first run would: an agent of one tutorial never shows up in another's frames.
+
+It lives at the root, not in notebooks/, so the course's folder (JupyterLab's root in ``scripts/lab.sh``)
+shows the tutorials and nothing else. It touches only notebook items; the tests in tests/ are left alone.
+"""
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+OFFLINE = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL")
+_notebook = [None]
+_scratch: list[str] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before a notebook's kernel starts (its first cell's setup): offline, and a new, empty store."""
+    if item.path.suffix != ".ipynb" or item.parent is _notebook[0]:
+        return
+    _notebook[0] = item.parent
+    for name in OFFLINE:
+        os.environ.pop(name, None)
+    scratch = tempfile.mkdtemp(prefix="agio-notebooks-")  # the store, and the tutorial's own store beside it
+    _scratch.append(scratch)
+    os.environ["AGIO_STORE"] = os.path.join(scratch, "store")
+
+
+def pytest_unconfigure(config):
+    """The throwaway stores go when the run ends (their kernels are shut down by then)."""
+    for scratch in _scratch:
+        shutil.rmtree(scratch, ignore_errors=True)

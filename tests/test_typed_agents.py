@@ -1,0 +1,232 @@
+"""Typed agents: outputs of a type, validated and retried; dependencies handed to tools and prompts, never
+stored; per-call settings; and the short path (``agent.run_sync``, ``await agent.run``, ``agent.run_stream``)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from typing import Literal
+
+from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
+
+import pydantic
+import pytest
+
+import agio_notebook
+from agio_notebook import Agent, FunctionModel, Reply, ScriptedModel, StepRunner, tool
+from agio_notebook.core import RunStatus, StepRole
+from agio_notebook.storage import open_repository
+from agio_notebook.tools.context import RunContext
+from agio_notebook.tools.output import FINAL_RESULT
+from explore_support import go
+
+
+class Weather(pydantic.BaseModel):
+    city: str
+    celsius: float
+    sky: Literal["clear", "cloudy", "rain"]
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+class Person(TypedDict):
+    name: str
+    age: int
+
+
+@pytest.fixture
+def repo(tmp_path):
+    r = open_repository(str(tmp_path / "store"))
+    yield r
+    r.close()
+
+
+@pytest.mark.parametrize("output_type,arguments,expected", [
+    (Weather, {"city": "Oslo", "celsius": 4.5, "sky": "rain"}, Weather(city="Oslo", celsius=4.5, sky="rain")),
+    (Point, {"x": 1, "y": 2}, Point(1, 2)),
+    (Person, {"name": "Ada", "age": 36}, {"name": "Ada", "age": 36}),
+    (list[Point], {"result": [{"x": 1, "y": 2}, {"x": 3, "y": 4}]}, [Point(1, 2), Point(3, 4)]),
+    (int, {"result": 42}, 42),
+], ids=["pydantic", "dataclass", "typeddict", "list", "int"])
+def test_a_typed_answer_comes_back_as_its_type_and_is_stored(repo, output_type, arguments, expected):
+    model = ScriptedModel([Reply.call(FINAL_RESULT, **arguments)])
+    agent = Agent(model=model, output_type=output_type, name="typed")
+    result = go(StepRunner(agent, repository=repo).run(None, "answer"))
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.output == expected and type(result.output) is type(expected)
+    # asked for the shape: the final_result tool carries the type's schema
+    schema = next(t for t in agent.registry.schemas() if t["function"]["name"] == FINAL_RESULT)
+    assert schema["function"]["parameters"]["type"] == "object"
+    stored = repo.get_run(result.run_id)
+    assert stored.output == json.loads(json.dumps(result.run.output)) and stored.output_type
+    assert json.loads(stored.final_text) == stored.output  # the text of a typed answer is its JSON
+    frame = agio_notebook.outputs(agent="typed", repository=repo)
+    assert list(frame["run_id"]) == [result.run_id]
+    if isinstance(stored.output, dict):  # one column per field
+        for key, value in stored.output.items():
+            assert frame[key].iloc[0] == value
+
+
+def test_a_wrong_answer_goes_back_with_its_reason_and_retries_are_bounded(repo):
+    model = ScriptedModel([Reply.call(FINAL_RESULT, city="Oslo", celsius="warm", sky="rain"),
+                           Reply.call(FINAL_RESULT, city="Oslo", celsius=4, sky="snow"),
+                           Reply.call(FINAL_RESULT, city="Oslo", celsius=4, sky="clear")])
+    agent = Agent(model=model, output_type=Weather, output_retries=2)
+    result = go(StepRunner(agent, repository=repo).run(None, "weather?"))
+    assert result.status is RunStatus.COMPLETED and result.output == Weather(city="Oslo", celsius=4, sky="clear")
+    refusals = [s for s in result.steps if s.role is StepRole.TOOL and s.status != "ok"]
+    assert len(refusals) == 2
+    assert "celsius" in refusals[0].content and "sky" in refusals[1].content  # the model reads why
+    # the model saw its refusals before its third try
+    assert any("sky" in (m.get("content") or "") for m in model.messages_of(2) if m["role"] == "tool")
+    stubborn = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, city=1)], loop=True), output_type=Weather,
+                     output_retries=1)
+    failed = go(StepRunner(stubborn, repository=repo).run(None, "weather?"))
+    assert failed.status is RunStatus.FAILED and "no answer of type Weather after 2 tries" in failed.error
+    assert failed.metrics.model_calls == 2
+
+
+def test_a_text_answer_is_read_as_json_or_sent_back(repo):
+    model = ScriptedModel(["It is rainy in Oslo.", '```json\n{"city": "Oslo", "celsius": 5, "sky": "rain"}\n```'])
+    agent = Agent(model=model, output_type=Weather)
+    result = go(StepRunner(agent, repository=repo).run(None, "weather?"))
+    assert result.status is RunStatus.COMPLETED and result.output.celsius == 5
+    asked = [s for s in result.steps if s.role is StepRole.USER and s.extra.get("kind") == "output_retry"]
+    assert len(asked) == 1 and FINAL_RESULT in asked[0].content
+
+
+def test_bad_output_types_and_settings_are_one_line():
+    with pytest.raises(TypeError, match="output_type .* cannot describe an answer"):
+        Agent(model=ScriptedModel(["x"]), output_type=object())
+    with pytest.raises(ValueError, match="output_retries"):
+        Agent(model=ScriptedModel(["x"]), output_type=int, output_retries=-1)
+
+    @tool
+    def final_result(x: int) -> int:
+        """Clash."""
+        return x
+
+    with pytest.raises(ValueError, match="may not be named 'final_result'"):
+        Agent(model=ScriptedModel(["x"]), tools=[final_result], output_type=int)
+
+
+@dataclasses.dataclass
+class Shop:
+    owner: str
+    prices: dict[str, float]
+    connection_secret: str = "not-for-the-store-4711"
+
+
+def test_deps_reach_tools_and_the_system_prompt_and_are_never_stored(repo, tmp_path):
+    @tool
+    def price(ctx: RunContext[Shop], item: str) -> float:
+        """The price of an item in the shop."""
+        return ctx.deps.prices[item]
+
+    def instructions(ctx: RunContext[Shop]) -> str:
+        return f"You work for {ctx.deps.owner}."
+
+    assert "ctx" not in price.parameters["properties"]  # the model never sees it
+    model = ScriptedModel([Reply.call("price", item="tea"), "Tea costs 3.5."])
+    agent = Agent(model=model, tools=[price], system_prompt=instructions, deps_type=Shop)
+    shop = Shop("Ada", {"tea": 3.5})
+    result = go(StepRunner(agent, repository=repo).run(None, "tea?", deps=shop))
+    assert result.status is RunStatus.COMPLETED
+    assert [s.content for s in result.steps if s.role is StepRole.TOOL] == ["3.5"]
+    assert model.messages_of(0)[0] == {"role": "system", "content": "You work for Ada."}
+    assert repo.get_run(result.run_id).deps_type == "Shop"
+    stored = "\n".join(p.read_text(errors="replace") for p in (tmp_path / "store").rglob("*") if p.is_file())
+    assert "not-for-the-store-4711" not in stored
+    # the wrong deps, or none, are one line before anything is stored
+    runs_before = len(repo.list_runs())
+    with pytest.raises(TypeError, match="takes deps of type Shop, got dict"):
+        go(StepRunner(agent, repository=repo).run(None, "tea?", deps={"owner": "x"}))
+    with pytest.raises(ValueError, match="needs deps of type Shop"):
+        go(StepRunner(agent, repository=repo).run(None, "tea?"))
+    assert len(repo.list_runs()) == runs_before
+
+
+def test_retry_fork_and_resume_take_the_deps_of_the_call_that_asks(repo):
+    @tool
+    def whose(ctx: RunContext[Shop]) -> str:
+        """Whose shop this is."""
+        return ctx.deps.owner
+
+    agent = Agent(model=ScriptedModel([Reply.call("whose"), "done"], loop=True), tools=[whose], deps_type=Shop)
+    runner = StepRunner(agent, repository=repo)
+    first = go(runner.run(None, "whose?", deps=Shop("Ada", {})))
+    again = go(runner.retry(first.run_id, deps=Shop("Bob", {})))
+    forked = go(runner.fork(first.session_id, at=1, deps=Shop("Cy", {})))
+
+    def owners(result):
+        return [s.content for s in result.steps if s.name == "whose"]
+
+    assert owners(first) == ["Ada"] and owners(again) == ["Bob"] and owners(forked) == ["Cy"]
+
+
+def test_a_settings_hook_sets_one_calls_settings_and_it_is_stored(repo):
+    seen = []
+
+    async def fn(messages, tools, **_):
+        return "ok"
+
+    class Recorder(FunctionModel):
+        async def stream(self, messages, tools, *, stream=True, settings=None):
+            seen.append(dict(settings or {}))
+            async for chunk in super().stream(messages, tools, stream=stream, settings=settings):
+                yield chunk
+
+    def per_turn(ctx: RunContext[None], messages):
+        return {"extra_body": {"turn": ctx.step, "messages": len(messages)}}
+
+    agent = Agent(model=Recorder(lambda m, t: "ok"), model_settings={"temperature": 0}, settings_hook=per_turn)
+    result = go(StepRunner(agent, repository=repo).run(None, "hi"))
+    assert seen == [{"temperature": 0, "extra_body": {"turn": 1, "messages": 1}}]
+    assert result.steps[-1].extra["request"]["settings"] == seen[0]
+
+
+def test_the_short_path_runs_in_the_default_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGIO_STORE", str(tmp_path / "default"))
+    agent = Agent(model=ScriptedModel(["hello"], loop=True), name="short")
+    first = agent.run_sync("hi")
+    assert first.status is RunStatus.COMPLETED and first.final_text == "hello"
+    second = agent.run_sync("again", session=first.session_id)
+    assert second.session_id == first.session_id
+
+    async def both():
+        result = await agent.run("and again")
+        events = [e.type.value async for e in agent.run_stream("streamed")]
+        return result, events
+
+    result, events = asyncio.run(both())
+    assert result.final_text == "hello" and events[0] == "run_started" and events[-1] == "run_completed"
+    assert len(open_repository(str(tmp_path / "default")).list_runs()) == 4
+    typed = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, x=1, y=2)]), output_type=Point)
+    assert typed.run_sync("where?").output == Point(1, 2)
+
+
+def test_fork_with_another_agent_or_system_prompt_is_one_call(repo):
+    agent = Agent(model=ScriptedModel(["first answer", "second answer"], loop=True), system_prompt="Be brief.")
+    runner = StepRunner(agent, repository=repo)
+    first = go(runner.run(None, "hi"))
+    other = agent.with_instructions("Be thorough.")
+    forked = go(runner.fork(first.session_id, at=1, agent=other))
+    assert forked.status is RunStatus.COMPLETED
+    assert forked.steps[-1].extra["request"]["messages"]["system"] == "Be thorough."
+    assert first.steps[-1].extra["request"]["messages"]["system"] == "Be brief."
+
+
+def test_the_transcript_shows_the_typed_answer(repo):
+    from agio_notebook.notebook.transcript import bundle_for_run
+
+    model = ScriptedModel([Reply.call(FINAL_RESULT, city="Oslo", celsius=4.5, sky="rain")])
+    result = go(StepRunner(Agent(model=model, output_type=Weather), repository=repo).run(None, "weather?"))
+    bundle = bundle_for_run(repo, result.run_id)
+    assert 'output (Weather): {"city": "Oslo", "celsius": 4.5, "sky": "rain"}' in bundle["text/plain"]
+    assert 'class="agio-output"' in bundle["text/html"] and "Output · Weather" in bundle["text/html"]
+    assert bundle["application/vnd.agio.run+json"]["run"]["output"] == {"city": "Oslo", "celsius": 4.5, "sky": "rain"}

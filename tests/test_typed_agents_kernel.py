@@ -1,0 +1,68 @@
+"""A typed agent in a real kernel: ``%%agio AGENT --deps NAME`` hands a notebook variable to the tools, the
+cell's transcript shows the typed answer, and wrong deps are one line that runs nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernel_support import of_type, offline_kernel, stream_text
+
+SETUP = r'''
+%load_ext agio_notebook
+import dataclasses
+import pydantic
+from agio_notebook import Agent, Reply, RunContext, ScriptedModel, tool
+
+@dataclasses.dataclass
+class Shop:
+    owner: str
+
+class Answer(pydantic.BaseModel):
+    owner: str
+    open: bool
+
+@tool
+def who(ctx: RunContext[Shop]) -> str:
+    """Who owns the shop."""
+    return ctx.deps.owner
+
+shopper = Agent(model=ScriptedModel([Reply.call("who"), Reply.call("final_result", owner="Ada", open=True)],
+                                    loop=True), tools=[who], deps_type=Shop, output_type=Answer, name="shopper")
+shop = Shop("Ada")
+'''
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    k = offline_kernel(tmp_path_factory, "typed_kernel", SETUP)
+    yield k
+    k.close()
+
+
+def test_a_cell_hands_its_deps_to_the_tools_and_shows_the_typed_answer(kernel):
+    res = kernel.execute("%%agio shopper --deps shop\nWho owns the shop, and is it open?", timeout=120)
+    assert res["reply"]["content"]["status"] == "ok", res["reply"]["content"]
+    bundles = [m["content"]["data"] for m in of_type(res["messages"], "display_data", "update_display_data")
+               if "application/vnd.agio.run+json" in m["content"]["data"]]
+    assert bundles, "no transcript"
+    final = bundles[-1]
+    assert final["application/vnd.agio.run+json"]["run"]["output"] == {"owner": "Ada", "open": True}
+    assert "Output · Answer" in final["text/html"]
+    kernel.execute("handle = _")
+    assert kernel.value("handle.steps.query(\"name == 'who' and role == 'tool'\")['content'].tolist()") == ["Ada"]
+    assert kernel.value("[type(handle.output).__name__, handle.output.owner]") == ["Answer", "Ada"]
+
+
+@pytest.mark.parametrize("cell,line", [
+    ("%%agio shopper --deps nowhere\nhi", "--deps nowhere: no variable 'nowhere' in the notebook"),
+    ("%%agio shopper --deps SETUP_WRONG\nhi", "takes deps of type Shop, got str"),
+    ("%%agio shopper\nhi", "needs deps of type Shop"),
+])
+def test_wrong_deps_are_one_line_and_run_nothing(kernel, cell, line):
+    kernel.execute("SETUP_WRONG = 'not a shop'")
+    before = kernel.value("len(__import__('agio_notebook').runs())")
+    res = kernel.execute(cell)
+    errors = stream_text(res["messages"], "stderr") + "".join(
+        m["content"].get("evalue", "") for m in of_type(res["messages"], "error"))
+    assert line in errors and "Traceback" not in errors, errors
+    assert kernel.value("len(__import__('agio_notebook').runs())") == before
