@@ -23,6 +23,7 @@ from agio_notebook.classroom import ClassroomError, add_student, class_role, das
 from agio_notebook.classroom.admin import Secrets
 from agio_notebook.classroom.hub_config import render
 from agio_notebook.classroom.progress import failing_reasons
+from agio_notebook.exercises import RATES, check
 from agio_notebook.core import AgentRun, AgioError, RunStatus, StoreError
 from agio_notebook.storage import RunFilter, new_repository
 from agio_notebook.storage.export import load_export
@@ -101,19 +102,33 @@ def ran(repo, agent_name: str, query: str) -> str:
     return runner.run_sync(None, query).run_id
 
 
-def exercise(repo, name: str, passed: bool, reasons: list[str], at: float) -> None:
-    """An exercise result as the course records it: the store's named journal "progress"."""
-    doc = {"id": f"{name}-{at}", "exercise": name, "seed": 7, "passed": passed, "reasons": reasons, "time": at,
-           "solution_hash": "abc123"}
-    repo.journal("progress", {}).append([("attempts", doc)])
+def convert_undocumented(amount: float, currency: str) -> str:
+    return f"{amount * RATES[currency]:.2f} {currency}"
+
+
+def convert_currency(amount: float, currency: str) -> str:
+    """Convert an amount of US dollars to another currency.
+
+    Args:
+        amount: the amount in US dollars.
+        currency: a three-letter ISO 4217 code such as 'EUR', 'GBP' or 'JPY'.
+    """
+    return f"{amount * RATES[currency]:.2f} {currency}"
+
+
+def exercise(repo, solution) -> str | None:
+    """The course's exercise checked as a learner checks it; the result is kept in ``repo`` (its progress).
+    Returns the reason it failed (None: passed)."""
+    result = check("tool_docstring", solution, repository=repo)
+    return None if result.passed else (result.problem or result.failed[0].reason)
 
 
 def test_each_role_reads_and_writes_only_what_row_level_security_allows(klass):
     alice, bob = klass.students
     a, b, t = klass.repo(alice), klass.repo(bob), klass.repo(klass.teacher)
     run_a, run_b = ran(a, "helper", "alice asks"), ran(b, "helper", "bob asks")
-    exercise(a, "tool_docstring", False, ["the docstring does not say what it returns"], 1.0)
-    exercise(b, "tool_docstring", True, [], 2.0)
+    why = exercise(a, convert_undocumented)
+    assert why and exercise(b, convert_currency) is None
     for name, repo in ((alice, a), (bob, b)):
         repo.journal("memory", {}).append([("skills", {"id": "same-key", "text": f"{name}'s skill"})])
     # through the store: each student sees their own runs; the teacher sees every run, with its user
@@ -153,8 +168,10 @@ def test_each_role_reads_and_writes_only_what_row_level_security_allows(klass):
     frame = progress(t)
     assert frame[["user", "exercise", "passed", "attempts"]].astype(object).values.tolist() == [
         [alice, "tool_docstring", False, 1], [bob, "tool_docstring", True, 1]]
-    assert frame.loc[0, "last_reason"] == "the docstring does not say what it returns"
-    assert str(frame.dtypes["last_time"]).startswith("datetime64[") and frame.loc[1, "last_time"].timestamp() == 2.0
+    assert frame.loc[0, "last_reason"] == why
+    assert str(frame.dtypes["last_time"]).startswith("datetime64[") and frame.loc[0, "last_time"] <= frame.loc[1, "last_time"]
+    assert failing_reasons(t)[["exercise", "reason", "count", "students"]].values.tolist() == [
+        ["tool_docstring", why, 1, 1]]  # one attempt, by one student, however many scenarios it failed
     assert progress(a)["user"].tolist() == [alice]  # a student's progress() is their own
     board = dashboard(t)
     assert board["students"] == [alice, bob] and board["teacher"] == klass.teacher
@@ -185,7 +202,7 @@ def test_students_join_and_leave_their_rows_kept_or_exported(klass, tmp_path):
     add_student(klass.url, [carol, dave], klass.secrets)
     c, d = klass.repo(carol), klass.repo(dave)
     run_c, run_d = ran(c, "helper", "carol asks"), ran(d, "helper", "dave asks")
-    exercise(d, "model_function", False, ["no tool call"], 3.0)
+    exercise(d, convert_undocumented)
     assert add_student(klass.url, [carol], klass.secrets).lines == [f"{carol} is already a student of "
                                                                     f"{klass.url.rsplit('/', 1)[1]}"]
     with pytest.raises(ClassroomError, match=f"'zed{n}' is not a student of .* \\(students: "):
@@ -200,7 +217,7 @@ def test_students_join_and_leave_their_rows_kept_or_exported(klass, tmp_path):
     assert {r.query for r in t.query_runs().runs} == {"written before the class", "carol asks"}
     assert [r.id for r in load_export(export).list_runs()] == [run_d]
     journals = [orjson.loads(line) for line in export.read_bytes().splitlines() if b'"journals"' in line]
-    assert [j["doc"]["doc"]["exercise"] for j in journals] == ["model_function"]
+    assert [(j["doc"]["journal"], j["doc"]["doc"]["exercise"]) for j in journals] == [("exercises", "tool_docstring")]
     with psycopg.connect(klass.url) as conn:
         roles = {r[0] for r in conn.execute("SELECT rolname FROM pg_roles").fetchall()}
     assert carol not in roles and dave not in roles and carol not in klass.book.passwords

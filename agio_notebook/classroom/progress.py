@@ -1,9 +1,9 @@
 """The teacher's view of a class: who passed which exercise, after how many attempts, and why the others
 fail; each student's latest runs.
 
-Exercise results are the store's named journal ``progress``: one record per checked attempt, with the
-exercise, its seed, whether it passed, the reasons it failed, when, and a hash of the solution (written by
-``agio_notebook.teach`` when an exercise is checked). On a classroom's PostgreSQL store each record's user
+Exercise results are what ``check()`` keeps in the store (``agio_notebook.teach.progress``): one record per
+checked attempt, with the exercise, its seed, whether it passed, the reasons it failed, when, and a hash of
+the solution. On a classroom's PostgreSQL store each record's user
 is the role that wrote it and the teacher's role reads every student's (row-level security lets a student
 read only their own); elsewhere the records are one person's. ``progress()`` is the frame, and
 ``dashboard()`` what the class dashboard of the Runs panel shows.
@@ -21,23 +21,22 @@ import pandas as pd
 from ..core.origin import current_user
 from ..storage import RunFilter, current_store
 from ..storage.base import Repository
+from ..teach.progress import JOURNAL, KEYS
 from .roles import read_roster
-
-PROGRESS_JOURNAL = "progress"
 COLUMNS = ("user", "exercise", "passed", "attempts", "last_reason", "last_time")
 
 
 def attempts(repository: Repository | None = None) -> list[dict[str, Any]]:
-    """Every checked attempt: {user, exercise, passed, reasons, time, seed, solution_hash}, oldest first."""
+    """Every checked attempt: {user, exercise, passed, reasons, time, seed, solution}, oldest first."""
     repo = current_store(repository)
     roster = read_roster(repo)
     if roster is not None:  # every role's records, as far as this role may read them
         rows: Iterable[tuple[str, dict[str, Any]]] = (
             (owner, orjson.loads(doc)) for owner, doc in
             repo.fetch("SELECT owner, doc FROM agio_journal WHERE name = ? AND doc IS NOT NULL",  # type: ignore[attr-defined]
-                       (PROGRESS_JOURNAL,)))
+                       (JOURNAL,)))
     else:
-        journal = repo.journal(PROGRESS_JOURNAL, {})
+        journal = repo.journal(JOURNAL, KEYS)
         me = current_user()
         rows = [(doc.get("user") or me, doc) for table in journal.tables.values() for doc in table.values()]
     found = [_attempt(user, doc) for user, doc in rows]
@@ -49,7 +48,7 @@ def _attempt(user: str | None, doc: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(exercise, str) or not isinstance(doc.get("passed"), bool):
         return None  # not an exercise result
     return {"user": user, "exercise": exercise, "passed": doc["passed"], "reasons": _reasons(doc.get("reasons")),
-            "time": _seconds(doc.get("time")), "seed": doc.get("seed"), "solution_hash": doc.get("solution_hash")}
+            "time": _seconds(doc.get("time")), "seed": doc.get("seed"), "solution": doc.get("solution")}
 
 
 def _reasons(value: Any) -> list[str]:
@@ -92,13 +91,13 @@ def summarize(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def failing(found: list[dict[str, Any]], top: int = 3) -> dict[str, list[dict[str, Any]]]:
-    """For each exercise, its most common failing reasons: how many failed attempts gave each, and by how
-    many students."""
+    """For each exercise, its most common failing reasons: how many failed attempts gave each (an attempt whose
+    scenarios fail for one reason counts once), and by how many students."""
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     who: dict[tuple[str, str], set[str]] = defaultdict(set)
     for a in found:
         if not a["passed"]:
-            for reason in a["reasons"] or ["failed"]:
+            for reason in dict.fromkeys(a["reasons"] or ["failed"]):  # an attempt counts once per reason
                 counts[a["exercise"]][reason] += 1
                 who[(a["exercise"], reason)].add(a["user"] or "")
     return {exercise: [{"reason": r, "count": n, "students": len(who[(exercise, r)])}

@@ -5,11 +5,12 @@
  * A tree's "Open transcript" opens the run's tab (no kernel needed).
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { el } from './dom';
-import { MAGIC_EVENT, MagicRequest, controlCell } from './magic';
+import { MAGIC_EVENT, MagicRequest } from './magic';
+import { insertAndRun } from './notebook_cells';
 import { RunsApi, Update } from './runs_api';
 import { RunsPanel } from './runs_panel';
 import { DashboardTab, StoreTab, TranscriptTab, diffTab, treeTab } from './runs_views';
@@ -21,17 +22,10 @@ const runsIcon = new LabIcon({
 });
 
 /** Insert `code` below the active cell of `panel` and run it; the notebook comes to the front. */
-export function insertAndRun(app: JupyterFrontEnd, panel: NotebookPanel, code: string): void {
+function runBelowActive(app: JupyterFrontEnd, panel: NotebookPanel, code: string): void {
   const notebook = panel.content;
-  if (!notebook.model) {
-    return;
-  }
-  const at = notebook.widgets.length ? notebook.activeCellIndex + 1 : 0;
-  notebook.model.sharedModel.insertCell(at, { cell_type: 'code', source: controlCell(code) });
-  notebook.activeCellIndex = at;
-  notebook.deselectAll();
   app.shell.activateById(panel.id);
-  void NotebookActions.run(notebook, panel.sessionContext);
+  insertAndRun(panel, notebook.widgets.length ? notebook.activeCellIndex + 1 : 0, code);
 }
 
 const REPLAY = /^%agio replay ([A-Za-z0-9_][A-Za-z0-9_.:-]*)$/;
@@ -79,7 +73,7 @@ export const runsPlugin: JupyterFrontEndPlugin<void> = {
       const panel = tracker.currentWidget;
       if (panel) {
         event.preventDefault(); // handled: the control shows no "run in a cell" hint
-        insertAndRun(app, panel, code);
+        runBelowActive(app, panel, code);
         return;
       }
       // no notebook to run it in: the control shows the command; say where it belongs
@@ -100,10 +94,10 @@ export const runsPlugin: JupyterFrontEndPlugin<void> = {
       openTree: sessionId => show(treeTab(api, sessionId) as StoreTab<unknown>),
       openDashboard: () => show(new DashboardTab(api, openRun) as StoreTab<unknown>),
       changed: (update: Update) => {
+        const something = update.runs === null || Boolean(update.runs?.length || update.journals?.length);
         for (const tab of tabs.values()) {
-          const progress = tab instanceof DashboardTab && (update.journals ?? []).includes('progress');
-          if (progress || (update.runs !== undefined && update.runs?.length !== 0 && tab.wantsUpdates())) {
-            void tab.reload();
+          if (something && tab.wantsUpdates()) {
+            void tab.reload(); // one read at a time: changes meanwhile are read once more after it
           }
         }
       }

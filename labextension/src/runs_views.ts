@@ -119,6 +119,11 @@ class MimeTab extends StoreTab<MimeAnswer> {
   protected draw(answer: MimeAnswer): void {
     this.body.replaceChildren(this.render(answer.data, this.node.ownerDocument));
   }
+
+  /** A diff or a tree is read when opened (again from the panel): it reads the sessions it draws whole. */
+  wantsUpdates(): boolean {
+    return false;
+  }
 }
 
 /** Two runs side by side (explore.ts's diff). */
