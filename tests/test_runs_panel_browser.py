@@ -231,7 +231,7 @@ def test_retry_says_which_notebook_to_open_then_runs_in_it(lab, page):
     tab = active_tab(page)
     tab.locator("button.agio-retry").click(timeout=LONG)
     tab.locator(".agio-runs-hint", has_text="Open lesson.ipynb").wait_for(timeout=LONG)
-    assert f"%agio retry {first['id']}" in tab.locator(".agio-command-hint").inner_text()
+    assert f"%agio retry {first['id'][:8]} " in tab.locator(".agio-command-hint").inner_text()
     lab.start_kernel("lesson.ipynb")  # as JupyterLab would; the notebook joins it (no kernel dialog on a busy machine)
     tab.locator("button.agio-runs-open-notebook").click()
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=LONG)
@@ -244,7 +244,7 @@ def test_retry_says_which_notebook_to_open_then_runs_in_it(lab, page):
     tab.locator("button.agio-retry").click(timeout=LONG)
     page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-Cell').length >= 2", timeout=LONG)
     cells = page.evaluate("[...document.querySelectorAll('.jp-Notebook .jp-Cell .cm-content')].map(c => c.innerText)")
-    assert any(f"%agio retry {first['id']}" in c for c in cells)
+    assert any(f"%agio retry {first['id'][:8]} " in c for c in cells)
     found = wait_rows(page, 5, timeout=LONG)  # the retry the notebook ran, in the panel
     assert found[0]["kind"] == "retry" and found[0]["notebook"] == "lesson.ipynb"
 
