@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 from typing import Any, Callable
 
 from .store import PanelStore
@@ -161,8 +162,6 @@ class ChangeFeed:
 
 def _journal_name(root: Any, name: str) -> str | None:
     """The named journal a changed file of a TinyDB store is (None: a session file or the run index)."""
-    from pathlib import Path
-
     try:
         rel = Path(name).relative_to(root)
     except ValueError:
