@@ -177,6 +177,7 @@ def main() -> None:
 
             crowd = asyncio.run(together())
     together_ms = crowd["turn_ms"]
+    print("load average (1, 5, 15 min) at the end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     a50, a99, c50, c99 = pct(alone, 50), pct(alone, 99), pct(together_ms, 50), pct(together_ms, 99)
     print(f"engine and store time per turn (a query, a tool call, an answer: 4 steps, 3 durable commits; the model's "
           f"{args.model_ms:.0f} ms per call and the tool's time left out), {args.turns} turns per student")

@@ -98,6 +98,7 @@ def main() -> None:
     ap.add_argument("--backends", nargs="+", default=["tinydb", "sqlite", "postgres"])
     args = ap.parse_args()
     runs = make_runs(args.runs)
+    print("load average (1, 5, 15 min) at the start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     print(f"{args.runs:,} runs, pages of {PAGE}, median of {ASKS} asks (ms)\n")
     print(f"{'backend':<9} {'page':<17} {'query_runs':>11} {'in Python':>10} {'ratio':>7}")
     for backend in args.backends:
