@@ -246,6 +246,9 @@ def test_faults_are_one_line_each(klass, tmp_path):
         conn.execute("CREATE ROLE outsider LOGIN PASSWORD 'outsider-pw'")
     with pytest.raises(StoreError, match="CONNECT privilege.*agio classroom add-student NAME"):
         new_repository(klass.book.url_for("outsider").replace("outsider@", "outsider:outsider-pw@"))
+    # a server started without a role: the URL names nobody and no password came with it
+    with pytest.raises(StoreError, match="no password supplied.*its role in AGIO_STORE and its password in PGPASSWORD"):
+        new_repository(klass.book.store)
     with pytest.raises(ClassroomError, match="a PostgreSQL database"):
         init("sqlite:///x.db", klass.teacher, klass.students, tmp_path / "s.json")
     with pytest.raises(AgioError, match="password authentication failed") as caught:  # the administrator's, wrong

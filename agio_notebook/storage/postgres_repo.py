@@ -39,6 +39,9 @@ def _who_hint(detail: str) -> str:
     if "CONNECT privilege" in detail or ("role" in detail and "does not exist" in detail):
         return (" (in a classroom each member connects as their own role: the teacher adds one with "
                 "`agio classroom add-student NAME`)")
+    if "no password supplied" in detail:
+        return (" (in a classroom the hub gives each member's server its role in AGIO_STORE and its password in "
+                "PGPASSWORD)")
     return ""
 
 
