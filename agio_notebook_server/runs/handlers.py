@@ -9,8 +9,9 @@
     GET progress              the class dashboard (a teacher's role on a classroom store)
     WS  updates               {"type": "changed" | "store", ...} as the store changes (changes.py)
 
-Every answer is JSON; a failure is ``{"message": one line}`` with a 4xx or 5xx status, and a store that
-does not exist yet is a 404 with the line that says how one comes to be.
+Every answer is JSON; a failure is ``{"message": one line}`` with a 4xx or 5xx status. A store that does not
+exist yet is ``state: none`` from ``store`` (with the line that says how one comes to be) and a 404 elsewhere.
+Reading is authorised as reading the server's files is (``contents``): the store lives among them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 from typing import Any, Callable
 
 from jupyter_core.utils import ensure_async
-from jupyter_server.auth.decorator import ws_authenticated
+from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web, websocket
 
@@ -32,10 +33,13 @@ class ViewHandler(APIHandler):
     """Runs one view on the store's worker thread, with the path's parts and the query's arguments it names,
     and writes its answer (and the damage it met) as JSON."""
 
+    auth_resource = "contents"
+
     def initialize(self, store: PanelStore, view: Callable[..., dict[str, Any]], query: tuple[str, ...] = ()) -> None:
         self.store, self.view, self.query = store, view, query
 
     @web.authenticated
+    @authorized
     async def get(self, *path: str) -> None:
         params = {name: self.get_argument(name, "") for name in self.query}
         try:
