@@ -18,6 +18,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbclient import NotebookClient
@@ -73,11 +74,31 @@ def refresh(path: Path, out: Path, timeout: int) -> str | None:
         finally:
             os.environ.clear()
             os.environ.update(saved)
+        _without_prefix(nb, tmp + os.sep)  # the store reads as a learner's would (.agio.NAME), no machine path
     nb.metadata.get("widgets", {}).pop("application/vnd.jupyter.widget-state+json", None)  # no live state saved
     if "widgets" in nb.metadata and not nb.metadata["widgets"]:
         del nb.metadata["widgets"]
     nbformat.write(nb, out)
     return None
+
+
+def _without_prefix(nb: Any, prefix: str) -> None:
+    """Drop ``prefix`` (this run's temporary folder) from every text output: saved notebooks name no path of
+    the machine that refreshed them."""
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(prefix, "")
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        return value
+
+    for cell in nb.cells:
+        for output in cell.get("outputs", ()):
+            for key in ("text", "data"):
+                if key in output:
+                    output[key] = clean(output[key])
 
 
 def main(argv: list[str] | None = None) -> int:

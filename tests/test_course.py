@@ -104,3 +104,10 @@ def test_the_readme_tutorial_list_is_the_course() -> None:
     order = [r.group(2) for r in _course_rows()]
     found = re.findall(r"\[`(\w+)\.ipynb`\]", section)
     assert found == order
+
+
+@pytest.mark.parametrize("name", TUTORIALS_ON_DISK)
+def test_saved_outputs_name_no_path_of_the_machine_that_ran_them(name: str) -> None:
+    text = (NOTEBOOKS / f"{name}.ipynb").read_text()
+    found = re.findall(r"(?:/tmp/|/root/|/home/|/work/)[^\s\"\\]*", text)
+    assert not found, f"{name} shows machine paths in its outputs: {found[:3]}"

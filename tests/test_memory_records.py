@@ -77,7 +77,7 @@ def test_experiences_have_tags_like_skills(repo):
     assert memory.experiences(repository=repo).loc[0, "tags"] == ["calendar", "time"]
     assert memory.edit(exp.id, tags=["dates"], repository=repo).tags == ["dates"]
     # tags are searchable, as a skill's are
-    assert memory.search("dates", repository=repo).experiences[0][0].id == exp.id
+    assert memory.search("dates", repository=repo).query("kind == 'experience'").iloc[0]["id"] == exp.id
     new = pd.DataFrame([{"id": None, "situation": "asked for a sum", "tags": "maths"}])
     assert memory.update(pd.concat([memory.experiences(repository=repo), new], ignore_index=True),
                          repository=repo) == 1

@@ -68,3 +68,37 @@ def test_a_step_that_is_not_a_model_call_is_one_clear_error(tmp_path):
         agio_notebook.context("nope", 2, repository=runner.repository)
     with pytest.raises(TypeError, match="step must be a step number"):
         agio_notebook.context(run.run_id, "2", repository=runner.repository)
+
+
+def test_every_reader_of_a_call_agrees_on_what_the_model_saw(tmp_path):
+    """The run's own context, the rebuilt request, context() and a replay's recording name the same messages
+    for each call of a run with memory, a tool and a retry (core/conversation.py is their one home)."""
+    from agio_notebook import Agent, Reply, ScriptedModel, StepRunner, memory, tool
+    from agio_notebook.core import StepRole
+    from agio_notebook.execution.requests import request_of
+    from agio_notebook.models.replay import recorded_calls
+    from agio_notebook.storage import open_repository
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    repo = open_repository(str(tmp_path / "s"))
+    memory.add_skill("sums", "Show sums as words.", scope="adder", repository=repo)
+    model = ScriptedModel([Reply.call("add", a=2, b=3), "five"], loop=True)
+    runner = StepRunner(Agent(model=model, tools=[add], name="adder", system_prompt="Add."), repository=repo)
+    first = runner.run_sync(None, "what are the sums of two and three?")
+    retried = __import__("asyncio").run(runner.retry(first.run_id, first.steps[-1].sequence))
+    steps = repo.get_steps(first.session_id, include_superseded=True)
+    recorded = {c.step.id: c.messages() for c in recorded_calls(steps)}
+    sent = [model.messages_of(i) for i in range(len(model.calls))]
+    calls = [s for s in steps if s.role is StepRole.ASSISTANT]
+    assert len(calls) == len(sent) == 4  # two calls, and two again from the retried step
+    for call, what_was_sent in zip(sorted(calls, key=lambda s: s.created_at), sent):
+        rebuilt = request_of(repo, call)["messages"]
+        assert rebuilt == what_was_sent == recorded[call.id]
+        seen = agio_notebook.context(call.run_id, call.sequence, repository=repo)
+        assert list(seen["text"])[0].startswith("Add.") and "Show sums as words." in list(seen["text"])[0]
+        assert len(seen) == len(what_was_sent)
+    assert retried.status.value == "completed"

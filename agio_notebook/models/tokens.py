@@ -106,16 +106,12 @@ def count_tokens(messages: Sequence[Mapping[str, Any]], model_name: str | None) 
     message is estimated (about four characters a token, plus the message's overhead).
     """
     encoding = encoding_for(model_name)
-    counts = []
-    for message in messages:
-        parts = _message_text(message)
-        if encoding is None:
-            counts.append(math.ceil(sum(map(len, parts)) / CHARS_PER_TOKEN) + _ESTIMATED_OVERHEAD_CHARS // CHARS_PER_TOKEN)
-            continue
-        # ordinary encoding: special-token text counts as text, and it is the encoder's fast path
-        n = PER_MESSAGE + sum(len(encoding.encode_ordinary(p)) for p in parts if p)
-        counts.append(n + (PER_NAME if message.get("name") else 0))
-    return counts, encoding is not None
+    if encoding is None:  # about four characters a token: ceil(characters / 4), and the message's overhead
+        overhead, per = _ESTIMATED_OVERHEAD_CHARS // CHARS_PER_TOKEN, CHARS_PER_TOKEN
+        return [-(-sum(map(len, _message_text(m))) // per) + overhead for m in messages], False
+    encode = encoding.encode_ordinary  # special-token text counts as text, and it is the encoder's fast path
+    return [PER_MESSAGE + sum(len(encode(p)) for p in _message_text(m) if p) + (PER_NAME if m.get("name") else 0)
+            for m in messages], True
 
 
 def prompt_tokens(messages: Sequence[Mapping[str, Any]], model_name: str | None) -> tuple[int, bool]:
@@ -128,8 +124,8 @@ def message_counts(messages: Sequence[Mapping[str, Any]], model_name: str | None
     """One :class:`TokenCount` per message (each with the chat format's overhead around it); a prompt of
     them costs their sum plus :data:`REPLY_PRIMING` (see :func:`prompt_total`)."""
     counts, exact = count_tokens(messages, model_name)
-    make = TokenCount._make
-    return [make((n, not exact)) for n in counts]
+    new, estimated = tuple.__new__, not exact
+    return [new(TokenCount, (n, estimated)) for n in counts]
 
 
 def prompt_total(counts: Sequence[TokenCount]) -> TokenCount:

@@ -259,7 +259,7 @@ class Controller:
         agent = self.default_agent()
         key = "set" if os.environ.get("OPENAI_API_KEY") else "not set"
         return (f"model: {agent.model_name}" + (f" at {self.base_url}" if self.base_url else "")
-                + f" · store: {self.repository.root} · session: {(self.session_id or '')[:8] or '(new on next run)'}"
+                + f" · store: {_shown_path(self.repository.root)} · session: {(self.session_id or '')[:8] or '(new on next run)'}"
                 + f" · OPENAI_API_KEY {key}")
 
     def default_agent(self) -> Agent:
@@ -676,4 +676,16 @@ async def _tick(live: LiveView) -> None:
     while True:
         await asyncio.sleep(live.min_interval)
         live.flush_if_due()
+
+
+def _shown_path(root: Any) -> str:
+    """A store's place as a person reads it: relative to the notebook's folder when it lies inside it."""
+    text = str(root)
+    if "://" in text:
+        return text
+    try:
+        relative = os.path.relpath(text)
+    except ValueError:  # another drive
+        return text
+    return text if relative.startswith("..") else relative
 

@@ -647,7 +647,8 @@ async def _final_run(stream: Any) -> AgentRun:
     async for event in stream:
         if event.type.is_terminal:
             run = AgentRun.from_dict(event.payload["run"])
-    assert run is not None
+    if run is None:  # every run's stream ends with its outcome; said plainly if one ever does not
+        raise SchedulingError("a run's event stream ended without its outcome")
     return run
 
 
