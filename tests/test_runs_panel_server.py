@@ -155,3 +155,18 @@ def test_the_push_channel_says_the_database_went_away_and_came_back():
         url = pg.new_database()
         new_repository(url).close()
         asyncio.run(follow(pg, url))
+
+
+def test_a_runs_notebook_names_no_home_folder_and_the_panel_still_opens_it(tmp_path, monkeypatch):
+    from agio_notebook.core.origin import current_notebook
+
+    home = tmp_path / "home" / "alice"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("JPY_SESSION_NAME", str(home / "course" / "quickstart.ipynb"))
+    assert current_notebook() == "~/course/quickstart.ipynb"  # what saved transcripts carry
+    assert AgentRun(session_id="s").notebook == "~/course/quickstart.ipynb"
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "elsewhere.ipynb"))
+    assert current_notebook() == str(tmp_path / "elsewhere.ipynb")
+    assert views.notebook_path(PanelStore(home), "~/course/quickstart.ipynb") == "course/quickstart.ipynb"
+    assert views.notebook_path(PanelStore(home), str(tmp_path / "elsewhere.ipynb")) is None  # outside the root
+    assert views.notebook_path(PanelStore(home), "lesson.ipynb") == "lesson.ipynb"

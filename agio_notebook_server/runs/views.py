@@ -20,7 +20,7 @@ def notebook_path(store: PanelStore, notebook: str | None) -> str | None:
     """A run's notebook as a path the server can open (relative to its root), or None."""
     if not notebook:
         return None
-    path = Path(notebook)
+    path = Path(notebook).expanduser()  # a kernel names a notebook in its home from ~ (core/origin.py)
     if not path.is_absolute():
         return notebook
     try:
