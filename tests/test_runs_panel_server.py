@@ -120,6 +120,31 @@ time.sleep(120)
     assert len(page["runs"]) == 1
 
 
+def test_a_tinydb_store_whose_index_another_process_holds_locked_is_one_line_soon(tmp_path):
+    _filled(str(tmp_path / ".agio"))
+    index = tmp_path / ".agio" / "index.jsonl"
+    index.write_bytes(b"")  # as a crash between a session file and the index leaves it: the panel's read repairs it
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import fcntl, time
+f = open({str(index)!r}, "ab")
+fcntl.flock(f, fcntl.LOCK_EX)
+print("holding", flush=True)
+time.sleep(120)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        store = PanelStore(tmp_path)
+        started = time.monotonic()
+        with pytest.raises(PanelError, match="is locked by another process") as caught:
+            ask(store, views.runs_page)
+        assert "\n" not in str(caught.value) and time.monotonic() - started < LOCK_TIMEOUT * 5
+    finally:
+        holder.kill()
+        holder.wait()
+    page, _ = ask(store, views.runs_page)  # the lock gone, the same panel reads (and the index is whole again)
+    assert [r["query"] for r in page["runs"]] == ["hello"]
+
+
 def test_the_push_channel_says_the_database_went_away_and_came_back():
     async def follow(pg, url):
         store = PanelStore(".", url)

@@ -457,7 +457,6 @@ class TinyDBRepository(TinyDBMaintenance):
         """Sessions whose file exists but whose index entry was lost (crash between the two writes)."""
         if self._repaired:
             return
-        self._repaired = True
         indexed = {d.get("file") for d in self._index.tables.get("sessions", {}).values()}
         for name in sorted(os.listdir(self._sessions_dir)):
             if not name.endswith(".jsonl") or name in indexed:
@@ -471,6 +470,7 @@ class TinyDBRepository(TinyDBMaintenance):
                 self._update_index(AgentSession.from_dict(doc), None)
             for doc in journal.tables.get("runs", {}).values():
                 self._update_index(None, AgentRun.from_dict(doc))
+        self._repaired = True  # done: an index another process held locked is repaired at the next read
 
     def get_session(self, session_id: str) -> AgentSession | None:
         with self._lock:
