@@ -182,6 +182,39 @@ def _course(args: argparse.Namespace) -> int:
     return 0
 
 
+def _classroom(args: argparse.Namespace) -> int:
+    """``agio classroom init | add-student | remove-student``: a class on one PostgreSQL store."""
+    from .classroom import admin
+    from .classroom.hub_config import render
+    from .classroom.roles import parse_students
+
+    if args.action == "init":
+        if not args.teacher or not args.students:
+            raise AgioError("agio classroom init URL --teacher NAME --students NAMES|FILE")
+        report = admin.init(args.url, args.teacher, parse_students(args.students), args.secrets)
+        roster = admin.roster(args.url)
+        assert roster is not None
+        config = render(roster.database, roster.teacher, args.secrets, args.course, trial_password=args.trial_password)
+        if args.hub_config:
+            from pathlib import Path
+
+            Path(args.hub_config).write_text(config)
+            report.lines.append(f"JupyterHub configuration in {args.hub_config} (jupyterhub -f {args.hub_config})")
+        else:
+            print(config)
+    elif args.action == "add-student":
+        if not args.names:
+            raise AgioError("agio classroom add-student URL NAMES|FILE")
+        report = admin.add_student(args.url, parse_students(args.names), args.secrets)
+    else:
+        if not args.names:
+            raise AgioError("agio classroom remove-student URL NAME [--export FILE]")
+        report = admin.remove_student(args.url, args.names, args.secrets, args.export)
+    for line in report.lines:
+        print(f"agio: {line}", file=sys.stderr)
+    return 0
+
+
 def _serve_options(parser: argparse.ArgumentParser, default_port: int) -> None:
     parser.add_argument("--agents", action="append", default=[], metavar="MODULE:ATTRIBUTE",
                         help="an Agent, a list or a dict of them (or a function returning one); repeatable")
@@ -238,9 +271,30 @@ def main(argv: list[str] | None = None) -> int:
     course.add_argument("--exercises", default=None, metavar="A,B", help="the exercises (default: all, in course order)")
     course.add_argument("--points", type=float, default=5.0, help="points per exercise (default 5)")
     course.add_argument("--assignment", default="agio", help="the assignment's name (default: agio)")
+    classroom = sub.add_parser("classroom", help="a class on JupyterHub sharing one PostgreSQL store: init, "
+                                                 "add-student, remove-student")
+    classroom.add_argument("action", choices=["init", "add-student", "remove-student"])
+    classroom.add_argument("url", help="the class database, as its administrator: postgresql://ADMIN:PASSWORD@HOST/DB")
+    classroom.add_argument("names", nargs="?", default=None,
+                           help="add-student: names (comma-separated) or a file of names; remove-student: a name")
+    classroom.add_argument("--teacher", default=None, help="init: the teacher's user name")
+    classroom.add_argument("--students", default=None, metavar="NAMES|FILE",
+                           help="init: the students, comma-separated, or a file with one name a line")
+    classroom.add_argument("--secrets", default="agio-classroom.json", metavar="FILE",
+                           help="where the members' database passwords are kept for the hub (default: %(default)s)")
+    classroom.add_argument("--hub-config", default=None, metavar="FILE",
+                           help="init: write the JupyterHub configuration there (default: print it)")
+    classroom.add_argument("--course", default=None, metavar="DIR",
+                           help="init: a folder of notebooks copied into each user's home at their first spawn")
+    classroom.add_argument("--trial-password", default=None, metavar="PASSWORD",
+                           help="init: a trial on this machine: everyone logs in to the hub with PASSWORD, servers run "
+                                "as this user with homes under ./homes (not for a real class)")
+    classroom.add_argument("--export", default=None, metavar="FILE",
+                           help="remove-student: write the student's rows to FILE (JSON Lines), then delete them "
+                                "(default: keep them; the teacher still sees them)")
     args = parser.parse_args(argv)
     handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store, "mcp": _mcp,
-               "a2a": _a2a, "course": _course}[args.command]
+               "a2a": _a2a, "course": _course, "classroom": _classroom}[args.command]
     from .storage import StoreDamageWarning
 
     with warnings.catch_warnings(record=True) as caught:

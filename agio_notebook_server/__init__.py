@@ -1,4 +1,5 @@
-"""The Jupyter server side of agio-notebook: kernel messages reach the browser without Nagle's delay.
+"""The Jupyter server side of agio-notebook: kernel messages reach the browser without Nagle's delay, and
+the Runs panel reads the store (``agio_notebook_server.runs``, a second extension point).
 
 Tornado leaves Nagle's algorithm on for websockets (``WebSocketHandler.set_nodelay``), and jupyter_server
 does not turn it off for kernel websockets. A burst of small kernel messages (a run's live view, then a
@@ -17,7 +18,7 @@ from typing import Any
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
-    return [{"module": "agio_notebook_server"}]
+    return [{"module": "agio_notebook_server"}, {"module": "agio_notebook_server.runs"}]
 
 
 class NoDelay:

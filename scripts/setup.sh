@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up a development environment from a clean clone: Debian's bubblewrap and graphviz, a venv with the
 # package (editable, with test extras), the JupyterLab extension built from source, and — with --browser —
-# what only the tests need (chromium, postgresql, the LiteLLM proxy and an OTLP receiver in venvs of their
-# own); --lab leaves out the test tools. Safe to run again; it only redoes a step whose inputs changed.
+# what only the tests need (chromium, postgresql, JupyterHub's configurable-http-proxy from npm, the LiteLLM
+# proxy and an OTLP receiver in venvs of their own); --lab leaves out the test tools. Safe to run again; it only redoes a step whose inputs changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -105,6 +105,14 @@ fi
 # (--browser, as scripts/test.sh asks), not for scripts/lab.sh.
 if [ "$want_browser" = 1 ]; then
   install_litellm  # the provider tests' real OpenAI-compatible server
+fi
+
+# JupyterHub's proxy (configurable-http-proxy, from npm) for the classroom's tests and scripts/classroom.sh,
+# in a folder of its own beside the venv (no global npm install); jupyterhub itself comes with the test extra
+if [ "$want_browser" = 1 ] && [ ! -x .venv/chp/node_modules/.bin/configurable-http-proxy ]; then
+  echo "== installing configurable-http-proxy into .venv/chp (JupyterHub's proxy)"
+  mkdir -p .venv/chp
+  npm install --prefix .venv/chp --no-audit --no-fund --silent configurable-http-proxy@5
 fi
 
 # A real OTLP receiver for the OpenTelemetry tests: Arize Phoenix, in a venv of its own so its pins never

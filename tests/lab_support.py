@@ -53,8 +53,10 @@ def source_extension_entry() -> str:
 
 
 @contextlib.contextmanager
-def running_lab(root: Path, env: dict[str, str], *extra_args: str) -> Iterator[tuple[str, str]]:
+def running_lab(root: Path, env: dict[str, str], *extra_args: str, port: int | None = None,
+                token: str | None = None) -> Iterator[tuple[str, str]]:
     """Serve ``root``; yields (base URL, token). Every notebook cell is rendered (no virtual scrolling).
+    ``port`` and ``token``: those of a server started before (a restart the page reconnects to).
 
     The JupyterLab extension served is the one built from this source tree, whatever the venv has installed.
     """
@@ -63,7 +65,7 @@ def running_lab(root: Path, env: dict[str, str], *extra_args: str) -> Iterator[t
     settings = root / ".settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True, exist_ok=True)
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    port, token = free_port(), secrets.token_hex(16)
+    port, token = port or free_port(), token or secrets.token_hex(16)
     # the server's log goes to a file: a pipe nobody reads would stop the server once full
     log = server_log(root)
     with log.open("a") as out:

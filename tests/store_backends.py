@@ -55,10 +55,22 @@ class PostgresServer:
         subprocess.run(_as_postgres([str(bin_dir / "initdb"), "-D", str(self.data), "-U", "agio", "-A",
                                      "scram-sha-256", f"--pwfile={pwfile}", "--no-sync"]),
                        check=True, capture_output=True)
-        subprocess.run(_as_postgres([str(bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.workdir / "log"),
+        self._launch()
+
+    def _launch(self) -> None:
+        subprocess.run(_as_postgres([str(_pg_bin() / "pg_ctl"), "-D", str(self.data), "-l", str(self.workdir / "log"),
                                      "-o", f"-p {self.port} -k {self.workdir} -c listen_addresses=127.0.0.1 "
                                            "-c fsync=on", "-w", "-t", "120", "start"]),
                        check=True, capture_output=True)
+
+    def pause(self) -> None:
+        """Stop the server as an administrator would (its sessions are ended); ``resume`` starts it again on
+        the same port and data."""
+        subprocess.run(_as_postgres([str(_pg_bin() / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"]),
+                       check=True, capture_output=True)
+
+    def resume(self) -> None:
+        self._launch()
 
     def new_database(self) -> str:
         """A fresh, empty database on this server; returns its URL."""

@@ -14,7 +14,7 @@ import pytest
 
 from agio_notebook.core import AgentRun, InvalidOperationError, RunStatus, StoreError
 from agio_notebook.storage import InMemoryRepository, RunFilter, new_repository
-from store_backends import BACKENDS, store_url as make_store_url
+from store_backends import BACKENDS, store_url as make_store_url, wait_for
 
 ENGINE = [sys.executable, str(Path(__file__).with_name("engine_writer.py"))]
 
@@ -148,10 +148,32 @@ def test_a_run_whose_process_died_shows_interrupted_in_its_page(store_url):
     repo.query_runs()  # the index exists before the other process writes
     died = subprocess.run([*ENGINE, store_url, "s", "die:tool", "1"], capture_output=True, text=True, timeout=120)
     assert died.returncode == -signal.SIGKILL
+    # PostgreSQL ends the dead client's session (and its claim) a moment after the process: the page looks
+    # again within a few seconds (storage.run_query.Recheck)
+    wait_for(lambda: repo.query_runs().runs[0].status is RunStatus.INTERRUPTED, timeout=30)
     (run,) = repo.query_runs().runs
-    assert run.status is RunStatus.INTERRUPTED and run.query == "query 0"
-    assert repo.query_runs(RunFilter(status="running")).runs == []
+    assert run.query == "query 0" and repo.query_runs(RunFilter(status="running")).runs == []
     repo.close()
+
+
+def test_a_run_still_going_shows_the_steps_it_committed_so_far(store_url, tmp_path):
+    hold = tmp_path / "go-on"
+    writer = subprocess.Popen([*ENGINE, store_url, "s", f"hold:{hold}", "1"], stdout=subprocess.PIPE, text=True)
+    try:
+        while not writer.stdout.readline().startswith("call "):  # the assistant's tool call is committed
+            pass
+        repo = new_repository(store_url)
+        (run,) = repo.query_runs().runs
+        assert run.status is RunStatus.RUNNING and run.metrics.steps == 2  # the question and the tool call
+        assert run.metrics.total_tokens is None or run.metrics.total_tokens >= 0
+        hold.touch()
+        assert writer.wait(120) == 0
+        (run,) = repo.query_runs().runs
+        assert run.status is RunStatus.COMPLETED and run.metrics.steps == 4
+        repo.close()
+    finally:
+        hold.touch()
+        writer.wait(120)
 
 
 def test_tinydb_index_follows_a_compaction_by_another_process(tmp_path):

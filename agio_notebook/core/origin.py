@@ -12,8 +12,14 @@ import os
 
 
 def current_notebook() -> str | None:
-    """The notebook whose kernel this is (its path, as the Jupyter server gave it), or None."""
-    return os.environ.get("JPY_SESSION_NAME") or None
+    """The notebook whose kernel this is (its path, as the Jupyter server gave it), or None. A path in the home
+    folder is written from ``~``: a run's record travels into saved notebooks, which name no folder of the
+    machine that ran them."""
+    path = os.environ.get("JPY_SESSION_NAME") or None
+    home = os.path.expanduser("~")
+    if path and home not in ("~", "/") and path.startswith(home.rstrip("/") + "/"):
+        return "~/" + path[len(home.rstrip("/")) + 1:]
+    return path
 
 
 def current_user() -> str | None:

@@ -14,26 +14,35 @@ from typing import Any
 from ..core import SessionBusyError, StoreError, scrub
 from .claims import GRACE, Holder, LingeringReleases
 from ..core.redact import redact_url, url_secrets
-from .sql import SQLRepository
+from .sql import SQLRepository, _one_line
 
 
-# every change to a run, a step or a named journal is announced here (``LISTEN agio_changes``), as
-# ``run:<run id>`` or ``journal:<name>``: the Runs panel follows the store through it. Only ids: a
-# notification reaches every listener of the database, whatever rows their role may read.
+# every change to a run, a step or a named journal is announced on this channel (``LISTEN agio_changes``):
+# ``runs``, or ``journal:<name>``. No ids: a notification reaches every listener of the database, whatever
+# rows their role may read (a classroom's students share one), so it says only that something changed.
 NOTIFY_CHANNEL = "agio_changes"
 _NOTIFY = (
-    "CREATE OR REPLACE FUNCTION agio_notify_change() RETURNS trigger LANGUAGE plpgsql AS $$ "
-    "DECLARE row record; BEGIN "
-    "IF TG_OP = 'DELETE' THEN row := OLD; ELSE row := NEW; END IF; "
-    "IF TG_TABLE_NAME = 'agio_journal' THEN PERFORM pg_notify('agio_changes', 'journal:' || row.name); "
-    "ELSIF TG_TABLE_NAME = 'agio_runs' THEN PERFORM pg_notify('agio_changes', 'run:' || row.id); "
-    "ELSE PERFORM pg_notify('agio_changes', 'run:' || COALESCE(row.run_id, '')); END IF; "
+    "CREATE OR REPLACE FUNCTION agio_notify_change() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "IF TG_TABLE_NAME = 'agio_journal' THEN "
+    "PERFORM pg_notify('agio_changes', 'journal:' || (CASE WHEN TG_OP = 'DELETE' THEN OLD.name ELSE NEW.name END)); "
+    "ELSE PERFORM pg_notify('agio_changes', 'runs'); END IF; "
     "RETURN NULL; END $$",
     *(statement for table in ("agio_runs", "agio_steps", "agio_journal") for statement in (
         f"DROP TRIGGER IF EXISTS {table}_notify ON {table}",
         f"CREATE TRIGGER {table}_notify AFTER INSERT OR UPDATE OR DELETE ON {table} "
         "FOR EACH ROW EXECUTE FUNCTION agio_notify_change()")),
 )
+
+
+def _who_hint(detail: str) -> str:
+    """What a refused role can do: in a classroom, only the class's members connect (``agio classroom``)."""
+    if "CONNECT privilege" in detail or ("role" in detail and "does not exist" in detail):
+        return (" (in a classroom each member connects as their own role: the teacher adds one with "
+                "`agio classroom add-student NAME`)")
+    if "no password supplied" in detail:
+        return (" (in a classroom the hub gives each member's server its role in AGIO_STORE and its password in "
+                "PGPASSWORD)")
+    return ""
 
 
 def _lock_key(session_id: str) -> int:
@@ -49,6 +58,7 @@ class PostgresRepository(SQLRepository):
     claim_grace = GRACE
     owner_from_doc = False  # a run's user is the role that wrote its row
     owner_column_type = "TEXT NOT NULL DEFAULT current_user"
+    journal_conflict = "ON CONSTRAINT agio_journal_pkey"  # (name, tbl, key), or (owner, …) in a classroom
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0):
         self.url = url
@@ -58,6 +68,8 @@ class PostgresRepository(SQLRepository):
         self.files_root = Path(".agio").absolute() / f"postgres-{digest}"
         self.connect_timeout = connect_timeout
         super().__init__()
+        if self._query("SELECT 1 FROM agio_meta WHERE key = 'classroom'"):  # each role sees its own journals
+            self.journal_scope = " AND owner = current_user"
 
     @functools.cached_property
     def _lingering(self) -> LingeringReleases[int]:
@@ -74,10 +86,27 @@ class PostgresRepository(SQLRepository):
             return psycopg.connect(self.url, connect_timeout=max(1, int(self.connect_timeout)))
         except psycopg.Error as exc:  # libpq quotes the token it could not parse: it may be the password
             detail = scrub(" ".join(str(exc).split()), url_secrets(self.url))
-            raise StoreError(f"cannot connect to the PostgreSQL store at {self.root}: {detail}") from None
+            raise StoreError(f"cannot connect to the PostgreSQL store at {self.root}: {detail}{_who_hint(detail)}") from None
 
     def _end_read(self) -> None:
         self._conn.rollback()
+
+    # a restarted server (or a dropped network) breaks the connection: the call that meets it fails with
+    # one line, and the next one connects again, taking back the sessions this process had claimed
+    def _ensure_connected(self) -> None:
+        if not (self._conn.closed or self._conn.broken):
+            return
+        self._conn = self._connect()
+        for session_id in sorted(self._held):
+            if not self._query("SELECT pg_try_advisory_lock(%s)", (_lock_key(session_id),))[0][0]:
+                self._held.discard(session_id)  # taken meanwhile by another process: its claim now
+
+    def _check_connection(self, exc: Exception) -> None:
+        if self._conn.closed or self._conn.broken:
+            detail = scrub(_one_line(exc), url_secrets(self.url))
+            raise StoreError(f"lost the connection to the PostgreSQL store at {self.root} (the database restarted "
+                             f"or the network dropped: {detail}); what this call wrote is not confirmed, and the "
+                             "next call connects again") from None
 
     def _table_columns(self, cur: Any, table: str) -> set[str]:
         cur.execute("SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "

@@ -14,9 +14,7 @@ import sqlite3
 import threading
 from typing import Any, Callable, Iterable
 
-from .run_query import FACETS, RunFilter, facets_of, run_row, where_clause
-
-_COLUMNS = ("id", "session_id", "started_at", "status", "agent", "notebook", "owner", "search")
+from .run_query import COLUMNS, FACETS, RunFilter, facets_of, run_values, where_clause
 _SCHEMA = (
     "CREATE TABLE runs (id TEXT PRIMARY KEY, session_id TEXT, started_at REAL NOT NULL, status TEXT, agent TEXT, "
     "notebook TEXT, owner TEXT, search TEXT)",
@@ -27,7 +25,7 @@ _SCHEMA = (
     "CREATE INDEX runs_owner ON runs (owner, started_at, id)",
     "CREATE INDEX runs_session ON runs (session_id, started_at, id)",
 )
-_UPSERT = f"INSERT OR REPLACE INTO runs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+_UPSERT = f"INSERT OR REPLACE INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 
 
 class RunIndex:
@@ -36,14 +34,10 @@ class RunIndex:
     def __init__(self, docs: Iterable[dict[str, Any]] = ()):
         self._db = sqlite3.connect(":memory:", check_same_thread=False)
         self._lock = threading.Lock()
-        for statement in _SCHEMA:
+        self._db.execute(_SCHEMA[0])
+        self._db.executemany(_UPSERT, map(run_values, docs))
+        for statement in _SCHEMA[1:]:  # indexes made after the rows: one sort each, not a tree grown row by row
             self._db.execute(statement)
-        self._db.executemany(_UPSERT, (self._row(d) for d in docs))
-
-    @staticmethod
-    def _row(doc: dict[str, Any]) -> tuple[Any, ...]:
-        row = run_row(doc)
-        return tuple(row[c] for c in _COLUMNS)
 
     def follow(self, previous: Callable[[str, str, Any], None] | None) -> Callable[[str, str, Any], None]:
         """A journal ``on_change`` that keeps this index current, then calls ``previous`` (if any)."""
@@ -55,7 +49,7 @@ class RunIndex:
                     if doc is None:
                         self._db.execute("DELETE FROM runs WHERE id = ?", (key,))
                     else:
-                        self._db.execute(_UPSERT, self._row(doc))
+                        self._db.execute(_UPSERT, run_values(doc))
             if previous is not None:
                 previous(table, key, doc)
         return on_change

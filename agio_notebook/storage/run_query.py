@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -23,6 +24,7 @@ from ..core import AgentRun, InvalidOperationError, RunStatus
 from .ids import prefix_pattern
 
 MAX_PAGE = 500
+_RUNNING = RunStatus.RUNNING.value
 _STATUSES = [s.value for s in RunStatus]
 
 
@@ -80,16 +82,20 @@ class RunPage:
     next_cursor: str | None = None
 
 
+# the columns a run is filtered and ordered by (``owner``: its user; ``search``: what ``text`` looks in)
+COLUMNS = ("id", "session_id", "started_at", "status", "agent", "notebook", "owner", "search")
+
+
+def run_values(doc: dict[str, Any]) -> tuple[Any, ...]:
+    """A run's ``COLUMNS``, from its stored document (a tuple: the TinyDB index makes 100,000 at once)."""
+    return (doc["id"], doc.get("session_id"), float(doc.get("started_at") or 0.0), doc.get("status", _RUNNING),
+            doc.get("agent_name"), doc.get("notebook"), doc.get("user"),
+            f"{doc.get('query') or ''}\n{doc.get('final_text') or ''}".lower())
+
+
 def run_row(doc: dict[str, Any]) -> dict[str, Any]:
-    """The columns a run is filtered and ordered by, from its stored document."""
-    return {"id": doc["id"], "session_id": doc.get("session_id"), "started_at": float(doc.get("started_at") or 0.0),
-            "status": doc.get("status", RunStatus.RUNNING.value), "agent": doc.get("agent_name"),
-            "notebook": doc.get("notebook"), "owner": doc.get("user"), "search": search_text(doc)}
-
-
-def search_text(doc: dict[str, Any]) -> str:
-    """What the text filter looks in: the query and the final answer, lower-cased."""
-    return f"{doc.get('query') or ''}\n{doc.get('final_text') or ''}".lower()
+    """A run's ``COLUMNS`` by name."""
+    return dict(zip(COLUMNS, run_values(doc)))
 
 
 def where_clause(where: RunFilter, cursor: str | None) -> tuple[str, list[Any]]:
@@ -136,6 +142,34 @@ def decode_cursor(cursor: Any) -> tuple[float, str]:
 def after_cursor(row: dict[str, Any], cursor: tuple[float, str] | None) -> bool:
     """Whether ``row`` comes after the cursor, newest first."""
     return cursor is None or (row["started_at"], row["id"]) < cursor
+
+
+class Recheck:
+    """Which of some sessions are due a look for runs left ``running`` by a process that died: each at most every
+    ``every`` seconds. A page read many times a second (a live panel over a class of thirty running at once)
+    otherwise tries every running session's claim at each read; a dead run is found within ``every`` seconds."""
+
+    def __init__(self, every: float = 5.0):
+        self.every = every
+        self._last: dict[str, float] = {}
+
+    def due(self, session_ids: Any) -> list[str]:
+        now = time.monotonic()
+        due = [s for s in sorted(set(session_ids)) if now - self._last.get(s, float("-inf")) >= self.every]
+        if len(self._last) > 10_000:  # forget old looks rather than grow without end
+            self._last.clear()
+        self._last.update((s, now) for s in due)
+        return due
+
+
+def with_live_totals(doc: dict[str, Any], steps: int, tokens: int | None) -> dict[str, Any]:
+    """A running run's document with the totals of the steps it has committed so far (the stored run
+    document is written when the run starts and ends; its steps as they complete)."""
+    metrics = dict(doc.get("metrics") or {})
+    metrics["steps"] = max(int(metrics.get("steps") or 0), steps)
+    if tokens is not None:
+        metrics["total_tokens"] = max(int(metrics.get("total_tokens") or 0), tokens)
+    return {**doc, "metrics": metrics}
 
 
 def page_of(docs: list[dict[str, Any]], limit: int) -> RunPage:

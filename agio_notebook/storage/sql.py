@@ -113,6 +113,10 @@ class SQLRepository(SQLRunQuery):
     # between two runs of a loop, its release lingering (claim files retry on their own, see claims.py)
     claim_grace = 0.0
     root: str  # where the store is, for messages (a path, or a URL without its password)
+    # named journals: the upsert's conflict target, and which rows a journal shows this process (a
+    # classroom's PostgreSQL store keys journals by owner too, and shows each role its own: classroom/)
+    journal_conflict = "(name, tbl, key)"
+    journal_scope = ""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -142,9 +146,13 @@ class SQLRepository(SQLRunQuery):
 
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
+            self._ensure_connected()
             cur = self._conn.cursor()
             try:
                 rows = self._execute(cur, statement, params).fetchall()
+            except Exception as exc:
+                self._check_connection(exc)
+                raise
             finally:
                 cur.close()
             self._end_read()
@@ -154,11 +162,13 @@ class SQLRepository(SQLRunQuery):
     def _transaction(self, session_id: str | None = None) -> Iterator[Any]:
         """A cursor whose work is committed on exit, or rolled back and reported as one StoreError line."""
         with self._lock:
+            self._ensure_connected()
             cur = self._conn.cursor()
             try:
                 yield cur
                 self._conn.commit()
             except Exception as exc:
+                self._check_connection(exc)
                 self._conn.rollback()
                 if session_id is not None and self._is_unique_violation(exc) and "agio_steps" in str(exc):
                     raise StoreError(f"session {session_id}: a sequence in this batch is already taken by a current "
@@ -167,8 +177,19 @@ class SQLRepository(SQLRunQuery):
             finally:
                 cur.close()
 
+    def fetch(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read of the caller's own, on this store's connection (``?`` placeholders): the classroom
+        reads its roster and the class's exercise progress with it."""
+        return self._query(statement, params)
+
     def _end_read(self) -> None:
         """Close the read transaction a query opened (PostgreSQL), so the next read sees new commits."""
+
+    def _ensure_connected(self) -> None:
+        """Connect again if the connection was lost (PostgreSQL: the server restarted); called holding the lock."""
+
+    def _check_connection(self, exc: Exception) -> None:
+        """Raise one StoreError line if ``exc`` means the connection is gone (the next call connects again)."""
 
     def _setup(self) -> None:
         """Make or upgrade the tables, unless the store already has this shape: then nothing is changed,
@@ -411,7 +432,8 @@ class SQLRepository(SQLRunQuery):
         return journal
 
     def journal_names(self, prefix: str = "") -> list[str]:
-        rows = self._query("SELECT DISTINCT name FROM agio_journal WHERE name LIKE ? ESCAPE '\\' ORDER BY name",
+        rows = self._query(f"SELECT DISTINCT name FROM agio_journal WHERE name LIKE ? ESCAPE '\\'{self.journal_scope} "
+                           "ORDER BY name",
                            (prefix.replace("%", r"\%").replace("_", r"\_") + "%",))
         return [r[0] for r in rows]
 
@@ -424,7 +446,7 @@ class SQLRepository(SQLRunQuery):
             top = self._execute(cur, "SELECT COALESCE(MAX(version), 0) FROM agio_journal WHERE name = ?",
                                 (name,)).fetchone()[0]
             self._executemany(cur, "INSERT INTO agio_journal (name, tbl, key, doc, version) VALUES (?, ?, ?, ?, ?) "
-                                   "ON CONFLICT (name, tbl, key) DO UPDATE SET doc = excluded.doc, "
+                                   f"ON CONFLICT {self.journal_conflict} DO UPDATE SET doc = excluded.doc, "
                                    "version = excluded.version",
                               [(name, table, key, doc, int(top) + i + 1) for i, (table, key, doc) in enumerate(rows)])
 

@@ -44,8 +44,8 @@ class SQLJournal:
 
     def refresh(self, **_: Any) -> bool:
         """Apply the changes made since the last look (by this process or another); True if any."""
-        rows = self.repository._query("SELECT tbl, key, doc, version FROM agio_journal WHERE name = ? AND version > ? "
-                                      "ORDER BY version", (self.name, self._version))
+        rows = self.repository._query("SELECT tbl, key, doc, version FROM agio_journal WHERE name = ? AND version > ?"
+                                      f"{self.repository.journal_scope} ORDER BY version", (self.name, self._version))
         for table, key, doc, version in rows:
             if doc is None:
                 self.tables.get(table, {}).pop(key, None)

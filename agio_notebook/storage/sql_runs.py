@@ -12,12 +12,14 @@ the row (the ``owner`` column's default, ``current_user``), which a process cann
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import orjson
 
 from ..core import AgentRun
-from .run_query import FACETS, RunFilter, RunPage, check_limit, facets_of, page_of, run_row, where_clause
+from .run_query import (FACETS, Recheck, RunFilter, RunPage, check_limit, facets_of, page_of, run_row, where_clause,
+                        with_live_totals)
 
 # the shape of the tables within a schema version: 2 adds the run query's columns (additive: a store at
 # revision 2 still reads with a version that knows revision 1)
@@ -29,6 +31,7 @@ _INDEXES = (
     "CREATE INDEX IF NOT EXISTS agio_runs_agent ON agio_runs (agent, started_at, id)",
     "CREATE INDEX IF NOT EXISTS agio_runs_notebook ON agio_runs (notebook, started_at, id)",
     "CREATE INDEX IF NOT EXISTS agio_runs_owner ON agio_runs (owner, started_at, id)",
+    "CREATE INDEX IF NOT EXISTS agio_steps_run ON agio_steps (run_id)",  # a running run's totals so far
 )
 
 
@@ -48,6 +51,10 @@ class SQLRunQuery:
     _query: Any
     _execute: Any
     _executemany: Any
+
+    @functools.cached_property
+    def _recheck(self) -> Recheck:
+        return Recheck()
 
     def _table_columns(self, cur: Any, table: str) -> set[str]:
         raise NotImplementedError
@@ -98,9 +105,16 @@ class SQLRunQuery:
         """A page of runs, newest first, filtered and ordered by the database (``storage/run_query.py``)."""
         limit = check_limit(limit)
         docs = self._page_docs(where, limit + 1, cursor)
-        running = sorted({d["session_id"] for d in docs[:limit] if d.get("status") == "running"})
+        running = self._recheck.due(d["session_id"] for d in docs[:limit] if d.get("status") == "running")
         if running and any([self.recover_interrupted(sid) for sid in running]):  # type: ignore[attr-defined]
             docs = self._page_docs(where, limit + 1, cursor)  # runs whose process died, settled just now
+        going = [d["id"] for d in docs[:limit] if d.get("status") == "running"]
+        if going:  # their totals so far, from the steps committed (one grouped read for the page)
+            marks = ", ".join("?" * len(going))
+            totals = {run_id: (n, tokens) for run_id, n, tokens in self._query(
+                f"SELECT run_id, COUNT(*), SUM(total_tokens) FROM agio_steps WHERE run_id IN ({marks}) "
+                "AND superseded = 0 GROUP BY run_id", going)}
+            docs = [with_live_totals(d, *totals[d["id"]]) if d["id"] in totals else d for d in docs]
         return page_of(docs, limit)
 
     def run_facets(self, limit: int = 100) -> dict[str, list[str]]:

@@ -25,7 +25,7 @@ from .journal import Journal, atomic_write, fsync_dir, fsync_path
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
 from .locking import FileLock, LockTimeout, native_flock
 from .run_index import RunIndex
-from .run_query import RunFilter, RunPage, check_limit, page_of
+from .run_query import Recheck, RunFilter, RunPage, check_limit, page_of, with_live_totals
 from .tinydb_maintenance import TinyDBMaintenance
 from .wal import Append, DeadLogs, WriteAheadLog, has_logs, replay
 
@@ -56,6 +56,8 @@ class TinyDBRepository(TinyDBMaintenance):
         # commit holding ``_lock``; taken after ``_lock`` when both are needed, never before it
         self._claim_lock = threading.Lock()
         self._seq_index: dict[str, dict[int, str]] = {}  # session -> sequence -> current step id
+        self._runs_index: RunIndex | None = None  # the run query's index, made on its first use
+        self._recheck = Recheck()  # when the run query last looked for runs whose process died, per session
         self._wal = WriteAheadLog(self.root, self._make_durable)
         _live.add(self)
         self.recover_interrupted()  # runs left `running` by a process that died are found on open
@@ -455,7 +457,6 @@ class TinyDBRepository(TinyDBMaintenance):
         """Sessions whose file exists but whose index entry was lost (crash between the two writes)."""
         if self._repaired:
             return
-        self._repaired = True
         indexed = {d.get("file") for d in self._index.tables.get("sessions", {}).values()}
         for name in sorted(os.listdir(self._sessions_dir)):
             if not name.endswith(".jsonl") or name in indexed:
@@ -469,6 +470,7 @@ class TinyDBRepository(TinyDBMaintenance):
                 self._update_index(AgentSession.from_dict(doc), None)
             for doc in journal.tables.get("runs", {}).values():
                 self._update_index(None, AgentRun.from_dict(doc))
+        self._repaired = True  # done: an index another process held locked is repaired at the next read
 
     def get_session(self, session_id: str) -> AgentSession | None:
         with self._lock:
@@ -633,8 +635,8 @@ class TinyDBRepository(TinyDBMaintenance):
         return self._runs_index
 
     def query_runs(self, where: RunFilter = RunFilter(), limit: int = 50, cursor: str | None = None) -> RunPage:
-        """A page of runs, newest first (see ``storage/run_query.py``); a run still going shows its latest
-        totals, read from its session file (the index has a run's start and end only)."""
+        """A page of runs, newest first (see ``storage/run_query.py``); a run still going shows the totals of
+        the steps its session file holds so far."""
         limit = check_limit(limit)
         with self._lock:
             self._index.refresh()
@@ -643,11 +645,19 @@ class TinyDBRepository(TinyDBMaintenance):
                 ids = self._run_index().page_ids(where, limit + 1, cursor)
                 known = self._index.tables.get("runs", {})
                 docs = [known[i] for i in ids if i in known]
-                if not self._settle(docs[:limit]):
+                due = set(self._recheck.due(d["session_id"] for d in docs[:limit]
+                                            if d.get("status") == RunStatus.RUNNING.value))
+                if not self._settle([d for d in docs[:limit] if d["session_id"] in due]):
                     break
-            docs = [self._journal(d["session_id"]).tables.get("runs", {}).get(d["id"], d)
-                    if d.get("status") == RunStatus.RUNNING.value else d for d in docs]
+            docs = [self._live(d) if d.get("status") == RunStatus.RUNNING.value else d for d in docs]
         return page_of(docs, limit)
+
+    def _live(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """A running run with the totals of the steps its session file holds so far."""
+        steps = [s for s in self._journal(doc["session_id"]).tables.get("steps", {}).values()
+                 if s.get("run_id") == doc["id"] and not s.get("superseded")]
+        tokens = [(s.get("metrics") or {}).get("total_tokens") for s in steps]
+        return with_live_totals(doc, len(steps), sum(t for t in tokens if t) if any(t is not None for t in tokens) else None)
 
     def run_facets(self, limit: int = 100) -> dict[str, list[str]]:
         """The values each filter of the run query can take (agents, statuses, notebooks, users), sorted."""

@@ -7,16 +7,18 @@ import { IJupyterWidgetRegistry } from '@jupyter-widgets/base';
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { IEditorLanguageRegistry } from '@jupyterlab/codemirror';
-import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ILatexTypesetter } from '@jupyterlab/rendermime';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 
 import { watchPauses } from './debugger';
 import { answerHellos } from './frontend';
 import { agioCellMime } from './highlight';
-import { LOAD_AGIO, MAGIC_EVENT, MagicRequest, insertionIndex, needsAgio } from './magic';
+import { MAGIC_EVENT, MagicRequest, insertionIndex } from './magic';
+import { insertAndRun } from './notebook_cells';
 import { prepaintViews } from './pause_dom';
 import { registerPauseWidget } from './pause_widget';
+import { runsPlugin } from './runs_plugin';
 
 function insertedFor(cell: Cell): string | undefined {
   const agio = cell.model.getMetadata('agio') as Record<string, unknown> | undefined;
@@ -43,16 +45,7 @@ export function handleMagic(panel: NotebookPanel, event: Event): void {
     notebook.activeCellIndex = at - 1;
     return;
   }
-  const metadata = runId ? { agio: { inserted_for: runId } } : {};
-  notebook.model.sharedModel.insertCell(at, { cell_type: 'code', source, metadata });
-  notebook.activeCellIndex = at;
-  notebook.deselectAll();
-  const kernel = panel.sessionContext.session?.kernel;
-  if (kernel && needsAgio(source)) {
-    // queued before the cell on the same channel, so the cell finds agio loaded; silent: no output anywhere
-    kernel.requestExecute({ code: LOAD_AGIO, silent: true, store_history: false });
-  }
-  void NotebookActions.run(notebook, panel.sessionContext);
+  insertAndRun(panel, at, source, runId ? { agio: { inserted_for: runId } } : {});
 }
 
 /**
@@ -148,4 +141,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, runsPlugin];

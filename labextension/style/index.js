@@ -1,2 +1,3 @@
 import './index.css';
 import './views.css';
+import './runs.css';

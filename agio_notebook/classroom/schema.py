@@ -1,0 +1,123 @@
+"""Owners and row-level security on a classroom's PostgreSQL store: done once, by the class's administrator.
+
+Every table that holds someone's work (sessions, runs, steps, events, session claims, and the named
+journals: memory, feedback, executions, exercise progress) gets an ``owner`` column whose default is the
+role that writes the row (``current_user``), and two policies:
+
+- the students group: ``USING (owner = current_user) WITH CHECK (owner = current_user)`` — a student
+  reads, changes and deletes only rows of their own, and cannot write a row in anyone else's name;
+- the teachers group: every row.
+
+PostgreSQL enforces them for every client, so plain SQL with a student's credentials cannot read another
+student's steps. Each statement here does nothing where it is already done, so ``classroom init`` can run
+again; rows that belong to nobody in the class (an existing store's, written before it was a class)
+become the teacher's. Named journals are keyed by owner too (two students' journals of one name never
+collide), and each role's own journals are the ones its processes read (``PostgresRepository.journal_scope``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .roles import META_KEY, Roster
+
+# every table holding someone's work; agio_meta (the schema's version, the roster) is read-only to the class
+DATA_TABLES = ("agio_sessions", "agio_runs", "agio_steps", "agio_events", "agio_claims", "agio_journal")
+
+
+def _sql() -> Any:
+    from psycopg import sql
+
+    return sql
+
+
+def ensure_group(cur: Any, name: str) -> None:
+    sql = _sql()
+    cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,))
+    if cur.fetchone() is None:
+        cur.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))
+
+
+def ensure_login(cur: Any, name: str, password: str | None, group: str, other_group: str) -> bool:
+    """A login role ``name`` in ``group`` (and not in ``other_group``); sets ``password`` when given.
+    Returns whether the role was made now."""
+    from .roles import ClassroomError
+
+    sql = _sql()
+    role = sql.Identifier(name)
+    cur.execute("SELECT rolsuper, rolcreaterole, rolbypassrls FROM pg_roles WHERE rolname = %s", (name,))
+    found = cur.fetchone()
+    if found is not None and any(found):
+        raise ClassroomError(f"the database role {name!r} already exists with more rights than a class member "
+                             "(superuser, createrole or bypassrls): choose another name")
+    if found is None:
+        cur.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(role, sql.Literal(password)))
+    elif password is not None:
+        cur.execute(sql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(role, sql.Literal(password)))
+    cur.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), role))
+    cur.execute("SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles r ON "
+                "r.oid = m.member WHERE g.rolname = %s AND r.rolname = %s", (other_group, name))
+    if cur.fetchone() is not None:
+        cur.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(other_group), role))
+    return found is None
+
+
+def drop_login(cur: Any, name: str) -> None:
+    """Close the role's connections and drop it (its rows stay, under its name, unless deleted first)."""
+    sql = _sql()
+    cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s AND pid <> pg_backend_pid()",
+                (name,))
+    cur.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+def apply(cur: Any, roster: Roster) -> dict[str, int]:
+    """Owners, keys, grants and policies for the class; rows of nobody in the class become the teacher's.
+    Returns how many rows of each table changed hands."""
+    sql = _sql()
+    students, teachers = sql.Identifier(roster.students_group), sql.Identifier(roster.teachers_group)
+    for table in DATA_TABLES:
+        cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT current_user")
+                    .format(sql.Identifier(table)))
+        cur.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (owner)")
+                    .format(sql.Identifier(f"{table}_owner_only"), sql.Identifier(table)))
+    cur.execute("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'agio_journal_pkey'")
+    key = cur.fetchone()
+    if key is None or "owner" not in key[0]:
+        cur.execute("ALTER TABLE agio_journal DROP CONSTRAINT IF EXISTS agio_journal_pkey, "
+                    "ADD CONSTRAINT agio_journal_pkey PRIMARY KEY (owner, name, tbl, key)")
+    moved = {}
+    keep = [roster.teacher, *roster.students, *roster.former]
+    for table in DATA_TABLES:
+        cur.execute(sql.SQL("UPDATE {} SET owner = %s WHERE owner <> ALL(%s)").format(sql.Identifier(table)),
+                    (roster.teacher, keep))
+        moved[table] = max(cur.rowcount, 0)
+    cur.execute("SELECT current_database()")
+    database = sql.Identifier(cur.fetchone()[0])
+    cur.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(database))
+    for group in (students, teachers):
+        cur.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(database, group))
+        cur.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(group))
+        cur.execute(sql.SQL("GRANT SELECT ON agio_meta TO {}").format(group))
+        cur.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}").format(
+            sql.SQL(", ").join(map(sql.Identifier, DATA_TABLES)), group))
+    for table in DATA_TABLES:
+        name = sql.Identifier(table)
+        cur.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(name))
+        for policy, group, rule in (("agio_student", students, sql.SQL("owner = current_user")),
+                                    ("agio_teacher", teachers, sql.SQL("true"))):
+            cur.execute(sql.SQL("DROP POLICY IF EXISTS {} ON {}").format(sql.Identifier(policy), name))
+            cur.execute(sql.SQL("CREATE POLICY {} ON {} FOR ALL TO {} USING ({}) WITH CHECK ({})").format(
+                sql.Identifier(policy), name, group, rule, rule))
+    cur.execute("INSERT INTO agio_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = "
+                "excluded.value", (META_KEY, roster.to_json()))
+    return moved
+
+
+def delete_rows(cur: Any, name: str) -> dict[str, int]:
+    """Every row ``name`` owns, deleted (after an export); how many of each table."""
+    sql = _sql()
+    gone = {}
+    for table in DATA_TABLES:
+        cur.execute(sql.SQL("DELETE FROM {} WHERE owner = %s").format(sql.Identifier(table)), (name,))
+        gone[table] = max(cur.rowcount, 0)
+    return gone
