@@ -136,7 +136,11 @@ def server_log(root: Path) -> Path:
 # true as well where the notebook has no session on the server
 KERNEL_CONNECTED = """async () => {
   const path = decodeURIComponent(location.pathname.split('/tree/')[1] || '');
-  const sessions = await (await fetch('/api/sessions', { cache: 'no-store' })).json();
+  const config = document.getElementById('jupyter-config-data');
+  const base = (config && JSON.parse(config.textContent).baseUrl) || '/';  // a hub serves lab under /user/NAME/
+  const reply = await fetch(base + 'api/sessions', { cache: 'no-store' });
+  if (!reply.ok) return false;
+  const sessions = await reply.json();
   const own = sessions.find(s => s.path === path);
   return !own || (!!own.kernel && own.kernel.connections > 0);
 }"""

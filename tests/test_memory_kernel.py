@@ -4,10 +4,8 @@ and the trace drawing as a notebook output."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-
 from kernel_support import of_type, offline_kernel
 
 SETUP = r'''
@@ -74,7 +72,6 @@ def test_edited_approval_end_to_end(kernel):
     # 1. arguments that fail the tool's schema: one line on the card, nothing runs
     send_comm(kernel, textarea, {"method": "update", "state": {"value": json.dumps({"to": "team@example.com"})},
                                  "buffer_paths": []})
-    time.sleep(0.3)
     send_comm(kernel, approve, {"method": "custom", "content": {"event": "click"}})
     after = kernel.drain(10, stop=lambda m: m["msg_type"] == "comm_msg" and "rejects these arguments"
                          in json.dumps(m["content"]))
@@ -82,10 +79,10 @@ def test_edited_approval_end_to_end(kernel):
     assert shown and "subject: Field required" in json.dumps(shown[-1]["content"])
     assert shown[-1]["content"]["comm_id"] in note
     assert not of_type(after, "update_display_data")  # the run still waits
+    textarea = comm_of(after, "TextareaModel")  # each edit renews the editor: the next edit goes to the new one
     # 2. valid edited arguments: the call runs as edited
     send_comm(kernel, textarea, {"method": "update", "state": {
         "value": json.dumps({"to": "team@example.com", "subject": "hello"})}, "buffer_paths": []})
-    time.sleep(0.3)
     send_comm(kernel, approve, {"method": "custom", "content": {"event": "click"}})
     done = kernel.drain(30, stop=lambda m: m["msg_type"] == "update_display_data")
     payload = of_type(done, "update_display_data")[-1]["content"]["data"]["application/vnd.agio.run+json"]

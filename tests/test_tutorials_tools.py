@@ -25,7 +25,7 @@ WITH_TOOLS = ["compare_and_choose", "evaluate_a_prompt", "function_model", "lear
 BREAK_TOOLS = """import time
 from agio_notebook.execution.tool_executor import ToolExecutor
 
-async def _broken(self, call):
+async def _broken(self, call, *_context):
     return self._fail(call, "exception", "RuntimeError: the tool broke", time.perf_counter())
 
 ToolExecutor._execute = _broken  # every tool call now fails, as a broken tool would"""
