@@ -81,8 +81,8 @@ class LiteLLMProxy:
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
-            try:
-                self.process.wait(20)
+            try:  # uvicorn's graceful stop waits for clients' keep-alive connections to close: not for long
+                self.process.wait(3)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
