@@ -13,6 +13,7 @@ from typing import Any, AsyncIterator, Callable, Sequence
 
 from ..agent import Agent, stamp_owner
 from ..core import AgentRun, AgentSession, ExecutionConfig, InvalidOperationError, Step, StepEvent, StepRole
+from ..core.blocking import run_blocking
 from ..core.conversation import is_memory_step
 from ..core.messages import check_answered, check_messages
 from ..models.recording import Recording
@@ -146,7 +147,7 @@ class StepRunner:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(session, query, deps=deps))
+            return run_blocking(self.run(session, query, deps=deps))
         raise InvalidOperationError("run_sync() cannot be called from a running event loop; "
                                     "use `await runner.run(...)` instead")
 

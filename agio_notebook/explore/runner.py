@@ -11,6 +11,8 @@ import asyncio
 import threading
 from typing import Any, Callable, Coroutine, TypeVar
 
+from ..core.blocking import run_blocking
+
 T = TypeVar("T")
 
 
@@ -25,12 +27,12 @@ def run_coroutine(coro: Coroutine[Any, Any, T], on_wait: Callable[[], None] | No
         asyncio.get_running_loop()
     except RuntimeError:
         if on_wait is None:
-            return asyncio.run(coro)
+            return run_blocking(coro)
     box: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            box["value"] = asyncio.run(coro)
+            box["value"] = run_blocking(coro)
         except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
             box["error"] = exc
 

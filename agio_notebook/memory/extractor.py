@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any, Awaitable, TypeVar
 
 from ..core import AgioError, AgentRun, InvalidOperationError, NotFoundError, Step, StepRole, now
+from ..core.blocking import run_blocking
 from ..core.conversation import is_memory_step
 from ..models.base import Model, TextDelta
 from ..storage.base import Repository
@@ -36,9 +37,9 @@ def run_sync(coro: Awaitable[T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)  # type: ignore[arg-type]
+        return run_blocking(coro)  # type: ignore[arg-type]
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()  # type: ignore[arg-type]
+        return pool.submit(run_blocking, coro).result()  # type: ignore[arg-type]
 
 
 def trace_text(run: AgentRun, steps: list[Step]) -> str:

@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import re
-import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 from ...agent import Agent
 from ...core import RunStatus
 from ...execution import StepRunner
+from ...local_endpoint import Answer, LocalEndpoint
 from ...storage.base import Repository
 from ..exercise import Exercise, Scenario, Trial, judged
 from ..running import SolutionError, trial_of
@@ -33,130 +30,23 @@ _SLACK = 1.5  # beyond its limit, the time a call ended by the HTTP client's own
 _GIVE_UP = 8.0  # the check stops waiting for a run after this many seconds
 
 
-@dataclass
-class Plan:
-    """How the server answers: ``pieces`` of text, after ``first_delay`` seconds, ``gap`` between pieces,
-    and silence (``stall`` seconds) after ``stall_after`` pieces."""
-
-    pieces: list[str]
-    first_delay: float = 0.0
-    gap: float = 0.0
-    stall_after: int | None = None
-    stall: float = 0.0
-
-
-@dataclass
-class LocalEndpoint:
-    """An OpenAI-compatible chat-completions server on 127.0.0.1 that answers every request by ``plan``
-    and records what it was sent (``requests``: headers and body). With ``key`` it refuses any other
-    bearer key (401), as a real provider does."""
-
-    plan: Plan
-    key: str | None = None
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    def __post_init__(self) -> None:
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                length = int(self.headers.get("Content-Length") or 0)
-                try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                except ValueError:
-                    body = {}
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                endpoint.requests.append({"path": self.path, "headers": headers, "body": body})
-                if endpoint.key is not None and headers.get("authorization") != f"Bearer {endpoint.key}":
-                    self._json(401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
-                                               "code": "invalid_api_key"}})
-                    return
-                self._stream(endpoint.plan, body.get("model", MODEL))
-
-            def _json(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _event(self, payload: Any) -> None:
-                data = f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n".encode()
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
-
-            def _stream(self, plan: Plan, model: str) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.close_connection = True
-                wait = endpoint._stop.wait
-
-                def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-                    return {"id": "chatcmpl-local", "object": "chat.completion.chunk", "created": int(time.time()),
-                            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-                try:
-                    if plan.first_delay and wait(plan.first_delay):
-                        return
-                    for i, piece in enumerate(plan.pieces):
-                        if plan.stall_after is not None and i == plan.stall_after and wait(plan.stall):
-                            return
-                        if i and plan.gap and wait(plan.gap):
-                            return
-                        self._event(chunk({"role": "assistant", "content": piece} if i == 0 else {"content": piece}))
-                    self._event(chunk({}, "stop"))
-                    self._event("[DONE]")
-                    self.wfile.write(b"0\r\n\r\n")
-                    self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="agio-local-endpoint", daemon=True)
-        self._thread.start()
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def close(self) -> None:
-        self._stop.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-
 @contextmanager
 def local_endpoint(reply: str = "Hello from the local endpoint.", *, first_delay: float = 0.0, gap: float = 0.0,
                    stall_after: int | None = None, stall: float = 0.0, key: str | None = None
                    ) -> Iterator[LocalEndpoint]:
     """A local OpenAI-compatible server for the length of a ``with``: ``OpenAIModel(..., base_url=
-    endpoint.base_url)`` talks to it; ``endpoint.requests`` is what it was sent. ``first_delay``, ``gap``
+    endpoint.base_url)`` talks to it; ``endpoint.received`` is what it was sent. ``first_delay``, ``gap``
     and ``stall`` (after ``stall_after`` words) make it slow or silent, to try time limits on."""
-    pieces = [w + " " for w in reply.split(" ")]
-    pieces[-1] = pieces[-1].rstrip()
-    endpoint = LocalEndpoint(Plan(pieces, first_delay, gap, stall_after, stall), key)
-    try:
+    answer = Answer.words(reply, first_delay=first_delay, gap=gap, stall_after=stall_after, stall=stall)
+    with LocalEndpoint(answer=lambda body: answer, key=key) as endpoint:
         yield endpoint
-    finally:
-        endpoint.close()
 
 
 async def drive(connect: Any, scenario: Scenario, repository: Repository) -> Trial:
     """A local server that answers by the scenario's plan; ``connect(base_url)`` builds the agent, which
     runs with its own settings and limits; the server's record and the run's time are judged."""
-    endpoint = LocalEndpoint(scenario.data["plan"], scenario.data["key"])
+    plan: Answer = scenario.data["plan"]
+    endpoint = LocalEndpoint(answer=lambda body: plan, key=scenario.data["key"])
     agent = None
     try:
         agent = await connect(endpoint.base_url)
@@ -171,11 +61,11 @@ async def drive(connect: Any, scenario: Scenario, repository: Repository) -> Tri
                 result = await runner.run(None, scenario.query)
         except TimeoutError:
             trial = Trial(None, [], [], agent, repository, watch=connect.watch)  # type: ignore[arg-type]
-            trial.context.update(waited=time.monotonic() - started, requests=endpoint.requests, agent=agent,
+            trial.context.update(waited=time.monotonic() - started, requests=endpoint.received, agent=agent,
                                  key=scenario.data["key"], gave_up=True, source=connect.raw)
             return trial
         trial = trial_of(result, repository, connect.watch, agent)
-        trial.context.update(waited=time.monotonic() - started, requests=endpoint.requests, agent=agent,
+        trial.context.update(waited=time.monotonic() - started, requests=endpoint.received, agent=agent,
                              key=scenario.data["key"], gave_up=False, source=connect.raw)
         return trial
     finally:
@@ -313,18 +203,18 @@ def _scenarios(rng: Any) -> list[Scenario]:
     gap = round((LIMIT + 1.0) / len(slow_pieces), 3)  # steady, and longer in all than LIMIT
     seconds = gap * len(slow_pieces)
 
-    def scenario(name: str, plan: Plan, expectation: Any, describe: str, variant: bool = False) -> Scenario:
+    def scenario(name: str, plan: Answer, expectation: Any, describe: str, variant: bool = False) -> Scenario:
         return Scenario(name, "Tell me one fact.", data={"plan": plan, "key": key}, describe=describe,
                         variant=variant, expect=[judged(expectation, name)], judges_failure=True)
 
     return [
-        scenario("answers", Plan(pieces), _answers(reply),
+        scenario("answers", Answer(pieces), _answers(reply),
                  f"the server answers {reply!r}: the request must carry temperature 0 and max_tokens ≤ {MAX_TOKENS}"),
-        scenario("silent before answering", Plan(pieces, first_delay=60.0), _fails_fast("first"),
+        scenario("silent before answering", Answer(pieces, first_delay=60.0), _fails_fast("first"),
                  f"the server sends nothing: the run must fail within {LIMIT:g} s"),
-        scenario("silent mid-answer", Plan(pieces, stall_after=2, stall=60.0), _fails_fast("idle"),
+        scenario("silent mid-answer", Answer(pieces, stall_after=2, stall=60.0), _fails_fast("idle"),
                  f"the server stops after two words: the run must fail within {LIMIT:g} s"),
-        scenario("a slow, steady answer", Plan(slow_pieces, gap=gap), _keeps_streaming(slow + " " + slow, seconds),
+        scenario("a slow, steady answer", Answer(slow_pieces, gap=gap), _keeps_streaming(slow + " " + slow, seconds),
                  f"the server streams a word every {gap:g} s for {seconds:.0f} s: the run must not be cut off",
                  variant=True),
     ]
