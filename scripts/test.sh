@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --browser
 export PATH="$PWD/.venv/bin:$PATH"
-exec pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider "$@"
+# two workers: most of the suite waits on kernels, servers and browsers; a file stays on one worker
+exec pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider -n 2 "$@"

@@ -86,3 +86,23 @@ def store_url(request, tmp_path):
     """A new, empty store URL (or path), once per backend: TinyDB, SQLite, PostgreSQL."""
     server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
     return _store_url(request.param, tmp_path, server)
+
+
+
+# Files that start a local Ray cluster run one after another, on one worker: two clusters at once on a
+# small machine starve each other's raylets.
+RAY_FILES = {"test_ray_backend.py", "test_evaluate_backends.py", "test_provider_loops.py"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With ``-n`` (pytest-xdist): a file's tests stay together on one worker, in order (a notebook's cells
+    share its kernel; a module's JupyterLab or proxy starts once), and the Ray files share one worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "ray" if Path(path).name in RAY_FILES else path
+
+    return ByFile(config, log)

@@ -144,6 +144,8 @@ def test_a_learner_runs_the_tutorial_clicks_every_control_and_does_the_exercise(
         page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=LONG)
         page.wait_for_function(KERNEL_IDLE, timeout=LONG)
         code = [c.source for c in nbformat.read(root / f"{name}.ipynb", as_version=4).cells if c.cell_type == "code"]
+        page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length >= n",
+                               arg=len(code), timeout=LONG)  # a loaded machine draws the cells one by one
         cells = code_cells(page)
         assert cells == len(code)
         run_all(page, agio_cells=sum(c.startswith("%%agio") for c in code), timeout=LONG)
