@@ -31,6 +31,20 @@ def explain_browser_timeouts(request):
         yield
 
 
+_OWN_VARIABLES = ("AGIO_", "OPENAI_")
+
+
+@pytest.fixture(autouse=True)
+def _own_variables_restored():
+    """The library's variables as they were before each test: an in-process ``%agio config --store`` (or a
+    test that forgot) must not decide where the next test's store is."""
+    before = {k: v for k, v in os.environ.items() if k.startswith(_OWN_VARIABLES)}
+    yield
+    for key in [k for k in os.environ if k.startswith(_OWN_VARIABLES) and k not in before]:
+        del os.environ[key]
+    os.environ.update(before)
+
+
 @pytest.fixture(scope="session")
 def kernelspec_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("jupyter")

@@ -128,7 +128,8 @@ def test_after_a_stop_of_the_machine_every_delivered_step_comes_back_from_the_lo
         stored = stored_ids(root, delivered)
     # the one damage a replay leaves: the tail of an append the kill cut before it was logged (never
     # reported durable), which the next writer removes
-    assert all("ends with an incomplete record" in str(w.message) for w in seen), [str(w.message) for w in seen]
+    ours = [w for w in seen if not issubclass(w.category, ResourceWarning)]  # not another test's garbage
+    assert all("ends with an incomplete record" in str(w.message) for w in ours), [str(w.message) for w in ours]
     for name, ids in delivered.items():
         assert ids <= stored[name], f"{name}: {len(ids - stored[name])} delivered steps lost"
     assert not list((root / "wal").glob("*.log"))  # replayed, synced, removed

@@ -9,7 +9,7 @@ the address that was checked.  A refusal is a 403 with an ``X-Agio-Blocked`` hea
 
 from __future__ import annotations
 
-import select
+import selectors
 import socket
 import socketserver
 import threading
@@ -22,19 +22,24 @@ BLOCK_HEADER = "X-Agio-Blocked"
 
 
 def _pipe(a: socket.socket, b: socket.socket) -> None:
-    sockets = [a, b]
-    try:
-        while True:
-            ready, _, _ = select.select(sockets, [], [], 60)
-            if not ready:
-                return
-            for s in ready:
-                data = s.recv(65536)
-                if not data:
+    """Copy bytes both ways until one side closes or both are silent for 60 s. A selector, not
+    ``select.select``: a kernel that has been running a while holds descriptors above 1024, which
+    ``select`` refuses."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(a, selectors.EVENT_READ, b)
+        selector.register(b, selectors.EVENT_READ, a)
+        try:
+            while True:
+                ready = selector.select(60)
+                if not ready:
                     return
-                (b if s is a else a).sendall(data)
-    except OSError:
-        return
+                for key, _ in ready:
+                    data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                    if not data:
+                        return
+                    key.data.sendall(data)
+        except OSError:
+            return
 
 
 class _Handler(socketserver.BaseRequestHandler):
