@@ -14,6 +14,7 @@ import pytest
 OFFLINE = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGIO_MODEL")
 _notebook = [None]
 _scratch: list[str] = []
+_before: dict[str, str | None] = {}  # the variables as they were before the notebook's first cell
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -22,11 +23,26 @@ def pytest_runtest_setup(item):
     if item.path.suffix != ".ipynb" or item.parent is _notebook[0]:
         return
     _notebook[0] = item.parent
+    _before.update({name: os.environ.get(name) for name in (*OFFLINE, "AGIO_STORE")})
     for name in OFFLINE:
         os.environ.pop(name, None)
     scratch = tempfile.mkdtemp(prefix="agio-notebooks-")  # the store, and the tutorial's own store beside it
     _scratch.append(scratch)
     os.environ["AGIO_STORE"] = os.path.join(scratch, "store")
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """After a notebook's last cell, the variables are as they were: a test file run next by the same
+    worker must not find the tutorial's store."""
+    if item.path.suffix != ".ipynb" or (nextitem is not None and nextitem.parent is item.parent):
+        return
+    _notebook[0] = None
+    for name, value in _before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _before.clear()
 
 
 def pytest_unconfigure(config):
