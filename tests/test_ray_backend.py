@@ -276,7 +276,8 @@ def test_a_killed_workers_nested_runs_show_interrupted_and_resume(repo, tmp_path
     nested = [r for r in repo.list_runs() if r.agent_name == "researcher" and r.parent_run_id]
     lost = [r for r in nested if r.status is RunStatus.INTERRUPTED]
     # the driver says the worker was lost; a read of the store that finds the dead worker's lease first says so
-    assert len(lost) == 1 and ("lost" in lost[0].error or "stopped before the run finished" in lost[0].error)
+    assert len(lost) == 1 and ("lost" in lost[0].error or "stopped before the run finished" in lost[0].error), \
+        [(r.status, r.error) for r in nested]
     assert repo.get_run(lost[0].parent_run_id).status is RunStatus.FAILED
     # the interrupted nested run resumes like any interrupted run: its session answered from where it stopped
     researcher = agent.registry.get("researcher").function.agent

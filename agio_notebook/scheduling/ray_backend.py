@@ -232,7 +232,10 @@ class RayBackend:
             raise WorkerLost(f"the Ray worker running this execution was lost ({type(exc).__name__})") from None
         finally:
             self.worker_pids.pop(rec.id, None)
-        if run is None or not run.status.is_terminal:
+        if run is None or not run.status.is_terminal:  # the stream ended early: a worker that died quietly
+            if run is not None:
+                _close(repo, run, RunStatus.FAILED, "the Ray worker running it was lost before the run's end")
+            writer.close_nested(RunStatus.INTERRUPTED, "the Ray worker running it was lost")
             raise WorkerLost("the Ray worker ended the run without its final event")
         return run
 
