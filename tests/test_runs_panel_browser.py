@@ -118,10 +118,17 @@ def rows(page: Page) -> list[dict]:
         kind: (r.querySelector('.agio-runs-kind') || {}).textContent || null}))""")
 
 
-def wait_rows(page: Page, n: int, timeout: float = LIVE) -> list[dict]:
+def wait_rows(page: Page, n: int, timeout: float = LIVE, want=None) -> list[dict]:
+    """The panel's rows once there are ``n`` of them and, with ``want``, once they are what it asks: a live
+    panel passes through other states on the way (the last filter's rows, a run still ``running``)."""
     page.wait_for_function(f"document.querySelectorAll('.agio-runs-panel .agio-runs-row').length === {n}",
                            timeout=timeout)
-    return rows(page)
+    deadline = time.monotonic() + timeout / 1000
+    found = rows(page)
+    while want is not None and not (len(found) == n and want(found)) and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+        found = rows(page)
+    return found  # the caller's assert says what was there
 
 
 def note(page: Page) -> str:
@@ -157,18 +164,21 @@ def choose(page: Page, name: str, value: str) -> None:
 def test_filters_are_answered_by_the_store(lab, page):
     wait_rows(page, 4)
     choose(page, "agent", "greeter")
-    assert [r["agent"] for r in wait_rows(page, 1)] == ["greeter"]
+    assert [r["agent"] for r in wait_rows(page, 1, want=lambda f: f[0]["agent"] == "greeter")] == ["greeter"]
     choose(page, "agent", "")
     choose(page, "status", "completed")
-    assert {r["status"] for r in wait_rows(page, 3)} == {"completed"}
+    assert {r["status"] for r in wait_rows(page, 3, want=lambda f: {r["status"] for r in f} == {"completed"})} \
+        == {"completed"}
     page.wait_for_function("""() => [...document.querySelectorAll('.agio-runs-panel select[data-filter="notebook"] option')]
         .map(o => o.textContent).join('|') === 'any notebook|lesson.ipynb|other.ipynb'""", timeout=LIVE)
     choose(page, "notebook", str(lab.root / "other.ipynb"))
-    assert [r["query"] for r in wait_rows(page, 1)] == ["add once more"]
+    assert [r["query"] for r in wait_rows(page, 1, want=lambda f: f[0]["query"] == "add once more")] == [
+        "add once more"]
     choose(page, "notebook", "")
     choose(page, "status", "")
     page.locator(".agio-runs-panel .agio-runs-text").fill("ADA")
-    assert [r["query"] for r in wait_rows(page, 1)] == ["say hello to Ada"]
+    assert [r["query"] for r in wait_rows(page, 1, want=lambda f: f[0]["query"] == "say hello to Ada")] == [
+        "say hello to Ada"]
     page.locator(".agio-runs-panel .agio-runs-text").fill("nothing like this")
     wait_rows(page, 0)
     assert note(page) == "no runs match these filters"
@@ -260,5 +270,5 @@ def test_after_the_server_restarts_the_panel_reconnects_and_stays_live(lab, page
                            ".includes('reconnecting')", timeout=LONG)
     assert loaded_extension_entry(lab.base, lab.token) == source_extension_entry()
     run_id, _ = lab.write("one", "greeter", "after the restart")
-    found = wait_rows(page, before + 1)
+    found = wait_rows(page, before + 1, want=lambda f: f[0]["id"] == run_id and f[0]["status"] == "failed")
     assert found[0]["id"] == run_id and found[0]["status"] == "failed"
