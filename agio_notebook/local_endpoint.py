@@ -86,9 +86,6 @@ class Received:
     headers: dict[str, str]  # lower-cased names
     body: dict[str, Any]
 
-    def __getitem__(self, key: str) -> Any:  # ``request["body"]``, as a JSON record reads
-        return getattr(self, key)
-
 
 class LocalEndpoint:
     """The server, on a free port of 127.0.0.1, in a thread of this process; ``url`` (also ``base_url``) is

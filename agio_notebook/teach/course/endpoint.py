@@ -92,7 +92,7 @@ def _kind(value: Any) -> str:
 
 def _body(trial: Trial) -> dict[str, Any]:
     requests = trial.context["requests"]
-    return requests[0]["body"] if requests else {}
+    return requests[0].body if requests else {}
 
 
 def _key_in_code(trial: Trial) -> str | None:
@@ -101,7 +101,7 @@ def _key_in_code(trial: Trial) -> str | None:
     except (OSError, TypeError):
         return None
     for request in trial.context["requests"]:
-        sent = request["headers"].get("authorization", "").removeprefix("Bearer ").strip()
+        sent = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         if sent and sent != "not-needed" and sent in source:
             return sent
     return None
@@ -116,7 +116,7 @@ def _common(trial: Trial) -> str | None:
                 f"OpenAIModel({MODEL!r}, base_url=base_url)")
     if _key_in_code(trial):
         return "your code contains the key: leave api_key out, and OpenAIModel reads it from OPENAI_API_KEY"
-    if requests[0]["headers"].get("authorization") != f"Bearer {trial.context['key']}":
+    if requests[0].headers.get("authorization") != f"Bearer {trial.context['key']}":
         return ("the server refused your agent's key (HTTP 401): it is not the one in the environment; leave "
                 "api_key out, and OpenAIModel reads OPENAI_API_KEY")
     model = _body(trial).get("model")
