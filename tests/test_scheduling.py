@@ -420,8 +420,19 @@ def test_a_resumed_batch_counts_its_items_and_time_across_the_resume(repo):
     before = h.metrics()
     finished = [r for r in h.records() if r.status is ExecStatus.COMPLETED]
 
-    h2 = resume_batch("metered", agent, executor=Executor(repo))
+    gate = threading.Event()  # the resumed items wait here, so nothing new finishes before `early` is read
+
+    async def gated(messages, tools):
+        while not gate.is_set():
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        return "echo"
+
+    resumed = Agent(model=FunctionModel(gated, name="slow-model"), name="slow",
+                    config=ExecutionConfig(enable_retry=False))
+    h2 = resume_batch("metered", resumed, executor=Executor(repo))
     early = h2.metrics()  # just after the resume: nothing new has finished yet
+    gate.set()
     assert early["completed"] == len(finished) and early["total"] == 8
     assert early["elapsed_s"] >= sum(r.duration_ms for r in finished) / 1000 / 2 * 0.9
     assert early["throughput_per_s"] <= fastest * 1.2, early
@@ -434,7 +445,7 @@ def test_a_resumed_batch_counts_its_items_and_time_across_the_resume(repo):
     assert end["throughput_per_s"] == pytest.approx(8 / end["elapsed_s"]) and end["throughput_per_s"] <= fastest * 1.2
     assert end["elapsed_s"] >= before["elapsed_s"] * 0.9  # the first part's time is still in it
 
-    h3 = resume_batch("metered", agent, executor=Executor(repo)).wait(30)  # nothing left: finished at once
+    h3 = resume_batch("metered", resumed, executor=Executor(repo)).wait(30)  # nothing left: finished at once
     last = h3.metrics()
     assert last["done"] == 8 and 8 * 0.2 / 2 * 0.9 <= last["elapsed_s"], last
     assert last["throughput_per_s"] <= fastest * 1.2, last
