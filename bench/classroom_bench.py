@@ -30,8 +30,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 
-def student(url: str, turns: int, model_s: float) -> None:
-    """One student's process: ``turns`` runs; prints each turn's overhead and each step's commit time."""
+def student(url: str, turns: int, model_s: float, spread: float = 0.0) -> None:
+    """One student's process: ``turns`` runs; prints each turn's overhead and each step's commit time.
+
+    ``spread``: each model call takes ``model_s`` times a factor drawn evenly from 1 ± spread (seeded by the
+    student), as a hosted model's latency varies; 0 is a fixed latency, which keeps the class in lockstep."""
+    import random
+    import zlib
+
     from agio_notebook import Agent, AgentHook, FunctionModel, Reply, StepRunner, tool
     from agio_notebook.storage import new_repository
 
@@ -40,8 +46,12 @@ def student(url: str, turns: int, model_s: float) -> None:
         """Add two integers."""
         return a + b
 
+    draw = random.Random(zlib.crc32(url.encode()))
+
     def reply(messages, tools):
-        return Reply.call("add", a=2, b=3) if messages[-1]["role"] == "user" else "five"
+        answer = Reply.call("add", a=2, b=3) if messages[-1]["role"] == "user" else Reply.say("five")
+        answer.delay = model_s * (1 + spread * (2 * draw.random() - 1))
+        return answer
 
     class Commits(AgentHook):
         timing = False
@@ -70,9 +80,10 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
-def run_students(urls: list[str], turns: int, model_s: float, env: dict[str, str], on_line=None) -> dict[str, list]:
+def run_students(urls: list[str], turns: int, model_s: float, spread: float, env: dict[str, str],
+                 on_line=None) -> dict[str, list]:
     procs = [subprocess.Popen([sys.executable, __file__, "--student", url, "--turns", str(turns),
-                               "--model-ms", str(model_s * 1000)], env=env,
+                               "--model-ms", str(model_s * 1000), "--spread", str(spread)], env=env,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for url in urls]
     for p in procs:
         assert json.loads(p.stdout.readline()) == {"ready": True}
@@ -129,11 +140,13 @@ def main() -> None:
     ap.add_argument("--students", type=int, default=30)
     ap.add_argument("--turns", type=int, default=20)
     ap.add_argument("--model-ms", type=float, default=250.0, help="each model call's simulated latency")
+    ap.add_argument("--spread", type=float, default=0.0,
+                    help="each model call's latency varies evenly within ± this fraction (0: fixed, in lockstep)")
     ap.add_argument("--student", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     model_s = args.model_ms / 1000.0
     if args.student:
-        return student(args.student, args.turns, model_s)
+        return student(args.student, args.turns, model_s, args.spread)
 
     from agio_notebook.classroom import init
     from agio_notebook.classroom.admin import Secrets
@@ -147,7 +160,7 @@ def main() -> None:
         book = Secrets.load(Path(tmp) / "secrets.json")
         urls = {n: book.url_for(n).replace(f"{n}@", f"{n}:{book.passwords[n]}@", 1) for n in [*names, "teacher"]}
         env = {k: v for k, v in os.environ.items() if k != "AGIO_STORE"}
-        alone = run_students([urls[names[0]]], args.turns, model_s, env)["turn_ms"]
+        alone = run_students([urls[names[0]]], args.turns, model_s, args.spread, env)["turn_ms"]
 
         root = Path(tmp) / "teacher"
         root.mkdir()
@@ -169,7 +182,7 @@ def main() -> None:
                     loop.call_soon_threadsafe(pending.__setitem__, (run_id, n), at)
 
                 found = await loop.run_in_executor(None, run_students, [urls[n] for n in names], args.turns, model_s,
-                                                   env, committed)
+                                                   args.spread, env, committed)
                 await asyncio.sleep(2.0)  # the last updates
                 stop.set()
                 await panel
@@ -180,7 +193,8 @@ def main() -> None:
     print("load average (1, 5, 15 min) at the end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     a50, a99, c50, c99 = pct(alone, 50), pct(alone, 99), pct(together_ms, 50), pct(together_ms, 99)
     print(f"engine and store time per turn (a query, a tool call, an answer: 4 steps, 3 durable commits; the model's "
-          f"{args.model_ms:.0f} ms per call and the tool's time left out), {args.turns} turns per student")
+          f"{args.model_ms:.0f} ms per call" + (f" ± {args.spread:.0%}" if args.spread else ", fixed") +
+          f", and the tool's time left out), {args.turns} turns per student")
     print(f"{'':<24} {'p50 ms':>8} {'p99 ms':>8}")
     print(f"{'1 student alone':<24} {a50:8.1f} {a99:8.1f}")
     print(f"{f'{args.students} students at once':<24} {c50:8.1f} {c99:8.1f}")

@@ -7,6 +7,7 @@ tells a user's server who it runs for (``JUPYTERHUB_USER``). The Runs panel list
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 
@@ -27,6 +28,13 @@ def current_user() -> str | None:
     hub_user = os.environ.get("JUPYTERHUB_USER")
     if hub_user:
         return hub_user
+    return _os_user()
+
+
+@functools.cache
+def _os_user() -> str | None:
+    """The operating system's user name, looked up once (a password-database lookup on every run cost more
+    than the rest of reading where the run comes from)."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no name for this uid (a container started with a bare --user)

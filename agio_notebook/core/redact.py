@@ -37,7 +37,7 @@ def register_secret(value: str | None) -> None:
             _registered.add(value)
 
 
-_env_names: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] = ((), (), ())
+_env_names: tuple[tuple[Any, ...], tuple[str, ...], tuple[str, ...]] = ((), (), ())
 _known: tuple[tuple[Any, ...], list[str]] = ((), [])
 
 
@@ -45,10 +45,18 @@ def _secret_env_names() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The names of the environment's secret-named variables, and of its URL variables: matched again only
     when the set of names changes (a step masks its text; it must not scan the environment each time)."""
     global _env_names
-    names = tuple(os.environ)
-    if names != _env_names[0]:
-        _env_names = (names, tuple(n for n in names if _SECRET_ENV.search(n)), tuple(n for n in names if n in _URL_ENV))
+    keys = _environ_keys()
+    if keys != _env_names[0]:
+        names = tuple(os.environ)
+        _env_names = (keys, tuple(n for n in names if _SECRET_ENV.search(n)), tuple(n for n in names if n in _URL_ENV))
     return _env_names[1], _env_names[2]
+
+
+def _environ_keys() -> tuple[Any, ...]:
+    """The environment's names as CPython keeps them (bytes, not decoded: decoding every name was most of
+    a masked step's cost), or decoded where the mapping has no such store."""
+    data = getattr(os.environ, "_data", None)
+    return tuple(data) if isinstance(data, dict) else tuple(os.environ)
 
 
 def known_secrets() -> list[str]:

@@ -83,13 +83,19 @@ class PostgresRepository(SQLRepository):
         except ImportError:
             raise StoreError("a postgresql:// store needs psycopg: pip install 'agio-notebook[postgres]'") from None
         try:
-            return psycopg.connect(self.url, connect_timeout=max(1, int(self.connect_timeout)))
+            # autocommit: a read is one round trip (no BEGIN before it, no ROLLBACK after it to see later
+            # commits); a write opens its transaction itself (``_begin``)
+            return psycopg.connect(self.url, connect_timeout=max(1, int(self.connect_timeout)), autocommit=True)
         except psycopg.Error as exc:  # libpq quotes the token it could not parse: it may be the password
             detail = scrub(" ".join(str(exc).split()), url_secrets(self.url))
             raise StoreError(f"cannot connect to the PostgreSQL store at {self.root}: {detail}{_who_hint(detail)}") from None
 
-    def _end_read(self) -> None:
-        self._conn.rollback()
+    def _pipelined(self) -> Any:
+        # a commit's BEGIN, rows and COMMIT travel together: one round trip where there were one a statement
+        return self._conn.pipeline()
+
+    def _begin(self, cur: Any) -> None:
+        cur.execute("BEGIN")
 
     # a restarted server (or a dropped network) breaks the connection: the call that meets it fails with
     # one line, and the next one connects again, taking back the sessions this process had claimed
@@ -194,9 +200,4 @@ class PostgresRepository(SQLRepository):
 
     def _vacuum(self) -> None:
         with self._lock:
-            self._conn.commit()
-            self._conn.autocommit = True
-            try:
-                self._conn.execute("VACUUM")
-            finally:
-                self._conn.autocommit = False
+            self._conn.execute("VACUUM")  # outside a transaction: the connection commits each statement

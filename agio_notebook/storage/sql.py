@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
@@ -155,18 +155,21 @@ class SQLRepository(SQLRunQuery):
                 raise
             finally:
                 cur.close()
-            self._end_read()
             return rows
 
     @contextmanager
-    def _transaction(self, session_id: str | None = None) -> Iterator[Any]:
-        """A cursor whose work is committed on exit, or rolled back and reported as one StoreError line."""
+    def _transaction(self, session_id: str | None = None, *, blind: bool = False) -> Iterator[Any]:
+        """A cursor whose work is committed on exit, or rolled back and reported as one StoreError line.
+
+        ``blind``: the statements read nothing back (no rows, no row counts), so they may be pipelined."""
         with self._lock:
             self._ensure_connected()
             cur = self._conn.cursor()
             try:
-                yield cur
-                self._conn.commit()
+                with self._pipelined() if blind else nullcontext():
+                    self._begin(cur)
+                    yield cur
+                    self._conn.commit()
             except Exception as exc:
                 self._check_connection(exc)
                 self._conn.rollback()
@@ -182,8 +185,12 @@ class SQLRepository(SQLRunQuery):
         reads its roster and the class's exercise progress with it."""
         return self._query(statement, params)
 
-    def _end_read(self) -> None:
-        """Close the read transaction a query opened (PostgreSQL), so the next read sees new commits."""
+    def _pipelined(self) -> AbstractContextManager[Any]:
+        """Where a write's statements may go to the server without waiting for each answer (PostgreSQL)."""
+        return nullcontext()
+
+    def _begin(self, cur: Any) -> None:
+        """Open the transaction a write's statements share (SQLite's driver opens one by itself)."""
 
     def _ensure_connected(self) -> None:
         """Connect again if the connection was lost (PostgreSQL: the server restarted); called holding the lock."""
@@ -198,6 +205,7 @@ class SQLRepository(SQLRunQuery):
             return
         cur = self._conn.cursor()
         try:
+            self._begin(cur)
             self._lock_setup(cur)
             for statement in (*_TABLES, *JOURNAL_TABLES):
                 cur.execute(statement)
@@ -256,7 +264,7 @@ class SQLRepository(SQLRunQuery):
         prepared = _prepare(session, run, steps, events)
         if prepared is None:
             return
-        with self._transaction(prepared[0]) as cur:
+        with self._transaction(prepared[0], blind=True) as cur:
             self._write_commit(cur, *prepared)
         self._sessions_seen.add(prepared[0])
 
@@ -266,7 +274,7 @@ class SQLRepository(SQLRunQuery):
         prepared = [p for p in (_prepare(c.get("session"), c.get("run"), c.get("steps", ()), c.get("events", ()))
                                 for c in commits) if p is not None]
         try:
-            with self._transaction() as cur:
+            with self._transaction(blind=True) as cur:
                 for p in prepared:
                     self._write_commit(cur, *p)
         except StoreError:
