@@ -388,6 +388,27 @@ def test_a_handoff_is_a_recorded_step_and_the_session_stays_with_the_new_agent(r
     assert "handed off: triage → specialist" in build_bundle(first.events, first.run)["text/plain"]
 
 
+def test_a_handoff_moves_its_own_session_only_not_the_runners_next_ones(repo):
+    """The runner made for triage still answers a new session with triage after one of its runs handed off,
+    and two runs at once keep their own agents."""
+    triage, specialist, seen = _handoff_agents()
+    runner = StepRunner(triage, repository=repo)
+    assert go(runner.run("s1", "I want a refund")).final_text.startswith("specialist:")
+    triage_calls = len(seen["triage"])
+    fresh = go(runner.run("s2", "I want a refund"))
+    assert len(seen["triage"]) == triage_calls + 1  # triage answered the new session first
+    assert fresh.final_text.startswith("specialist:")
+    assert frames.runs("s2", repository=repo)["agent_name"].tolist() == ["specialist"]
+
+    async def both():
+        return await asyncio.gather(runner.run("s3", "I want a refund"), runner.run("s4", "hello"))
+
+    before = len(seen["triage"])
+    handed, plain = asyncio.run(both())
+    assert handed.final_text.startswith("specialist:")
+    assert len(seen["triage"]) >= before + 2  # each new session's first call went to triage
+
+
 def test_only_the_first_handoff_of_a_turn_is_honoured(repo):
     other = Agent(model=Brain("other").model, name="other")
     specialist = Agent(model=Brain("specialist").model, name="specialist")

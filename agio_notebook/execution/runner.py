@@ -9,6 +9,7 @@ record a fork or retry replays, the agent holding it after a handoff), and hand 
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any, AsyncIterator, Callable, Sequence
 
 from ..agent import Agent, stamp_owner
@@ -323,7 +324,8 @@ class StepRunner:
     def _lifecycle(self, rec: RunRecorder, setup: Callable[[], list[Step]],
                    pending: tuple[Step, list[str]] | None = None,
                    recording: Recording | None = None) -> AsyncIterator[StepEvent]:
-        return lifecycle(self._executor, self._hook_caller, rec, setup, pending, recording)
+        # each run drives a copy: a handoff repoints the run's executor, never the runner's next runs
+        return lifecycle(copy.copy(self._executor), self._hook_caller, rec, setup, pending, recording)
 
     async def _collect(self, stream: AsyncIterator[StepEvent]) -> RunResult:
         return await collect(stream, self.repository, self.agent)
