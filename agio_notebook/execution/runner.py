@@ -86,7 +86,7 @@ class StepRunner:
         self.agent.check_deps(deps)
         session_id = session.session_id if isinstance(session, AgentSession) else session or AgentSession().session_id
         async with claimed(self.repository, session_id, self.config.session_wait):
-            new_session, steps = self._open_session(session, session_id, history)
+            new_session, steps = self._open_session(session, session_id, history, made_here=session is None)
             if _recording is None and steps:  # the first run of a fork re-enters the forked session
                 _recording = fork_recording(self.repository, session_id, steps)
             me = self._with(holder(self.agent, steps))  # a session handed off: the agent holding it answers
@@ -97,11 +97,12 @@ class StepRunner:
                 yield event
 
     def _open_session(self, session: AgentSession | str | None, session_id: str,
-                      history: list[dict[str, Any]]) -> tuple[AgentSession | None, list[Step]]:
+                      history: list[dict[str, Any]], made_here: bool = False) -> tuple[AgentSession | None, list[Step]]:
         """The session a run goes into (a new one to store, or None when stored) and its steps so far; a
-        new session records which agent made it, and a given history becomes its opening steps."""
+        new session records which agent made it, and a given history becomes its opening steps.
+        ``made_here``: the id was drawn for this run, so the store cannot hold it yet (no read to ask)."""
         repo = self.repository
-        stored = repo.get_session(session_id) is not None
+        stored = not made_here and repo.get_session(session_id) is not None
         new_session = None if stored else session if isinstance(session, AgentSession) else AgentSession(
             session_id=session_id)
         if new_session is not None:
