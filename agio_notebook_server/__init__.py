@@ -1,5 +1,6 @@
-"""The Jupyter server side of agio-notebook: kernel messages reach the browser without Nagle's delay, and
-the Runs panel reads the store (``agio_notebook_server.runs``, a second extension point).
+"""The Jupyter server side of agio-notebook: kernel messages reach the browser without Nagle's delay;
+the Runs panel reads the store (``agio_notebook_server.runs``, a second extension point); a notebook
+saved while a run or batch goes on keeps its snapshot, not a widget (``agio_notebook_server.snapshots``).
 
 Tornado leaves Nagle's algorithm on for websockets (``WebSocketHandler.set_nodelay``), and jupyter_server
 does not turn it off for kernel websockets. A burst of small kernel messages (a run's live view, then a
@@ -18,7 +19,8 @@ from typing import Any
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
-    return [{"module": "agio_notebook_server"}, {"module": "agio_notebook_server.runs"}]
+    return [{"module": "agio_notebook_server"}, {"module": "agio_notebook_server.runs"},
+            {"module": "agio_notebook_server.snapshots"}]
 
 
 class NoDelay:

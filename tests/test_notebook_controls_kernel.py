@@ -49,8 +49,9 @@ def streams(res, name="stdout") -> str:
 
 
 def bundles(res) -> list[dict]:
+    """The transcripts shown (not the snapshots displayed beside a live view's widget)."""
     return [m["content"]["data"][MIME] for m in of_type(res["messages"], "display_data", "update_display_data")
-            if MIME in m["content"]["data"]]
+            if MIME in m["content"]["data"] and "application/vnd.jupyter.widget-view+json" not in m["content"]["data"]]
 
 
 def ok(res) -> None:

@@ -5,8 +5,9 @@ cost, a small latency histogram, the last errors, and a Cancel button. The monit
 times a second from the batch's figures (never per item, so a 5,000-item batch costs the same).
 When the batch ends, the cell's output becomes a MIME bundle (``application/vnd.agio.batch+json``
 with ``text/html`` and ``text/plain``), so a saved notebook shows the summary without a kernel or a
-widget. After Cancel every view says so: the cancelled state, counts by status, the rate of completed
-items only, the cost known so far. Every string that came from a model or an error is escaped.
+widget; a notebook saved while it runs keeps a snapshot of that summary instead of the monitor
+(``live_output``). After Cancel every view says so: the cancelled state, counts by status, the rate of
+completed items only, the cost known so far. Every string that came from a model or an error is escaped.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..core import InvalidOperationError, mask, new_id
+from ..core import InvalidOperationError, mask
 from ..scheduling import BatchHandle
 from ..views import text_html
+from .live_output import LiveOutput
 from .worker import capture_parent, restore_parent, submit
 
 MIME_TYPE = "application/vnd.agio.batch+json"
@@ -221,32 +223,31 @@ def display_handle(handle: BatchHandle, shell: Any) -> None:
 
 
 def show(handle: BatchHandle, shell: Any) -> BatchMonitor | None:
-    """Display ``handle`` in the current cell: live while it runs, then its static summary."""
+    """Display ``handle`` in the current cell: live while it runs (saved as a snapshot), then its static summary."""
     from IPython.display import display
 
     if handle.done:
         display(summary_bundle(handle), raw=True)
         return None
     monitor = BatchMonitor(handle)
-    display_id = new_id()
+    output = LiveOutput(monitor.widget)
     parent = capture_parent(shell)
-    display(monitor.widget, display_id=display_id)
+    output.show(summary_bundle(handle))
     _shown[handle.name] = _msg_id(parent)
 
     finished = threading.Event()
 
     def finish() -> None:  # on the scheduler loop, before the batch's waiters (a foreground cell) wake
-        from IPython.display import update_display
-
         finished.set()
         restore_parent(shell, parent)
-        update_display(summary_bundle(handle), display_id=display_id, raw=True)
+        output.finish(summary_bundle(handle))
         monitor.close()
 
     async def tick() -> None:
         restore_parent(shell, parent)
         while not finished.is_set():
             monitor.refresh()
+            output.snapshot(lambda: summary_bundle(handle))
             await asyncio.sleep(REFRESH_S)
 
     submit(tick())

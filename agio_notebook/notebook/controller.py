@@ -35,6 +35,7 @@ from ..storage.base import Repository
 from ..storage.ids import resolve_filter, resolve_run_id, resolve_session_id
 from ..frames import attempts_frame
 from .approval import ask as ask_approval
+from .live_output import LiveOutput
 from .live_view import LiveView
 from .stores import own_store as own_store_path
 from .pause_view import show_pause
@@ -462,13 +463,12 @@ class Controller:
         handle = RunHandle(self, session_id, agent)
         live = LiveView(on_stop=handle.cancel, stop_hint=None if background or clicks_reach_a_busy_cell() else
                         "this kernel hears Stop only after the cell ends: interrupt the kernel (■) to stop now")
-        display_id = handle.display_id = new_id()
         shell = self.shell
+        output = LiveOutput(live.widget) if shell is not None else None
+        handle.display_id = output.display_id if output is not None else new_id()
         parent = capture_parent(shell) if shell is not None else None
-        if shell is not None:
-            from IPython.display import display
-
-            display(live.widget, display_id=display_id)
+        if output is not None:
+            output.show(build_bundle([], trace=False))
         handle.live = live
         if shell is not None:
             shell.user_ns["_agio"] = handle  # the latest run's handle, whatever the cell displays
@@ -481,7 +481,7 @@ class Controller:
         async def drive() -> None:
             restore_parent(shell, parent)
             loop = asyncio.get_running_loop()
-            ticker = loop.create_task(_tick(live))
+            ticker = loop.create_task(_tick(live, _snapshots(output, handle.events_list)))
             cancelled = False
             try:
                 async for event in (make_stream(approver, handle.debugger) if step else make_stream(approver)):
@@ -505,7 +505,7 @@ class Controller:
                         on_end(handle)
                     except Exception as exc:  # noqa: BLE001 - said in the cell; the transcript is still drawn
                         print(f"agio: {exc}", file=sys.stderr)
-                self._finish_display(handle, live, display_id, parent)
+                self._finish_display(handle, live, output, parent)
                 handle._finished.set()
                 handle._started.set()
                 if shell is not None:
@@ -572,16 +572,14 @@ class Controller:
                   "are kept")
         return handle
 
-    def _finish_display(self, handle: RunHandle, live: LiveView, display_id: str, parent: Any) -> None:
+    def _finish_display(self, handle: RunHandle, live: LiveView, output: LiveOutput | None, parent: Any) -> None:
         """The live widget gives way to the transcript bundle: no widget stays in a finished cell."""
-        if self.shell is None:
+        if self.shell is None or output is None:
             return
-        from IPython.display import update_display
-
         restore_parent(self.shell, parent)
         if handle.run_id is None:  # it failed before it started: say so where the live view was
             note = f"agio: the run did not start: {handle.error}" if handle.error else "agio: the run did not start"
-            update_display({"text/plain": note}, display_id=display_id, raw=True)
+            output.finish({"text/plain": note})
             live.close()
             return
         repo = self.repository
@@ -592,7 +590,7 @@ class Controller:
         bundle = build_bundle(handle.events_list, run, session, attempts, seen)
         if run is not None and run.retry_of:  # the attempts it replaced say so (before its own, which ends the cell)
             self.refresh_family(handle.run_id, skip=handle.run_id)
-        update_display(bundle, display_id=display_id, raw=True)
+        output.finish(bundle)
         live.close()
 
     def refresh_family(self, run_id: str, skip: str | None = None) -> None:
@@ -626,11 +624,31 @@ def check_can_answer(agent: Agent, what: str) -> None:
         raise InvalidOperationError(f"{what} needs the model to answer, but {spent}")
 
 
-async def _tick(live: LiveView) -> None:
-    """Flush coalesced updates when a stream pauses (no event arrives to trigger the flush)."""
+async def _tick(live: LiveView, snapshot: Callable[[], None]) -> None:
+    """Flush coalesced updates when a stream pauses (no event arrives to trigger the flush), and keep
+    the snapshot a save would keep up to date."""
     while True:
         await asyncio.sleep(live.min_interval)
         live.flush_if_due()
+        snapshot()
+
+
+def _snapshots(output: LiveOutput | None, events: list[StepEvent]) -> Callable[[], None]:
+    """Write the run's transcript so far (its completed steps) as ``output``'s snapshot, when it changed."""
+    written = [0]
+
+    def make() -> dict[str, Any] | None:
+        n = len(events)
+        if n == written[0]:
+            return None
+        written[0] = n
+        return build_bundle(events[:n], trace=False)
+
+    def snapshot() -> None:
+        if output is not None:
+            output.snapshot(make)
+
+    return snapshot
 
 
 def _shown_path(root: Any) -> str:

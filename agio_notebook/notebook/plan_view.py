@@ -16,9 +16,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..core import new_id
 from ..scheduling import PlanHandle
 from ..views import graph_layout, text_html
+from .live_output import LiveOutput
 from .worker import capture_parent, restore_parent
 
 MIME_TYPE = "application/vnd.agio.plan+json"
@@ -99,17 +99,17 @@ def plan_bundle(handle: PlanHandle) -> dict[str, Any]:
 
 
 def show(handle: PlanHandle, shell: Any) -> None:
-    """Display ``handle``: a live DAG while it runs, then the static bundle."""
-    from IPython.display import display, update_display
+    """Display ``handle``: a live DAG while it runs (saved as a snapshot), then the static bundle."""
+    from IPython.display import display
 
     if handle.done:
         display(plan_bundle(handle), raw=True)
         return
     view = widgets.HTML(plan_html(handle, drawing=True))
     view.add_class("agio-plan-live")
-    display_id = new_id()
+    output = LiveOutput(view)
     parent = capture_parent(shell)
-    display(view, display_id=display_id)
+    output.show(plan_bundle(handle))
     lock = threading.Lock()
     last = [0.0]
 
@@ -117,12 +117,13 @@ def show(handle: PlanHandle, shell: Any) -> None:
         with lock:
             if handle.ended_at is not None:
                 restore_parent(shell, parent)
-                update_display(plan_bundle(handle), display_id=display_id, raw=True)
+                output.finish(plan_bundle(handle))
                 view.close()
                 return
             if time.monotonic() - last[0] >= MIN_INTERVAL_S:
                 last[0] = time.monotonic()
                 view.value = plan_html(handle, drawing=True)
+                output.snapshot(lambda: plan_bundle(handle))
 
     handle.on_change(redraw)
     if handle.ended_at is not None:  # it ended while we were drawing

@@ -25,11 +25,13 @@ BUNDLE_VERSION = 1
 
 def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | dict[str, Any] | None = None,
                  session: AgentSession | dict[str, Any] | None = None,
-                 attempts: list[Attempt] | None = None, seen: dict[str, Any] | None = None) -> dict[str, Any]:
+                 attempts: list[Attempt] | None = None, seen: dict[str, Any] | None = None,
+                 trace: bool = True) -> dict[str, Any]:
     """The MIME bundle for a run from its events (deltas are dropped: the completed steps carry the text).
 
     ``attempts`` (this run's family) feed the attempt selector; the fallbacks show the equivalent commands.
     ``seen`` (:func:`~.debug_marks.seen_payload`) is what each model call saw, shown under it.
+    ``trace=False`` leaves out the trace graph (Graphviz), as the snapshots of a running run do.
     """
     dicts = [e.to_dict() if isinstance(e, StepEvent) else e for e in events]
     dicts = [e for e in dicts if e["type"] != StepEventType.STEP_DELTA.value and not _nested_delta(e)]
@@ -47,7 +49,7 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
         view.status, view.error = run_dict["status"], run_dict.get("error")
         view.settle_cards()
     view.superseded_by = (run_dict or {}).get("superseded_by")
-    payload["trace_svg"] = trace_svg(view.run_id, payload["events"])  # drawn by the JupyterLab extension
+    payload["trace_svg"] = trace_svg(view.run_id, payload["events"]) if trace else None  # drawn by the extension
     lines = command_lines(view, payload["attempts"])
     html = to_html(view, commands_html(lines))
     text = to_text(view) + ("\n" + commands_text(lines) if lines else "")

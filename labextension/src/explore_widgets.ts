@@ -3,6 +3,7 @@ import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
 import { DIFF_MIME_TYPE, TREE_MIME_TYPE, renderDiff, renderTree } from './explore';
+import { withSnapshotNote } from './snapshot';
 
 class ExploreWidget extends Widget implements IRenderMime.IRenderer {
   constructor(options: IRenderMime.IRendererOptions, private _render: (data: unknown, doc: Document) => HTMLElement) {
@@ -12,7 +13,9 @@ class ExploreWidget extends Widget implements IRenderMime.IRenderer {
   }
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    this.node.replaceChildren(this._render(model.data[this._mimeType], this.node.ownerDocument));
+    const data = model.data[this._mimeType];
+    const doc = this.node.ownerDocument;
+    this.node.replaceChildren(...withSnapshotNote(this._render(data, doc), data, doc));
     return Promise.resolve();
   }
 

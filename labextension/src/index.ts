@@ -3,6 +3,7 @@ import { Widget } from '@lumino/widgets';
 
 import { exploreExtensions, extensionFor } from './explore_widgets';
 import { MIME_TYPE, renderTranscript } from './render';
+import { withSnapshotNote } from './snapshot';
 import {
   BATCH_MIME_TYPE, PLAN_MIME_TYPE, SWEEP_MIME_TYPE, TRACE_MIME_TYPE, renderBatch, renderPlan, renderSweep, renderTrace
 } from './views';
@@ -16,7 +17,9 @@ export class RunTranscriptWidget extends Widget implements IRenderMime.IRenderer
   }
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    this.node.replaceChildren(renderTranscript(model.data[this._mimeType], this.node.ownerDocument));
+    const data = model.data[this._mimeType];
+    const doc = this.node.ownerDocument;
+    this.node.replaceChildren(...withSnapshotNote(renderTranscript(data, doc), data, doc));
     return Promise.resolve();
   }
 
