@@ -81,6 +81,11 @@ def test_text_streams_in_several_updates_then_becomes_a_bundle(kernel):
     payload = data["application/vnd.agio.run+json"]
     assert payload["run"]["status"] == "completed" and payload["run"]["final_text"].startswith("word0 word1")
     assert "word59" in data["text/plain"]
+    # the transcript is drawn first, its trace graph (Graphviz) right after, in the same output
+    finals = [m["content"]["data"] for m in of_type(msgs, "update_display_data")
+              if "application/vnd.agio.run+json" in m["content"]["data"]][-2:]
+    assert [f["application/vnd.agio.run+json"]["trace_svg"] is None for f in finals] == [True, False]
+    assert payload["trace_svg"].startswith("<svg")
     # the transcript is the cell's only view: no Out[n] repr beside it; the handle is still `_` and `_agio`
     assert not of_type(msgs, "execute_result"), "no Out[n] repr under a %%agio cell"
     assert kernel.value("_.run_id == _agio.run_id == %r" % payload["run"]["id"]) is True

@@ -41,7 +41,7 @@ from .stores import own_store as own_store_path
 from .pause_view import show_pause
 from .pause_view import warm_up as warm_pause_views
 from .debug_marks import seen_payload
-from .transcript import build_bundle, bundle_for_run
+from .transcript import add_trace, build_bundle, bundle_for_run
 from .worker import capture_parent, clicks_reach_a_busy_cell, restore_parent, submit
 
 _E = StepEventType
@@ -587,11 +587,15 @@ class Controller:
         session = repo.get_session(handle.session_id) if handle.session_id else None
         attempts = attempts_of(repo, handle.run_id) if run is not None else None
         seen = seen_payload(repo, handle.run_id) if run is not None else None
-        bundle = build_bundle(handle.events_list, run, session, attempts, seen)
+        bundle = build_bundle(handle.events_list, run, session, attempts, seen, trace=False)
         if run is not None and run.retry_of:  # the attempts it replaced say so (before its own, which ends the cell)
             self.refresh_family(handle.run_id, skip=handle.run_id)
-        output.finish(bundle)
+        output.finish(bundle)  # the transcript at once, then its trace graph
         live.close()
+        if add_trace(bundle):
+            from IPython.display import update_display
+
+            update_display(bundle, display_id=output.display_id, raw=True)
 
     def refresh_family(self, run_id: str, skip: str | None = None) -> None:
         """Redraw the transcripts of ``run_id``'s attempts that this kernel shows, so each says whether it

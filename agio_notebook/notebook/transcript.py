@@ -56,6 +56,19 @@ def build_bundle(events: Iterable[StepEvent | dict[str, Any]], run: AgentRun | d
     return {MIME_TYPE: payload, "text/html": html, "text/plain": text}
 
 
+def add_trace(bundle: dict[str, Any]) -> bool:
+    """Draw the trace graph into a bundle built with ``trace=False``; whether there was one to draw.
+
+    A finished run's transcript is shown first and its graph a moment later: Graphviz runs as a program of
+    its own, and a Stop should not wait for it."""
+    payload = bundle[MIME_TYPE]
+    svg = trace_svg((payload.get("run") or {}).get("id"), payload["events"])
+    if svg is None:
+        return False
+    bundle[MIME_TYPE] = {**payload, "trace_svg": svg}
+    return True
+
+
 def _nested_delta(event: dict[str, Any]) -> bool:
     return event["type"] == StepEventType.NESTED.value and event["payload"]["event"]["type"] == "step_delta"
 
