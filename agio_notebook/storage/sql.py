@@ -348,15 +348,17 @@ class SQLRepository(SQLRunQuery):
     def _lost(self, session_id: str | None) -> list[Damage]:
         where, params = ("WHERE session_id = ?", (session_id,)) if session_id is not None else ("", ())
         runs: dict[str, list[dict[str, Any]]] = {}
-        for (doc,) in self._query(f"SELECT doc FROM agio_runs {where}", params):
+        held: dict[str, dict[Any, int]] = {}
+        # each run with the steps the table holds of it, in one read (every read of steps asks this)
+        for doc, count in self._query(
+                f"SELECT r.doc, COALESCE(c.n, 0) FROM agio_runs r LEFT JOIN (SELECT run_id, COUNT(*) AS n "
+                f"FROM agio_steps {where} GROUP BY run_id) c ON c.run_id = r.id "
+                f"{where.replace('session_id', 'r.session_id')}", params * 2):
             run = _loads(doc)
             runs.setdefault(run["session_id"], []).append(run)
+            held.setdefault(run["session_id"], {})[run["id"]] = count
         if not runs:
             return []
-        held: dict[str, dict[Any, int]] = {}
-        for sid, run_id, count in self._query(f"SELECT session_id, run_id, COUNT(*) FROM agio_steps {where} "
-                                              "GROUP BY session_id, run_id", params):
-            held.setdefault(sid, {})[run_id] = count
         found = []
         for sid in sorted(runs):
             lost = lost_steps(self.root, sid, runs[sid], held.get(sid, {}))
