@@ -57,7 +57,8 @@ def _truth(root: Path, where: RunFilter = RunFilter()) -> list[str]:
         warnings.simplefilter("ignore", StoreDamageWarning)
         journal.refresh()
     journal.close()
-    return [r.id for r in newest_first(journal.tables.get("runs", {}).values(), where, 500, None).runs]
+    runs = journal.tables.get("runs", {})
+    return [r.id for r in newest_first(runs.values(), where, len(runs) + 1, None).runs]
 
 
 def _ids(repo: TinyDBRepository, where: RunFilter = RunFilter()) -> list[str]:
@@ -318,3 +319,23 @@ def test_a_directory_that_refuses_the_snapshot_leaves_the_pages_right(tmp_path, 
     assert lines == [] and not (root / NAME).exists()
     repo.close()
     writer.close()
+
+
+def test_a_close_compacts_the_run_index_once_its_lines_are_a_tenth_of_its_records(tmp_path):
+    root = tmp_path / "store"
+    _filled(root, 700)  # 700 runs and 3 sessions, compacted
+
+    def lines() -> int:
+        return len((root / "index.jsonl").read_bytes().splitlines())
+
+    repo = TinyDBRepository(root)
+    repo.commit_group([{"run": _run(i)} for i in range(700, 765)])
+    repo.close()
+    assert lines() == 1 + 65  # more than 64 lines, fewer than a tenth of 768 records: left as it is
+    repo = TinyDBRepository(root)
+    repo.commit_group([{"run": _run(i)} for i in range(765, 780)])
+    _agrees(repo, root)
+    repo.close()
+    assert lines() == 1 and not _read_whole(fresh := TinyDBRepository(root))  # compacted, its snapshot along
+    _agrees(fresh, root)
+    fresh.close()

@@ -696,7 +696,9 @@ class TinyDBRepository(TinyDBMaintenance):
             for journal in self._journals.values():
                 if journal.lines >= min_lines:
                     journal.compact()
-            if self._index.lines >= min_lines:
+            # the run index, once its lines are a tenth of its records: a compaction rewrites it and its run
+            # query snapshot whole, which a large store should not pay at every kernel's close
+            if self._index.lines >= max(min_lines, sum(map(len, self._index.tables.values())) // 10):
                 self._compact_index()
 
     def _compact_index(self) -> bool:
