@@ -1,19 +1,27 @@
-"""agio-notebook: a Jupyter-native execution engine for LLM agents."""
+"""agio-notebook: a Jupyter-native execution engine for LLM agents.
+
+Every name here is imported when first used, so importing a part of the package (``agio_notebook.storage``
+for the Jupyter server's Runs panel, the CLI's store commands) does not import the engine, its models and
+its tools first (about 150 ms).
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
-
-from .agent import Agent
-from .core import (AgentRun, AgentSession, ExecutionConfig, RunStatus, Step, StepEvent, StepEventType,
-                   StepRole)
-from .execution import AgentHook, RunResult, StepRunner, fork_session
-from .models import FunctionModel, OpenAIModel, Reply, ScriptedModel, default_model
-from .tools import Tool, tool
-from .tools.context import RunContext
 
 __version__ = "0.1.0"
 
+# name -> the module of the package that defines it
+_NAMES = {
+    "Agent": "agent",
+    **dict.fromkeys(("AgentRun", "AgentSession", "ExecutionConfig", "RunStatus", "Step", "StepEvent", "StepEventType",
+                     "StepRole"), "core"),
+    **dict.fromkeys(("AgentHook", "RunResult", "StepRunner", "fork_session"), "execution"),
+    **dict.fromkeys(("FunctionModel", "OpenAIModel", "Reply", "ScriptedModel", "default_model"), "models"),
+    **dict.fromkeys(("Tool", "tool"), "tools"),
+    "RunContext": "tools.context",
+}
 _FRAMES = ("runs", "steps", "tool_calls", "sessions", "run_metrics", "actions", "context", "outputs", "list_attempts")
 _EXPLORE = ("diff", "sweep", "tree", "evaluate", "compare", "evaluations")
 _SCHEDULING = ("batch", "resume_batch", "executions", "RateLimit")
@@ -21,6 +29,14 @@ _AGENT_RUNNER = ("AgentRunner", "AgentConfig", "CallResult")
 
 
 def __getattr__(name: str) -> Any:
+    value = _lazy(name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def _lazy(name: str) -> Any:
+    if name in _NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
     # frames pull in pandas; load them on first use so `import agio_notebook` stays light
     if name in _FRAMES:
         from . import frames
@@ -31,8 +47,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(explore, name)
     if name == "scoring":  # a module of its own (import_module: `from . import` would ask this hook again)
-        import importlib
-
         return importlib.import_module(f"{__name__}.scoring")
     if name == "memory":
         from . import memory
@@ -62,6 +76,11 @@ def __getattr__(name: str) -> Any:
         from . import agent_runner
 
         return getattr(agent_runner, name)
+    try:  # a module of the package not imported yet (``agio_notebook.frames``)
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
     raise AttributeError(f"module 'agio_notebook' has no attribute {name!r}")
 
 

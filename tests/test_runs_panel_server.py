@@ -49,6 +49,22 @@ def _filled(target: str) -> str:
     return run.id
 
 
+def test_the_store_is_opened_as_the_server_starts_and_damage_met_then_is_told_with_the_first_answer(tmp_path):
+    run_id = _filled(str(tmp_path / ".agio"))
+    with open(tmp_path / ".agio" / "index.jsonl", "ab") as f:
+        f.write(b"this is not a record\n")
+    store = PanelStore(tmp_path)
+    store.warm()
+    store._worker.submit(lambda: None).result(timeout=60)  # the warming done (one worker, in order)
+    assert store._repository is not None
+    page, damage = ask(store, views.runs_page)
+    assert [r["id"] for r in page["runs"]] == [run_id]
+    assert len(damage) == 1 and "unreadable record" in damage[0] and "index.jsonl" in damage[0]
+    assert ask(store, views.runs_page)[1] == []  # told once, as a read that meets it tells it
+    store.shutdown()
+    PanelStore(tmp_path / "nothing here").warm()  # no store: nothing is made, nothing is said
+
+
 def test_bad_input_is_one_line_with_a_status(tmp_path):
     run_id = _filled(str(tmp_path / ".agio"))
     store = PanelStore(tmp_path)

@@ -2,7 +2,7 @@
 
 Layout of a journal file::
 
-    {"agio_journal": 1, "snapshot": {"steps": {"1": {...}, "2": {...}}, "events": {...}}}
+    {"agio_journal": 1, "rewrite": "<random>", "snapshot": {"steps": {"1": {...}, "2": {...}}, "events": {...}}}
     {"t": "steps", "d": {...}}          <- upsert: replaces the doc with the same key
     {"t": "steps", "k": "<key>", "x": 1} <- delete
 
@@ -16,7 +16,9 @@ A commit is one ``write`` of whole lines and one ``fsync``: its cost depends on 
 size nor the store's. Replaying the file (snapshot, then lines in order; the last version of a key
 wins) gives TinyDB's ``{table: {doc_id: doc}}``, with doc ids assigned in order of first appearance,
 so two writers never hand out the same id. Compaction rewrites the snapshot atomically (temp file,
-fsync, rename, directory fsync).
+fsync, rename, directory fsync); each rewrite names itself with a random ``rewrite`` id, so its first bytes
+tell it from every other version of the file (what an index derived from the file checks, see
+:mod:`.run_index_file`).
 
 A trailing line without its newline is a write that never completed (it was never reported
 committed): readers ignore it, the next writer truncates it under the lock. A bad line anywhere else
@@ -28,6 +30,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import secrets
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -97,6 +100,7 @@ class Journal:
         self.damage: list[Damage] = []  # what could not be read (reported as it was found)
         self.tail_damage: Damage | None = None  # an incomplete last record (a writer removes it)
         self.cut_snapshot = False  # the snapshot line is cut off: readable, but never written to
+        self.zeros = False  # zero bytes were read: a region the disk lost, which a log's replay may still fill in
         self._offset = 0
         self._inode: int | None = None
         self._fd: int | None = None
@@ -113,6 +117,7 @@ class Journal:
         self.damage = []
         self.tail_damage = None
         self.cut_snapshot = False
+        self.zeros = False
         self._tail = None
         self._offset = 0
         if self.on_change is not None:
@@ -127,6 +132,27 @@ class Journal:
     @property
     def damaged(self) -> bool:
         return bool(self.damage) or self.tail_damage is not None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the file has been read (a refresh found it)."""
+        return self._inode is not None
+
+    @property
+    def offset(self) -> int:
+        """How many bytes of the file have been read: the end of its last complete line."""
+        return self._offset
+
+    @property
+    def inode(self) -> int | None:
+        """The inode number of the file read (None: not read, or gone)."""
+        return self._inode
+
+    def start_at(self, inode: int, offset: int) -> None:
+        """Read the file from ``offset`` on, as long as it is the file ``inode``: what comes before is held
+        elsewhere (a derived index's snapshot). ``tables`` then holds what is read from there, and
+        ``on_change`` hears it; another file under the name, or a shorter one, is read from its start."""
+        self._inode, self._offset = inode, offset
 
     def refresh(self, *, repair: bool = False) -> bool:
         """Apply what other writers appended since we last looked (a stat when nothing changed).
@@ -206,7 +232,9 @@ class Journal:
         lines.pop()  # after the final newline
         first = self._offset == 0
         for n, raw in enumerate(lines):
-            raw = raw.strip(b"\0")
+            if b"\0" in raw:
+                self.zeros = True
+                raw = raw.strip(b"\0")
             if not raw.strip():
                 continue
             try:
@@ -374,7 +402,7 @@ class Journal:
         return out
 
     def snapshot_bytes(self, data: dict[str, dict[str, Doc]] | None = None) -> bytes:
-        line: dict[str, Any] = {"agio_journal": JOURNAL_VERSION}
+        line: dict[str, Any] = {"agio_journal": JOURNAL_VERSION, "rewrite": secrets.token_hex(8)}
         if data is None:
             keys: dict[str, dict[str, str]] | None = {} if self.keyed_lines else None
             line["snapshot"] = self.tinydb_data(keys)

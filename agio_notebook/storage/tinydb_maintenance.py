@@ -232,11 +232,15 @@ class TinyDBMaintenance:
             cached = {j.path: j for j in self._journals.values()}
             for path in [*self._session_paths(), self.root / "index.jsonl"]:
                 journal = self._index if path == self.root / "index.jsonl" else cached.get(path)
+                if journal is self._index:
+                    journal.refresh()  # (a process that asked only the run query's index has not read it)
                 fresh = journal is None
                 if fresh:
                     journal = Journal(path, SESSION_KEYS, self.lock_timeout)
                     journal.refresh()
-                if journal.lines >= min_lines and not journal.compact():
+                compacted = journal.lines < min_lines or (
+                    self._compact_index() if journal is self._index else journal.compact())
+                if not compacted:
                     skipped.append(path)
                 if fresh:
                     journal.close()

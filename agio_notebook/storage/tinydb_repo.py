@@ -13,7 +13,7 @@ import os
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import orjson
 
@@ -25,9 +25,13 @@ from .journal import Journal, atomic_write, fsync_dir, fsync_path
 from .layout import INDEX_KEYS, SCHEMA_VERSION, SESSION_KEYS, session_file_name, store_root
 from .locking import FileLock, LockTimeout, native_flock
 from .run_index import RunIndex
+from .run_index_file import compact_keeping
+from .run_index_follow import FollowedRunIndex
 from .run_query import Recheck, RunFilter, RunPage, check_limit, page_of, with_live_totals
 from .tinydb_maintenance import TinyDBMaintenance
 from .wal import Append, DeadLogs, WriteAheadLog, has_logs, replay
+
+T = TypeVar("T")
 
 _MAX_OPEN_FILES = 128
 _COMPACT_AFTER_LINES = 64
@@ -46,7 +50,8 @@ class TinyDBRepository(TinyDBMaintenance):
         self._check_meta()
         self._syncfs = FilesystemSync(self.root)
         self._replay_dead_logs()  # what a stopped machine lost of reported commits is put back
-        self._open_index()  # read by recovery below
+        self._open_index()  # read when first needed (recovery below asks the run query's index first)
+        self._runs = FollowedRunIndex(self.root, lock_timeout)  # the run query's index (storage/run_index*.py)
         self._journals: dict[str, Journal] = {}
         self._written: dict[int, Journal] = {}  # session files written (so left open) since the last limit
         self._lock = threading.RLock()
@@ -56,7 +61,6 @@ class TinyDBRepository(TinyDBMaintenance):
         # commit holding ``_lock``; taken after ``_lock`` when both are needed, never before it
         self._claim_lock = threading.Lock()
         self._seq_index: dict[str, dict[int, str]] = {}  # session -> sequence -> current step id
-        self._runs_index: RunIndex | None = None  # the run query's index, made on its first use
         self._recheck = Recheck()  # when the run query last looked for runs whose process died, per session
         self._wal = WriteAheadLog(self.root, self._make_durable)
         _live.add(self)
@@ -205,10 +209,7 @@ class TinyDBRepository(TinyDBMaintenance):
         found: list[str] = []
         with self._lock:
             sessions = self._sessions_left_by_dead_holders() if session_id is None else set()
-            self._index.refresh()
-            sessions |= {d["session_id"] for d in self._index.tables.get("runs", {}).values()
-                         if d.get("status") == RunStatus.RUNNING.value
-                         and (session_id is None or d["session_id"] == session_id)}
+            sessions |= self._running_sessions(session_id)
             for sid in sorted(sessions):
                 with self._claim_lock:
                     if self._claims.holds(sid) or self.session_holder(sid) is not None:
@@ -224,6 +225,18 @@ class TinyDBRepository(TinyDBMaintenance):
                 finally:
                     self.release_session(sid, linger=False)
         return found
+
+    def _running_sessions(self, session_id: str | None) -> set[str]:
+        """Sessions with a run recorded ``running`` (in ``session_id`` only, if given): from the run query's index
+        when its snapshot on disk makes it current without reading the whole run index (a panel opening a
+        large store), else from the run index."""
+        if not self._index.loaded:
+            found = self._runs.ask(lambda index: index.running_sessions(session_id), None)
+            if found is not None:
+                return found
+        self._index.refresh()
+        return {d["session_id"] for d in self._index.tables.get("runs", {}).values()
+                if d.get("status") == RunStatus.RUNNING.value and (session_id is None or d["session_id"] == session_id)}
 
     def _sessions_left_by_dead_holders(self) -> set[str]:
         """Sessions whose lease still names a holder that nobody holds: its process died mid-run.
@@ -453,11 +466,13 @@ class TinyDBRepository(TinyDBMaintenance):
             return len(doomed)
 
     # -- reads -----------------------------------------------------------------
-    def _repair_index(self) -> None:
-        """Sessions whose file exists but whose index entry was lost (crash between the two writes)."""
+    def _repair_index(self, indexed: set[str] | None = None) -> None:
+        """Sessions whose file exists but whose index entry was lost (crash between the two writes).
+        ``indexed``: the session files the index names (None: those of the index journal, read)."""
         if self._repaired:
             return
-        indexed = {d.get("file") for d in self._index.tables.get("sessions", {}).values()}
+        if indexed is None:
+            indexed = {d.get("file") for d in self._index.tables.get("sessions", {}).values()}
         for name in sorted(os.listdir(self._sessions_dir)):
             if not name.endswith(".jsonl") or name in indexed:
                 continue
@@ -514,7 +529,6 @@ class TinyDBRepository(TinyDBMaintenance):
         """(Re)open the index journal, and what is derived from it in memory (made again on first use)."""
         self._index = Journal(self.root / "index.jsonl", INDEX_KEYS, self.lock_timeout)
         self._index_runs: dict[str, dict[str, dict[str, Any]]] | None = None  # session -> run id -> index record
-        self._runs_index: RunIndex | None = None  # the run query's index, made on its first use
         self._index.on_change = self._follow_index_runs
 
     def _runs_of_session(self, session_id: str) -> Iterable[dict[str, Any]]:
@@ -626,25 +640,26 @@ class TinyDBRepository(TinyDBMaintenance):
             table = self._index.tables.get("runs" if kind == "run" else "sessions", {})
             return sorted(i for i in table if i.startswith(prefix))[:limit]
 
-    # -- the run query: pages of runs, filtered by an index kept in memory (storage/run_index.py) ------
-    def _run_index(self) -> RunIndex:
-        """Built from the run index on first use, then fed by its journal (called holding ``_lock``)."""
-        if self._runs_index is None:
-            self._runs_index = RunIndex(self._index.tables.get("runs", {}).values())
-            self._index.on_change = self._runs_index.follow(self._index.on_change)
-        return self._runs_index
+    # -- the run query: pages of runs, from its index (storage/run_index*.py) ---------------------------
+    def _whole_index(self) -> Journal:
+        """The run index journal, read whole (what the run query's index is built from when none matches)."""
+        self._index.refresh()
+        return self._index
+
+    def _ask_runs(self, question: Callable[[RunIndex], T]) -> T:
+        """``question`` of the run query's index, current (called holding ``_lock``); first, once, the index
+        entries of sessions a crash left out of it are made again."""
+        if not self._repaired:
+            self._repair_index(self._runs.ask(lambda index: index.session_files(), self._whole_index))
+        return self._runs.ask(question, self._whole_index)  # type: ignore[return-value]
 
     def query_runs(self, where: RunFilter = RunFilter(), limit: int = 50, cursor: str | None = None) -> RunPage:
         """A page of runs, newest first (see ``storage/run_query.py``); a run still going shows the totals of
         the steps its session file holds so far."""
         limit = check_limit(limit)
         with self._lock:
-            self._index.refresh()
-            self._repair_index()
             for _ in range(2):  # again once if runs whose process died were just settled
-                ids = self._run_index().page_ids(where, limit + 1, cursor)
-                known = self._index.tables.get("runs", {})
-                docs = [known[i] for i in ids if i in known]
+                docs = self._ask_runs(lambda index: index.page(where, limit + 1, cursor))
                 due = set(self._recheck.due(d["session_id"] for d in docs[:limit]
                                             if d.get("status") == RunStatus.RUNNING.value))
                 if not self._settle([d for d in docs[:limit] if d["session_id"] in due]):
@@ -662,9 +677,7 @@ class TinyDBRepository(TinyDBMaintenance):
     def run_facets(self, limit: int = 100) -> dict[str, list[str]]:
         """The values each filter of the run query can take (agents, statuses, notebooks, users), sorted."""
         with self._lock:
-            self._index.refresh()
-            self._repair_index()
-            return self._run_index().facets(limit)
+            return self._ask_runs(lambda index: index.facets(limit))
 
     def _run_docs(self, session_id: str | None) -> list[dict[str, Any]]:
         return [d for d in self._index.tables.get("runs", {}).values()
@@ -680,15 +693,27 @@ class TinyDBRepository(TinyDBMaintenance):
     def _compact_open(self, min_lines: int) -> None:
         """Compact the journals this instance has open (on close: never a walk over the whole store)."""
         with self._lock:
-            for journal in [*self._journals.values(), self._index]:
+            for journal in self._journals.values():
                 if journal.lines >= min_lines:
                     journal.compact()
+            # the run index, once its lines are a tenth of its records: a compaction rewrites it and its run
+            # query snapshot whole, which a large store should not pay at every kernel's close
+            if self._index.lines >= max(min_lines, sum(map(len, self._index.tables.values())) // 10):
+                self._compact_index()
+
+    def _compact_index(self) -> bool:
+        """Compact the run index journal, bringing the run query's snapshot on disk along (False: damaged)."""
+        return compact_keeping(self.root, self._index, self.lock_timeout)
 
     def close(self) -> None:
         with self._lock:
             with self._claim_lock:
                 self._claims.release_all()
             self._wal.close()  # its files on disk, and no log left behind
+            try:
+                self._runs.close()  # a snapshot of the run query's index for the next process, if it read much
+            except (OSError, StoreError):
+                pass
             try:
                 self._compact_open(_COMPACT_AFTER_LINES)
             except StoreError:

@@ -3,13 +3,18 @@
 It is found the way a kernel finds it: ``AGIO_STORE`` (which the server's kernels inherit), else ``.agio``
 in the server's root directory. It is opened only once it exists (the panel never makes an empty store),
 read on one worker thread of its own (the server's event loop never waits on a disk or a database), and
-every failure is one line: no store yet, a store that is locked or damaged, a database that is down. The
-engine is imported on the first request, not when the server starts.
+every failure is one line: no store yet, a store that is locked or damaged, a database that is down.
+
+The server's event loop never imports the engine. As the server starts, ``warm`` has the worker thread import
+it, open the store and ask the panel's first page once, so the panel's first request finds all of it done;
+one that comes sooner waits for no more than that work (the store's open reads little: see the TinyDB
+store's run query index, ``agio_notebook/storage/run_index_follow.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +22,8 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 # a reader of the panel waits this long for a lock another process holds, then says so in one line
 LOCK_TIMEOUT = 2.0
@@ -37,6 +44,7 @@ class PanelStore:
         self.target = target if target is not None else (os.environ.get("AGIO_STORE") or None)
         self._repository: Any = None
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="agio-panel")
+        self._met: list[str] = []  # damage the warming met, told with the next answer
 
     # -- where --------------------------------------------------------------------------------
     @property
@@ -102,6 +110,21 @@ class PanelStore:
                 self._repository = new_repository(self.target)
         return self._repository
 
+    def warm(self) -> None:
+        """Open the store and ask the panel's first questions on the worker thread, now (the server starts)."""
+        self._worker.submit(self._warm)
+
+    def _warm(self) -> None:
+        if not self.exists():
+            return
+        try:
+            from agio_notebook.storage import RunFilter
+
+            self._met = self._guarded(lambda: (self.repository().query_runs(RunFilter(), 50),
+                                               self.repository().run_facets()))[1]
+        except Exception:  # noqa: BLE001 - the panel's own request meets it again, and says it in one line
+            log.debug("agio panel: the store could not be opened ahead of the panel", exc_info=True)
+
     async def call(self, fn: Callable[[], T]) -> tuple[T, list[str]]:
         """``fn()`` on the worker thread: its result and the damage it met (one line each)."""
         return await asyncio.get_running_loop().run_in_executor(self._worker, self._guarded, fn)
@@ -125,7 +148,8 @@ class PanelStore:
             except Exception as exc:  # noqa: BLE001 - a store fault the engine did not word: still one line
                 raise PanelError(f"cannot read the store at {self.where}: {_line(exc)}") from None
         damage = [_line(w.message) for w in caught if issubclass(w.category, StoreDamageWarning)]
-        return result, list(dict.fromkeys(damage))
+        met, self._met = self._met, []
+        return result, list(dict.fromkeys(met + damage))
 
     def close(self) -> None:
         if self._repository is not None:
