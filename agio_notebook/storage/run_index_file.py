@@ -69,6 +69,19 @@ class Stamp:
         return cls(st.st_dev, st.st_ino, file_identity(fd)[1], offset, _digest(fd, 0, min(offset, WINDOW)),
                    _digest(fd, max(0, offset - WINDOW), offset))
 
+    @classmethod
+    def of_file(cls, path: Path | str, inode: int | None, offset: int) -> Stamp | None:
+        """The stamp of the journal at ``path`` up to ``offset``; None if that path is no longer file ``inode``
+        (replaced meanwhile) or is gone."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            return cls.of(fd, offset) if os.fstat(fd).st_ino == inode else None
+        finally:
+            os.close(fd)
+
     def holds(self, fd: int) -> bool:
         """Whether the open file is the one stamped, and still holds the bytes stamped."""
         st = os.fstat(fd)
@@ -278,13 +291,9 @@ def _keep(root: Path, journal: Journal, carried: tuple[Path, RunIndex] | None) -
     """After a compaction (the lock held, ``journal`` read whole): the snapshot on disk, for the new file."""
     if journal.inode is None or journal.damaged or journal.zeros:
         return
-    fd = os.open(journal.path, os.O_RDONLY)
-    try:
-        if os.fstat(fd).st_ino != journal.inode:
-            return
-        stamp = Stamp.of(fd, journal.offset)
-    finally:
-        os.close(fd)
+    stamp = Stamp.of_file(journal.path, journal.inode, journal.offset)
+    if stamp is None:
+        return
     if carried is not None:
         tmp, overlay = carried
         overlay.merge_into(tmp)

@@ -173,16 +173,9 @@ class FollowedRunIndex:
             return
         if reader.offset - (snapshot.stamp.offset if snapshot.stamp is not None else 0) < after:
             return
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
+        stamp = Stamp.of_file(self.path, reader.inode, reader.offset)
+        if stamp is None:
             return
-        try:
-            if os.fstat(fd).st_ino != reader.inode:
-                return
-            stamp = Stamp.of(fd, reader.offset)
-        finally:
-            os.close(fd)
         try:
             fresh = rewrite(self.root, snapshot, stamp)
         except (OSError, SnapshotUnreadable, sqlite3.Error):
