@@ -39,19 +39,11 @@ def _lazy(name: str) -> Any:
         return getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
     # frames pull in pandas; load them on first use so `import agio_notebook` stays light
     if name in _FRAMES:
-        from . import frames
-
-        return getattr(frames, name)
+        return getattr(_module("frames"), name)
     if name in _EXPLORE:
-        from . import explore
-
-        return getattr(explore, name)
-    if name == "scoring":  # a module of its own (import_module: `from . import` would ask this hook again)
-        return importlib.import_module(f"{__name__}.scoring")
-    if name == "memory":
-        from . import memory
-
-        return memory
+        return getattr(_module("explore"), name)
+    if name in ("scoring", "memory"):  # modules of their own
+        return _module(name)
     if name == "trace":  # agio_notebook.trace(run_id): the run's trace graph
         from .memory.trace import trace
 
@@ -61,27 +53,26 @@ def _lazy(name: str) -> Any:
 
         return feedback
     if name in _SCHEDULING:
-        from . import scheduling
-
-        return getattr(scheduling, name)
+        return getattr(_module("scheduling"), name)
     if name in ("serve_mcp", "serve_a2a"):  # agio_notebook.serve_mcp(agents=[...]): over MCP or A2A, from a thread
-        from . import serve
-
-        return getattr(serve, name)
+        return getattr(_module("serve"), name)
     if name == "a2a_agent":  # a remote A2A agent as a tool
         from .serve.a2a_client import a2a_agent
 
         return a2a_agent
     if name in _AGENT_RUNNER:
-        from . import agent_runner
-
-        return getattr(agent_runner, name)
+        return getattr(_module("agent_runner"), name)
     try:  # a module of the package not imported yet (``agio_notebook.frames``)
-        return importlib.import_module(f"{__name__}.{name}")
+        return _module(name)
     except ModuleNotFoundError as exc:
         if exc.name != f"{__name__}.{name}":
             raise
     raise AttributeError(f"module 'agio_notebook' has no attribute {name!r}")
+
+
+def _module(name: str) -> Any:
+    """A submodule, imported by name: ``from . import`` would ask this module's ``__getattr__`` first."""
+    return importlib.import_module(f"{__name__}.{name}")
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

@@ -451,6 +451,36 @@ def test_a_resumed_batch_counts_its_items_and_time_across_the_resume(repo):
     assert last["throughput_per_s"] <= fastest * 1.2, last
 
 
+def test_an_item_cancelled_after_its_run_stored_its_answer_is_completed(repo):
+    """Cancel lands between the run's durable end and the item's record: the answer is kept and the item is
+    completed, in this kernel's figures as in a resume's (which reads the runs)."""
+    from agio_notebook.execution.hooks import add_default_hook, remove_default_hook
+
+    ended, release = threading.Event(), threading.Event()
+
+    class Linger(agio.AgentHook):
+        async def on_run_end(self, run):  # after the run's end is stored
+            ended.set()
+            while not release.is_set():
+                await asyncio.sleep(0.01)
+
+    hook = Linger()
+    add_default_hook(hook)
+    try:
+        h = batch(slow_agent(Probe(), 0.0), ["one"], name="late-cancel", executor=Executor(repo))
+        wait_until(ended.is_set, what="the run's end stored")
+        h.cancel()
+        release.set()
+        h.wait(30)
+    finally:
+        remove_default_hook(hook)
+    (rec,) = h.records()
+    assert rec.status is ExecStatus.COMPLETED and rec.result == "echo: one"
+    assert repo.get_run(rec.run_id).status is RunStatus.COMPLETED
+    again = resume_batch("late-cancel", slow_agent(Probe(), 0.0), executor=Executor(repo)).wait(30)
+    assert again.metrics()["completed"] == h.metrics()["completed"] == 1
+
+
 def test_active_time_is_the_union_of_the_runs_spans_gaps_left_out():
     from agio_notebook.scheduling.records import ExecutionRecord, active_seconds
 

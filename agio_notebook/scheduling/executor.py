@@ -331,6 +331,9 @@ class Executor:
             if run is None or run.id != rec.run_id:  # timed out or cancelled: the stored version
                 run = self.repository.get_run(rec.run_id)
             if run is not None:
+                if status is ExecStatus.CANCELLED and run.status is RunStatus.COMPLETED:
+                    # cancelled after its run had stored its answer: the item is done, as a resume would find it
+                    status, result, message = ExecStatus.COMPLETED, run.final_text, None
                 m = run.metrics
                 tokens = (m.prompt_tokens or 0, m.completion_tokens or 0, m.total_tokens or 0)
                 rec.model_calls += m.model_calls
