@@ -14,7 +14,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from agio_notebook.notebook.live_output import LiveOutput, as_snapshot, snapshot_note
-from agio_notebook_server.snapshots import (STALE_AFTER_S, WIDGET_VIEW, prune_snapshots, saved_data, snapshot_file,
+from agio_notebook.notebook.snapshot_files import (STALE_AFTER_S, WIDGET_VIEW, prune_snapshots, saved_data, snapshot_file,
                                             snapshot_outputs, write_snapshot)
 from lab_support import running_lab
 

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, output_from_msg
 
-from agio_notebook_server.snapshots import DIRECTORY, WIDGET_VIEW, snapshot_outputs
+from agio_notebook.notebook.snapshot_files import DIRECTORY, WIDGET_VIEW, snapshot_outputs
 from kernel_support import Kernel, install_kernelspec, of_type
 from scheduling_support import wait_until
 

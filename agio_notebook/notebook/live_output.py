@@ -17,7 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Callable
 
-from agio_notebook_server.snapshots import (AGIO_MIME, prune_snapshots, remove_snapshot, snapshot_dir,
+from .snapshot_files import (AGIO_MIME, prune_snapshots, remove_snapshot, snapshot_dir,
                                             snapshot_file, write_snapshot)
 
 from ..core import new_id
