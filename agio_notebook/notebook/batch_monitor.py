@@ -153,8 +153,9 @@ def summary_text(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def summary_bundle(handle: BatchHandle) -> dict[str, Any]:
-    d = mask(summary_data(handle))  # errors come from providers, which echo keys
+def summary_bundle(handle: BatchHandle, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The static summary; ``data``: the batch's figures if just read (``summary_data``), else read now."""
+    d = mask(summary_data(handle) if data is None else data)  # errors come from providers, which echo keys
     return {MIME_TYPE: d, "text/html": summary_html(d), "text/plain": summary_text(d)}
 
 
@@ -186,7 +187,8 @@ class BatchMonitor:
             self.note.value = f'<span class="agio-batch-note">{escape(str(exc))}</span>'
         self.cancel_button.disabled = True
 
-    def refresh(self) -> None:
+    def refresh(self) -> dict[str, Any]:
+        """Redraw from the batch's figures; the figures drawn."""
         d = summary_data(self.handle)
         with self.widget.hold_sync():
             self.progress.max = max(d["total"], 1)
@@ -199,6 +201,7 @@ class BatchMonitor:
                 self.progress.bar_style = "warning"
             self.errors.value = errors_html(d)
         self.refreshes += 1
+        return d
 
     def close(self) -> None:
         for w in (self.progress, self.label, self.stats, self.hist, self.errors, self.cancel_button, self.note):
@@ -246,8 +249,8 @@ def show(handle: BatchHandle, shell: Any) -> BatchMonitor | None:
     async def tick() -> None:
         restore_parent(shell, parent)
         while not finished.is_set():
-            monitor.refresh()
-            output.snapshot(lambda: summary_bundle(handle))
+            figures = monitor.refresh()
+            output.snapshot(lambda: summary_bundle(handle, figures))  # the figures just drawn, not read again
             await asyncio.sleep(REFRESH_S)
 
     submit(tick())

@@ -593,9 +593,7 @@ class Controller:
         output.finish(bundle)  # the transcript at once, then its trace graph
         live.close()
         if add_trace(bundle):
-            from IPython.display import update_display
-
-            update_display(bundle, display_id=output.display_id, raw=True)
+            output.redraw(bundle)
 
     def refresh_family(self, run_id: str, skip: str | None = None) -> None:
         """Redraw the transcripts of ``run_id``'s attempts that this kernel shows, so each says whether it

@@ -95,13 +95,17 @@ class LiveOutput:
 
     def finish(self, bundle: dict[str, Any]) -> None:
         """Replace the output by the final ``bundle``; the snapshot is not needed any more."""
-        from IPython.display import update_display
-
         with self._lock:
             self._finished = True
-            update_display(bundle, display_id=self.display_id, raw=True)
+            self.redraw(bundle)
             if self.path is not None:
                 remove_snapshot(self.path)
+
+    def redraw(self, bundle: dict[str, Any]) -> None:
+        """Replace the finished output by a fuller ``bundle`` (a transcript's trace graph, drawn after it)."""
+        from IPython.display import update_display
+
+        update_display(bundle, display_id=self.display_id, raw=True)
 
     def _write(self, bundle: dict[str, Any]) -> None:
         self._last = self._clock()
