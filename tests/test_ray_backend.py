@@ -262,18 +262,22 @@ def test_a_killed_workers_nested_runs_show_interrupted_and_resume(repo, tmp_path
         return "found it"
 
     agent = planner_agent(inner)
+    earlier = {r.id for r in repo.list_runs()}  # the module's store holds other tests' nested runs
+
+    def this_batchs_nested_runs() -> list:
+        return [r for r in repo.list_runs() if r.agent_name == "researcher" and r.parent_run_id and r.id not in earlier]
+
     h = batch(agent, ["Porto"], name="ray-nested-kill", backend="ray", repository=repo, retries=1, retry_delay=0.1)
     wait_until(lambda: flag.exists() and flag.read_text(), 120, "the nested run to start on a worker")
 
     def nested_step_stored() -> bool:  # the worker's events reach the driver's store a moment after the flag
-        return any(r.agent_name == "researcher" and r.parent_run_id and repo.get_steps(r.session_id)
-                   for r in repo.list_runs())
+        return any(repo.get_steps(r.session_id) for r in this_batchs_nested_runs())
 
     wait_until(nested_step_stored, 120, "the nested run's first step to reach the store")
     os.kill(int(flag.read_text()), signal.SIGKILL)
     h.wait(300)
     assert h.records()[0].status is ExecStatus.COMPLETED and h.results()["final_text"][0] == "planned with: found it"
-    nested = [r for r in repo.list_runs() if r.agent_name == "researcher" and r.parent_run_id]
+    nested = this_batchs_nested_runs()
     lost = [r for r in nested if r.status is RunStatus.INTERRUPTED]
     # the driver says the worker was lost; a read of the store that finds the dead worker's lease first says so
     assert len(lost) == 1 and ("lost" in lost[0].error or "stopped before the run finished" in lost[0].error), \
