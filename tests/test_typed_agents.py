@@ -230,3 +230,67 @@ def test_the_transcript_shows_the_typed_answer(repo):
     assert 'output (Weather): {"city": "Oslo", "celsius": 4.5, "sky": "rain"}' in bundle["text/plain"]
     assert 'class="agio-output"' in bundle["text/html"] and "Output · Weather" in bundle["text/html"]
     assert bundle["application/vnd.agio.run+json"]["run"]["output"] == {"city": "Oslo", "celsius": 4.5, "sky": "rain"}
+
+
+@pytest.mark.parametrize("arguments,error_type,reason", [
+    ('{"city": "Oslo", "celsius": 4', "invalid_json", "not valid JSON"),
+    ('["Oslo", 4, "rain"]', "invalid_arguments", "must be a JSON object, got list"),
+    ('{"city": "Oslo", "celsius": "warm", "sky": "rain"}', "invalid_arguments", "celsius"),
+], ids=["malformed", "not-an-object", "does-not-fit"])
+def test_a_refused_answer_is_the_same_alone_or_beside_another_tool(repo, arguments, error_type, reason):
+    """A ``final_result`` call alone is answered without the tool executor; beside another call it goes
+    through it: the model reads the same refusal either way, and the next valid answer is the output."""
+    from agio_notebook.models.scripted import ToolCallSpec
+
+    @tool
+    def noop() -> str:
+        """Nothing."""
+        return "done"
+
+    def refusals(replies):
+        agent = Agent(model=ScriptedModel([*replies, Reply.call(FINAL_RESULT, city="Oslo", celsius=4, sky="clear")]),
+                      output_type=Weather, tools=[noop])
+        result = go(StepRunner(agent, repository=repo).run(None, "weather?"))
+        assert result.status is RunStatus.COMPLETED and result.output == Weather(city="Oslo", celsius=4, sky="clear")
+        stored = repo.get_run(result.run_id)
+        assert stored.output == {"city": "Oslo", "celsius": 4.0, "sky": "clear"}  # the later, valid answer's
+        return [(s.content, s.status, s.error) for s in result.steps
+                if s.role is StepRole.TOOL and s.name == FINAL_RESULT and s.status != "ok"]
+
+    bad = ToolCallSpec(FINAL_RESULT, arguments, "bad")
+    alone = refusals([Reply.calls(bad)])
+    beside = refusals([Reply.calls(bad, ToolCallSpec("noop", {}, "other"))])
+    assert alone == beside and len(alone) == 1
+    content, status, error = alone[0]
+    assert status == "error" and reason in error and content == f"Error ({error_type}): {error}"
+
+
+def test_the_first_answer_that_fits_wins_within_a_turn(repo):
+    from agio_notebook.models.scripted import ToolCallSpec
+
+    turn = Reply.calls(ToolCallSpec(FINAL_RESULT, {"city": "Oslo", "celsius": "warm", "sky": "rain"}, "a"),
+                       ToolCallSpec(FINAL_RESULT, {"city": "Bergen", "celsius": 9, "sky": "rain"}, "b"),
+                       ToolCallSpec(FINAL_RESULT, {"city": "Tromsø", "celsius": 1, "sky": "clear"}, "c"))
+    agent = Agent(model=ScriptedModel([turn]), output_type=Weather)
+    result = go(StepRunner(agent, repository=repo).run(None, "weather?"))
+    assert result.status is RunStatus.COMPLETED and result.output.city == "Bergen"
+    assert [s.status for s in result.steps if s.role is StepRole.TOOL] == ["error", "ok", "ok"]
+    assert result.metrics.model_calls == 1
+
+
+def test_a_resumed_typed_answer_left_unanswered_completes_without_asking_again(repo):
+    """A run stopped after the model's ``final_result`` call was stored, before its answer: resuming
+    answers the dangling call, and a fitting answer ends the run (the model is not asked again)."""
+    from agio_notebook.core import AgentSession, Step, ToolCall
+
+    session = AgentSession()
+    sid = session.session_id
+    user = Step(session_id=sid, run_id=None, sequence=1, role=StepRole.USER, content="weather?")
+    asked = Step(session_id=sid, run_id=None, sequence=2, role=StepRole.ASSISTANT, content=None,
+                 tool_calls=[ToolCall("c1", FINAL_RESULT, json.dumps({"city": "Oslo", "celsius": 3, "sky": "rain"}))])
+    repo.commit(session=session, steps=[user, asked])
+    never = ScriptedModel([])  # asking the model again would fail the run: it has no replies
+    result = go(StepRunner(Agent(model=never, output_type=Weather), repository=repo).resume(sid))
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.output == Weather(city="Oslo", celsius=3, sky="rain") and result.metrics.model_calls == 0
+    assert [s.role.value for s in repo.get_steps(sid)] == ["user", "assistant", "tool"]

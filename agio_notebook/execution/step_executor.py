@@ -32,7 +32,7 @@ from ..models.request import MessageChain, stored_request, tools_digest
 from ..models.settings import check_settings, merge_settings
 from ..tools import ToolCallContext, ToolResult
 from ..tools.context import RunContext
-from ..tools.output import FINAL_RESULT, OutputError, OutputSpec
+from ..tools.output import ACCEPTED, FINAL_RESULT, OutputError, OutputSpec
 from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .budget import Budget
 from .handoff import take_handoff
@@ -311,6 +311,9 @@ class StepExecutor:
         if pending is not None:  # resume: answer the dangling tool calls before asking the model again
             async for event in self._run_tools(rec, pending[0], set(pending[1]), recording):
                 yield event
+            if rec.run.output is not None:  # the dangling call was a typed answer that fits
+                rec.finish(RunStatus.COMPLETED)
+                return
         max_steps = self.config.max_steps
         refusals = 0  # a typed agent's answers that did not fit its output type
         chain = MessageChain()  # running digest of the context, extended by each turn's new messages
@@ -359,8 +362,8 @@ class StepExecutor:
                 return
             async for event in self._run_tools(rec, step, None, recording):
                 yield event
-            if spec is not None:
-                given = self._final_result(rec, step, spec)
+            if spec is not None:  # given by this turn's final_result call, or refused (and the model told why)
+                given = rec.run.output if rec.run.output is not None else self._final_result(rec, step, spec)
                 if isinstance(given, OutputError):
                     refusals += 1
                     if refusals > self.agent.output_retries:
@@ -516,6 +519,14 @@ class StepExecutor:
         if not batch.to_run:
             return
         run = rec.run
+        spec = self.agent.output
+        if spec is not None and all(c.name == FINAL_RESULT for c in batch.to_run):  # a typed answer, only
+            for call in batch.to_run:
+                result = self._give_output(rec, call, spec)
+                batch.results[call.id] = result
+                yield self._result_event(rec, result, batch.sequences)
+                await self.hooks.call("on_tool_end", run, result)
+            return
         batch_ids = tuple(c.id for c in batch.calls)
         engine = tool_engine()
 
@@ -537,6 +548,22 @@ class StepExecutor:
                     yield event
             yield self._result_event(rec, result, batch.sequences)
             await self.hooks.call("on_tool_end", run, result)
+
+    def _give_output(self, rec: RunRecorder, call: ToolCall, spec: OutputSpec) -> ToolResult:
+        """A ``final_result`` call answered here: its arguments validated once, the first that fit become
+        the run's output (the tool does nothing else, so no context, scope or timeout is set up for it)."""
+        started, executor = time.perf_counter(), self.tool_executor
+        arguments = executor.parsed(call, started)
+        if isinstance(arguments, ToolResult):
+            return arguments
+        try:
+            value = spec.from_arguments(arguments)
+        except OutputError as exc:
+            return executor.invalid(call, str(exc), started, arguments)
+        if rec.run.output is None:
+            rec.run.output = spec.dump(value)
+        return ToolResult(tool_call_id=call.id, name=call.name, content=ACCEPTED,
+                          duration_ms=(time.perf_counter() - started) * 1000.0, arguments=arguments)
 
     def _store_result(self, rec: RunRecorder, step: Step, call: ToolCall, batch: _ToolBatch
                       ) -> tuple[StepEvent, Step]:

@@ -55,13 +55,9 @@ class ToolExecutor:
             result.actions, result.step_extra = ctx.actions, ctx.step_extra
         return result
 
-    async def _execute(self, call: ToolCall, ctx: ToolCallContext | None) -> ToolResult:
-        started = time.perf_counter()
-        tool = self.registry.get(call.name)
-        if tool is None:
-            available = ", ".join(self.registry.names()) or "none"
-            return self._fail(call, "unknown_tool", f"no tool named {call.name!r} (available: {available})",
-                              started)
+    def parsed(self, call: ToolCall, started: float) -> dict[str, Any] | ToolResult:
+        """A call's arguments as the model sent them, or the error result that tells the model they are
+        malformed JSON or not an object."""
         try:
             arguments = json.loads(call.arguments) if call.arguments.strip() else {}
         except json.JSONDecodeError as exc:
@@ -70,12 +66,28 @@ class ToolExecutor:
         if not isinstance(arguments, dict):
             return self._fail(call, "invalid_arguments", f"arguments must be a JSON object, got "
                                                          f"{type(arguments).__name__}", started)
+        return arguments
+
+    def invalid(self, call: ToolCall, reason: str, started: float, arguments: dict[str, Any]) -> ToolResult:
+        """Arguments that parse but do not fit: the error result, with the reason the model reads."""
+        return self._fail(call, "invalid_arguments", reason, started, arguments=arguments)
+
+    async def _execute(self, call: ToolCall, ctx: ToolCallContext | None) -> ToolResult:
+        started = time.perf_counter()
+        tool = self.registry.get(call.name)
+        if tool is None:
+            available = ", ".join(self.registry.names()) or "none"
+            return self._fail(call, "unknown_tool", f"no tool named {call.name!r} (available: {available})",
+                              started)
+        arguments = self.parsed(call, started)
+        if isinstance(arguments, ToolResult):
+            return arguments
         try:
             kwargs = tool.validate(arguments)
         except pydantic.ValidationError as exc:
-            return self._fail(call, "invalid_arguments", _validation_message(exc), started, arguments=arguments)
+            return self.invalid(call, _validation_message(exc), started, arguments)
         except ValueError as exc:  # a validator's own reason (a typed output's final_result)
-            return self._fail(call, "invalid_arguments", str(exc), started, arguments=arguments)
+            return self.invalid(call, str(exc), started, arguments)
         config = self.config
         args: tuple[Any, ...] = ()
         if tool.takes_context:  # what the tool may know of its run, the run's deps above all
