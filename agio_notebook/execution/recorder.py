@@ -17,13 +17,14 @@ from ..core import (TRANSIENT_EVENTS, AgentRun, AgentSession, RunStatus, Step, S
                     StepRole, now)
 from ..core.conversation import is_memory_step
 from ..storage.base import Repository
-from ..storage.group_commit import committer_for, store_wait
+from ..storage.group_commit import GroupCommitter, committer_for, store_wait
+from .session_claims import store_calls_inline
 
 
 class RunRecorder:
     __slots__ = ("run", "repository", "messages", "steps", "events", "deps", "instructions", "_seq", "_next_sequence",
                  "_pending_steps", "_pending_events", "_pending_session", "_run_dirty", "_started", "tail",
-                 "_tail_tools", "_committer")
+                 "_tail_tools", "_committer", "__weakref__")
 
     def __init__(self, run: AgentRun, repository: Repository, messages: list[dict[str, Any]],
                  next_sequence: int, session: AgentSession | None = None, tail: list[str] | None = None):
@@ -131,6 +132,14 @@ class RunRecorder:
         call's "started" step, which its result replaces, same id, before the next model call)."""
         self._pending_steps.extend(steps)
 
+    def durable_steps(self) -> list[Step] | None:
+        """This run's steps as its commits made them durable, in order; None while any change is not yet
+        durable (a failed commit stays pending): then only a read of the store says what it holds."""
+        if self._pending_steps:
+            return None
+        run_id = self.run.id
+        return sorted((s for s in self.steps if s.run_id == run_id), key=lambda s: (s.sequence, s.attempt))
+
     def update_step(self, step: Step) -> None:
         """A changed version of an already stored step (e.g. tool time filled in, superseded)."""
         if not any(p is step for p in self._pending_steps):
@@ -184,12 +193,18 @@ class RunRecorder:
             return
         committer = self._committer
         with self._durably(commit):
-            if committer is None:
+            if committer is None or self._alone(committer):
                 self.repository.commit(**commit)
             else:
                 durable = committer.submit_async(commit)
                 durable.add_done_callback(lambda f: f.cancelled() or f.exception())  # a cancelled waiter's outcome is seen
                 await asyncio.shield(durable)  # a cancelled run's commit still completes, in order
+
+    def _alone(self, committer: GroupCommitter) -> bool:
+        """Whether this run commits on its own thread (see ``store_calls_inline``): handing the commit to the
+        writer thread and back would cost more than the commit, and the loop waits for it either way. Never
+        while the writer has commits of others: one made here would overtake them."""
+        return store_calls_inline(self.repository, holding=True) and committer.idle()
 
     @contextmanager
     def _durably(self, commit: dict[str, Any]) -> Iterator[None]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from ..agent import Agent
 from ..core import AgentRun, InvalidOperationError, RunMetrics, RunStatus, Step, StepEvent, StepEventType
 from ..storage import Repository
+from .recorder import RunRecorder
 
 
 @dataclass
@@ -66,21 +67,28 @@ class RunResult:
         return proposal if proposal is not None else item
 
 
-async def collect(stream: AsyncIterator[StepEvent], repository: Repository, agent: Agent) -> RunResult:
+async def collect(stream: AsyncIterator[StepEvent], repository: Repository, agent: Agent,
+                  recorder_of: Callable[[str], RunRecorder | None] | None = None) -> RunResult:
     """Drive a run's event stream to its end; the result, with the steps as stored (metrics filled in
-    after their event, such as tool time, included)."""
+    after their event, such as tool time, included). ``recorder_of`` finds the run's recorder, which
+    knows what its commits made durable (no read of the store); without it, or if something it wrote
+    is not durable, the store is read."""
     events: list[StepEvent] = []
     run: AgentRun | None = None
+    rec: RunRecorder | None = None
     async for event in stream:
         if event.type is StepEventType.STEP_DELTA:
             continue
         events.append(event)
         if event.type.is_terminal:
             run = AgentRun.from_dict(event.payload["run"])
+            rec = recorder_of(run.id) if recorder_of is not None else None  # held now: its stream is ending
     if run is None:  # every stream ends with a terminal event; said plainly if one ever does not
         raise InvalidOperationError("the run's event stream ended without its outcome")
-    steps = [] if run.start_sequence is None else [
-        s for s in repository.get_steps(run.session_id, run.start_sequence, run.end_sequence) if s.run_id == run.id]
+    steps = rec.durable_steps() if rec is not None else None
+    if steps is None:
+        steps = [] if run.start_sequence is None else [
+            s for s in repository.get_steps(run.session_id, run.start_sequence, run.end_sequence) if s.run_id == run.id]
     return RunResult(run=run, steps=steps, events=events, repository=repository, agent=agent)
 
 

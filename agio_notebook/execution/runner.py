@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import weakref
 from typing import Any, AsyncIterator, Callable, Sequence
 
 from ..agent import Agent, stamp_owner
@@ -60,6 +61,8 @@ class StepRunner:
         self.approver = approver
         self._hook_caller = HookCaller(self.hooks)
         self._executor = StepExecutor(agent, self.config, self._hook_caller, approver)
+        # the recorders of this runner's runs, by run id, while something holds them (their streams)
+        self._recorders: weakref.WeakValueDictionary[str, RunRecorder] = weakref.WeakValueDictionary()
 
     def _with(self, agent: Agent) -> StepRunner:
         """This runner for another agent (the one holding a session after a handoff, a retry's)."""
@@ -67,6 +70,7 @@ class StepRunner:
             return self
         other = StepRunner(agent, self.hooks, self.config, self.repository, self.approver)
         other._executor.debugger = self._executor.debugger
+        other._recorders = self._recorders  # its runs' results are collected here
         return other
 
     # -- a new query -------------------------------------------------------------
@@ -326,10 +330,11 @@ class StepRunner:
                    pending: tuple[Step, list[str]] | None = None,
                    recording: Recording | None = None) -> AsyncIterator[StepEvent]:
         # each run drives a copy: a handoff repoints the run's executor, never the runner's next runs
+        self._recorders[rec.run.id] = rec  # for the result's steps, while the run's stream is alive
         return lifecycle(copy.copy(self._executor), self._hook_caller, rec, setup, pending, recording)
 
     async def _collect(self, stream: AsyncIterator[StepEvent]) -> RunResult:
-        return await collect(stream, self.repository, self.agent)
+        return await collect(stream, self.repository, self.agent, self._recorders.get)
 
 
 def _checked_history(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -53,9 +53,19 @@ async def off_loop(repository: Repository, call: Any, session_id: str, *args: An
     for the filesystem, which a batch's other runs on this loop must not). A session this process
     released a moment ago is taken back at once, on the loop: no other process may slip in while a
     worker thread is found for the claim (a busy machine can take longer than the release lingers)."""
-    if not getattr(repository, "durable", True) or getattr(repository, "session_releasing", _never)(session_id):
+    if (not getattr(repository, "durable", True) or getattr(repository, "session_releasing", _never)(session_id)
+            or store_calls_inline(repository, holding=False)):
         return call(session_id, *args)
     return await asyncio.to_thread(call, session_id, *args)
+
+
+def store_calls_inline(repository: Repository, *, holding: bool) -> bool:
+    """Whether a run makes its store calls (its claim, its commits) on its own thread, not a worker's: its
+    store asks for it (``inline_when_alone``: a SQL store's call is one round trip, or one sync of its own
+    log, with nothing left for a writer thread to do after it) and no other run of this process is in
+    progress, so nothing waits behind the call and nothing could be grouped with it. ``holding``: the
+    caller's run is already one of the runs in progress."""
+    return getattr(repository, "inline_when_alone", False) and len(ACTIVE_SESSIONS) <= int(holding)
 
 
 def _never(session_id: str) -> bool:

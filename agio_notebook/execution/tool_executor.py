@@ -20,6 +20,7 @@ from ..core.redact import mask_known
 from ..tools import Tool, ToolRegistry, ToolResult
 from ..tools.base import to_content
 from ..tools.context import RunContext, ToolCallContext, tool_call_scope
+from ..tools.threads import in_tool_thread
 
 # Builds the context of one call (session, run, asking step); see tools/context.py.
 ContextFactory = Callable[[ToolCall], ToolCallContext]
@@ -106,7 +107,7 @@ class ToolExecutor:
                         async with asyncio.timeout(timeout):
                             value = await tool.function(*args, **kwargs)
                 else:
-                    work = asyncio.to_thread(tool.function, *args, **kwargs)
+                    work = in_tool_thread(tool.function, *args, **kwargs)
                     value = await (work if timeout is None else asyncio.wait_for(work, timeout))
             except TimeoutError:
                 if attempt < allowed:

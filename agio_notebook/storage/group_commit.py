@@ -63,6 +63,7 @@ class GroupCommitter:
         self._pending: list[tuple[Commit, Waiter]] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._writing = False  # a group is being written
         self.groups = 0  # syncs made (figures for the benchmark)
         self.commits = 0
 
@@ -82,6 +83,11 @@ class GroupCommitter:
         fut: asyncio.Future[None] = loop.create_future()
         self._enqueue(commit, (loop, fut))
         return fut
+
+    def idle(self) -> bool:
+        """Nothing handed in and nothing being written: a commit made elsewhere now overtakes nobody's."""
+        with self._cond:
+            return not self._pending and not self._writing
 
     def _enqueue(self, commit: Commit, waiter: Waiter) -> None:
         with self._cond:
@@ -106,8 +112,13 @@ class GroupCommitter:
                         self._thread = None  # idle: the thread ends, the next submit starts another
                         return
                 group, self._pending = self._pending, []
+                self._writing = bool(group)
             if group:
-                self._write(group)
+                try:
+                    self._write(group)
+                finally:
+                    with self._cond:
+                        self._writing = False
                 written = True
             if not group or time.monotonic() - checkpointed >= CHECKPOINT_EVERY:
                 if self._checkpoint():

@@ -8,10 +8,11 @@ import os
 import socket
 import time
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from ..core import SessionBusyError, StoreError, scrub
+from ..core import RunStatus, SessionBusyError, StoreError, scrub
 from .claims import GRACE, Holder, LingeringReleases
 from ..core.redact import redact_url, url_secrets
 from .sql import SQLRepository, _one_line
@@ -32,6 +33,24 @@ _NOTIFY = (
         f"CREATE TRIGGER {table}_notify AFTER INSERT OR UPDATE OR DELETE ON {table} "
         "FOR EACH ROW EXECUTE FUNCTION agio_notify_change()")),
 )
+
+
+# A claim in one statement (one round trip, one transaction): try the session's lock (unless the first
+# parameter says it is held already), read the row a holder that died left behind, write this holder's row
+# if the lock was got, and say whether a run of the session was left ``running`` (only then is it looked at).
+_CLAIM = (
+    "WITH got AS (SELECT CASE WHEN %s THEN pg_try_advisory_lock(%s) ELSE TRUE END AS ok), "
+    "previous AS (SELECT pid, host, what, since FROM agio_claims WHERE session_id = %s), "
+    "mine AS (INSERT INTO agio_claims (session_id, pid, host, what, since) SELECT %s, %s, %s, %s, %s FROM got "
+    "WHERE ok ON CONFLICT (session_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, "
+    "what = excluded.what, since = excluded.since) "
+    "SELECT got.ok, previous.pid, previous.host, previous.what, previous.since, "
+    "got.ok AND EXISTS (SELECT 1 FROM agio_runs WHERE session_id = %s AND status = %s) "
+    "FROM got LEFT JOIN previous ON TRUE")
+# A release in one statement: the holder's row is deleted and the lock let go. The lock may be free a moment
+# before the deletion commits; a claim in that moment reads the row as a dead holder's, finds no run left
+# running (the run ended before its release) and writes its own row once the deletion has committed.
+_RELEASE = "WITH gone AS (DELETE FROM agio_claims WHERE session_id = %s) SELECT pg_advisory_unlock(%s)"
 
 
 def _who_hint(detail: str) -> str:
@@ -90,9 +109,15 @@ class PostgresRepository(SQLRepository):
             detail = scrub(" ".join(str(exc).split()), url_secrets(self.url))
             raise StoreError(f"cannot connect to the PostgreSQL store at {self.root}: {detail}{_who_hint(detail)}") from None
 
-    def _pipelined(self) -> Any:
-        # a commit's BEGIN, rows and COMMIT travel together: one round trip where there were one a statement
-        return self._conn.pipeline()
+    @contextmanager
+    def _atomically(self, cur: Any, blind: bool) -> Iterator[None]:
+        if not blind:
+            cur.execute("BEGIN")
+            yield
+            self._conn.commit()
+        else:  # a commit's rows travel together, in one round trip; the statements a pipeline sends before
+            with self._conn.pipeline():  # its sync are one transaction (the protocol's), so no BEGIN or COMMIT
+                yield
 
     def _begin(self, cur: Any) -> None:
         cur.execute("BEGIN")
@@ -145,23 +170,18 @@ class PostgresRepository(SQLRepository):
     # (its process died), plus a row naming the holder. Like a claim file's lock, a run's release
     # lingers a moment (``LINGER``) and another process's claim retries a while (``claim_grace``), so
     # no other process slips in between two runs of a loop here.
-    def _lock_claim(self, session_id: str, what: str) -> Holder | None:
-        if self._lingering.take_back(session_id) is not None:  # released here a moment ago: still ours
-            self._write_holder(session_id, what)
-            return None
-        if not self._query("SELECT pg_try_advisory_lock(%s)", (_lock_key(session_id),))[0][0]:
-            holder = self._holder_row(session_id) or Holder()
-            raise SessionBusyError(f"session {session_id} is in use by {holder.describe()}; wait for it to "
-                                   "finish, or let this run wait (ExecutionConfig.session_wait)")
-        previous = self._holder_row(session_id)  # a row left behind: its holder died without releasing
-        self._write_holder(session_id, what)
-        return previous
-
-    def _write_holder(self, session_id: str, what: str) -> None:
-        self._write([("INSERT INTO agio_claims (session_id, pid, host, what, since) VALUES (?, ?, ?, ?, ?) "
-                      "ON CONFLICT (session_id) DO UPDATE SET pid = excluded.pid, host = excluded.host, "
-                      "what = excluded.what, since = excluded.since",
-                      (session_id, os.getpid(), socket.gethostname(), what, time.time()))])
+    def _lock_claim(self, session_id: str, what: str) -> tuple[Holder | None, bool]:
+        # a session released here a moment ago is still ours (its lock held): taken back without trying it
+        taken_back = self._lingering.take_back(session_id) is not None
+        ok, *previous, left = self._query(_CLAIM, (
+            not taken_back, _lock_key(session_id), session_id,
+            session_id, os.getpid(), socket.gethostname(), what, time.time(),
+            session_id, RunStatus.RUNNING.value))[0]
+        holder = Holder(*previous) if previous[0] is not None else None
+        if not ok:
+            raise SessionBusyError(f"session {session_id} is in use by {(holder or Holder()).describe()}; wait for "
+                                   "it to finish, or let this run wait (ExecutionConfig.session_wait)")
+        return (None if taken_back else holder), bool(left)
 
     def _unlock_claim(self, session_id: str, *, linger: bool = True) -> None:
         if linger:
@@ -170,10 +190,14 @@ class PostgresRepository(SQLRepository):
             self._unlock_now(session_id)
 
     def _unlock_now(self, session_id: str) -> None:
-        try:
-            self._write([("DELETE FROM agio_claims WHERE session_id = ?", (session_id,))])
-        finally:
-            self._query("SELECT pg_advisory_unlock(%s)", (_lock_key(session_id),))
+        key = _lock_key(session_id)
+        try:  # one round trip: the holder's row goes with the lock (see _RELEASE)
+            self._query(_RELEASE, (session_id, key))
+        except StoreError:
+            raise
+        except Exception:  # noqa: BLE001 - the row could not go: the lock still must
+            self._query("SELECT pg_advisory_unlock(%s)", (key,))
+            raise
 
     def _finish_releases(self) -> None:
         self._lingering.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
@@ -117,6 +117,10 @@ class SQLRepository(SQLRunQuery):
     # classroom's PostgreSQL store keys journals by owner too, and shows each role its own: classroom/)
     journal_conflict = "(name, tbl, key)"
     journal_scope = ""
+    # a claim or a commit is one round trip (PostgreSQL) or one sync of SQLite's own log, with nothing left
+    # for a writer thread to do afterwards: a run alone in its process makes them on its own thread
+    # (``execution.session_claims.store_calls_inline``)
+    inline_when_alone = True
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -166,10 +170,8 @@ class SQLRepository(SQLRunQuery):
             self._ensure_connected()
             cur = self._conn.cursor()
             try:
-                with self._pipelined() if blind else nullcontext():
-                    self._begin(cur)
+                with self._atomically(cur, blind):
                     yield cur
-                    self._conn.commit()
             except Exception as exc:
                 self._check_connection(exc)
                 self._conn.rollback()
@@ -185,9 +187,13 @@ class SQLRepository(SQLRunQuery):
         reads its roster and the class's exercise progress with it."""
         return self._query(statement, params)
 
-    def _pipelined(self) -> AbstractContextManager[Any]:
-        """Where a write's statements may go to the server without waiting for each answer (PostgreSQL)."""
-        return nullcontext()
+    @contextmanager
+    def _atomically(self, cur: Any, blind: bool) -> Iterator[None]:
+        """The statements run inside as one transaction, committed on exit. ``blind``: they read nothing
+        back (no rows, no row counts), so a dialect may send them without waiting for each answer."""
+        self._begin(cur)
+        yield
+        self._conn.commit()
 
     def _begin(self, cur: Any) -> None:
         """Open the transaction a write's statements share (SQLite's driver opens one by itself)."""
@@ -461,8 +467,9 @@ class SQLRepository(SQLRunQuery):
                               [(name, table, key, doc, int(top) + i + 1) for i, (table, key, doc) in enumerate(rows)])
 
     # -- claims: one run per session at a time, across processes --------------------------------
-    def _lock_claim(self, session_id: str, what: str) -> Holder | None:
-        """Take the session's lock or raise SessionBusyError naming the holder; the dead holder it replaces."""
+    def _lock_claim(self, session_id: str, what: str) -> tuple[Holder | None, bool]:
+        """Take the session's lock or raise SessionBusyError naming the holder; the dead holder it replaces,
+        and whether a run may have been left ``running`` in the session (False only when known not)."""
         raise NotImplementedError
 
     def _unlock_claim(self, session_id: str, *, linger: bool = True) -> None:
@@ -481,14 +488,15 @@ class SQLRepository(SQLRunQuery):
                 if session_id in self._held:
                     raise SessionBusyError(f"session {session_id} is in use by another run of this process")
                 try:
-                    previous = self._lock_claim(session_id, what)
+                    previous, left = self._lock_claim(session_id, what)
                 except SessionBusyError:
                     if time.monotonic() >= deadline:
                         raise
                 else:
                     self._held.add(session_id)
                     try:
-                        self._interrupt_runs(session_id, previous)
+                        if left:
+                            self._interrupt_runs(session_id, previous)
                     except BaseException:
                         self.release_session(session_id, linger=False)
                         raise
@@ -515,12 +523,12 @@ class SQLRepository(SQLRunQuery):
                 if sid in self._held:
                     continue
                 try:
-                    previous = self._lock_claim(sid, "recovery of interrupted runs")
+                    previous, left = self._lock_claim(sid, "recovery of interrupted runs")
                 except SessionBusyError:
                     continue  # a live run holds it
                 self._held.add(sid)
                 try:
-                    found += self._interrupt_runs(sid, previous)
+                    found += self._interrupt_runs(sid, previous) if left else []
                 finally:
                     self.release_session(sid, linger=False)
         return found

@@ -85,8 +85,8 @@ class SQLiteRepository(SQLRepository):
         self.claims_dir.mkdir(exist_ok=True)
         return self.claims_dir / session_file_name(session_id).replace(".jsonl", ".claim")
 
-    def _lock_claim(self, session_id: str, what: str) -> Holder | None:
-        return self._claims.claim(session_id, self._claim_file(session_id), what)
+    def _lock_claim(self, session_id: str, what: str) -> tuple[Holder | None, bool]:
+        return self._claims.claim(session_id, self._claim_file(session_id), what), True
 
     def _unlock_claim(self, session_id: str, *, linger: bool = True) -> None:
         self._claims.release(session_id, linger=linger)

@@ -11,7 +11,6 @@ action with a revised one (the seed's external-loop reflection).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, Awaitable, Callable
 
 from ..tools import Tool
 from ..tools.context import ToolCallContext, tool_call_scope
+from ..tools.threads import in_tool_thread
 from ..core import new_id
 from .errors import ActionError
 from .recorder import ContextGraphRecorder
@@ -109,7 +109,7 @@ class ExecutionEngine:
                 return tool.function(**kwargs)
 
         try:
-            value = await asyncio.to_thread(call)
+            value = await in_tool_thread(call)
         except Exception as exc:  # noqa: BLE001 - a failed action is a result
             self.context_graph.records.extend(ctx.actions)
             return ExecutionResult(False, error=str(exc), actions=ctx.actions)

@@ -3,7 +3,7 @@
 Built-in actions (sandboxed Python, workspace files, web, browser) need to know the session they act
 for (its workspace, its interpreter), the step that asked (to link their records to it) and a place to
 put what they did.  The engine sets :data:`current_call` around every tool call (a contextvar, so it
-follows the call into ``asyncio.to_thread`` and into tasks); a tool reads it with :func:`get_call`.
+follows the call onto the tool threads and into tasks); a tool reads it with :func:`get_call`.
 Outside a run (a tool called by hand) there is no context and ``get_call()`` is ``None``.
 """
 

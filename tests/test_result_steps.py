@@ -1,0 +1,68 @@
+"""A run's result carries its steps as the store holds them: taken from what the run's own commits made
+durable (no read of the store), or read from the store when something it wrote did not become durable."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agio_notebook import Agent, StepRunner, tool
+from agio_notebook.core import RunStatus, StoreError
+from agio_notebook.storage import new_repository
+
+from engine_support import ChunkModel, calls, text
+
+
+@tool
+def double(n: int) -> int:
+    """Twice n."""
+    return 2 * n
+
+
+def _agent(*replies) -> Agent:
+    return Agent(model=ChunkModel(list(replies)), tools=[double])
+
+
+def test_the_results_steps_are_the_stored_ones_without_reading_them(store_url, monkeypatch):
+    repo = new_repository(store_url)
+    reads = []
+    real = repo.get_steps
+    monkeypatch.setattr(repo, "get_steps", lambda *a, **k: reads.append(a) or real(*a, **k))
+    runner = StepRunner(_agent(calls(("double", {"n": 2}), ("double", {"n": 5})), text("4 and 10"), text("yes")),
+                        repository=repo)
+    first = asyncio.run(runner.run("s", "double 2 and 5"))
+    second = asyncio.run(runner.run("s", "again?"))  # a second run in the session: only its own steps
+    assert reads == [("s",)]  # the second run reads the session it goes on; no result reads its steps back
+    monkeypatch.undo()
+    reopened = new_repository(store_url)
+    try:
+        for result in (first, second):
+            stored = [s for s in reopened.get_steps("s") if s.run_id == result.run_id]
+            assert [s.to_dict() for s in result.steps] == [s.to_dict() for s in stored]
+        assert [s.role.value for s in first.steps] == ["user", "assistant", "tool", "tool", "assistant"]
+        assert [s.content for s in first.steps if s.role.value == "tool"] == ["4", "10"]
+        assert all(s.metrics.tool_ms is not None for s in first.steps if s.role.value == "assistant"
+                   and s.tool_calls)  # filled in after the step's own event
+        assert [(s.sequence, s.content) for s in second.steps] == [(6, "again?"), (7, "yes")]
+    finally:
+        reopened.close()
+        repo.close()
+
+
+def test_a_result_whose_last_commit_failed_shows_what_the_store_holds(tmp_path, monkeypatch):
+    repo = new_repository(str(tmp_path / "store"))
+    runner = StepRunner(_agent(text("the answer")), repository=repo)
+    real = repo.commit_group
+
+    def refuse_the_answer(commits):
+        if any(step.content == "the answer" for c in commits for step in c.get("steps", ())):
+            raise StoreError("the disk is full")
+        return real(commits)
+
+    monkeypatch.setattr(repo, "commit_group", refuse_the_answer)
+    monkeypatch.setattr(repo, "commit", lambda **c: refuse_the_answer([c]))
+    result = asyncio.run(runner.run("s", "question"))
+    monkeypatch.undo()
+    assert result.status is not RunStatus.COMPLETED and "disk is full" in (result.error or "")
+    stored = [s for s in repo.get_steps("s") if s.run_id == result.run_id]
+    assert [s.content for s in result.steps] == [s.content for s in stored] == ["question"]
+    repo.close()
