@@ -72,6 +72,8 @@ def student(url: str, turns: int, model_s: float, spread: float = 0.0) -> None:
         m = runner.run_sync(None, f"turn {i}: what is 2 + 3?").run.metrics
         # the engine's and the store's own time in the turn: all of it but the model's and the tool's
         print(json.dumps({"turn_ms": m.duration_ms - m.model_ms - m.tool_ms}), flush=True)
+    print(json.dumps({"done": True}), flush=True)
+    sys.stdin.readline()  # the class ends together: no student's exit overlaps another's measured turns
     repo.close()
 
 
@@ -90,20 +92,28 @@ def run_students(urls: list[str], turns: int, model_s: float, spread: float, env
     for p in procs:
         p.stdin.write("go\n")
         p.stdin.flush()
-    found: dict[str, list] = {"turn_ms": [], "step": []}
+    found: dict[str, list] = {"turn_ms": [], "step": [], "done": []}
     import threading
 
-    def read(p):
+    def read(p, finished):
         for line in p.stdout:
             item = json.loads(line)
             for k, v in item.items():
                 found[k].append(v)
                 if on_line is not None and k == "step":
                     on_line(v)
+                if k == "done":
+                    finished.set()
 
-    readers = [threading.Thread(target=read, args=(p,)) for p in procs]
+    finished = [threading.Event() for _ in procs]
+    readers = [threading.Thread(target=read, args=(p, f)) for p, f in zip(procs, finished)]
     for r in readers:
         r.start()
+    for f in finished:  # a process's exit (its interpreter's teardown) is not part of a class: all end together
+        assert f.wait(600), "a student did not finish its turns"
+    for p in procs:
+        p.stdin.write("exit\n")
+        p.stdin.flush()
     for p in procs:
         assert p.wait(600) == 0
     for r in readers:

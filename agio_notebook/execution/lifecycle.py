@@ -35,6 +35,7 @@ async def lifecycle(executor: StepExecutor, hooks: HookCaller, rec: RunRecorder,
     tool calls a resume answers first, ``recording`` answers repeated requests and recorded side effects."""
     run = rec.run
     ACTIVE_SESSIONS[run.session_id] = run.id
+    held: list[StepEvent] = []
     try:
         opening = [rec.emit(_E.RUN_STARTED, {"run": run.to_dict()})]
         new_steps = setup()
@@ -51,9 +52,14 @@ async def lifecycle(executor: StepExecutor, hooks: HookCaller, rec: RunRecorder,
         for step in new_steps:
             await hooks.call("on_step_end", run, step)
         async for event in executor.execute(rec, pending, recording):
-            yield event
+            if rec.held_step is None:
+                yield event
+            else:  # from the final answer on, the events wait for the run's end to be committed
+                held.append(event)
     except asyncio.CancelledError:
         final = finish(rec, RunStatus.CANCELLED, "cancelled")
+        async for event in _announce(rec, hooks, held):
+            yield event
         await hooks.call("on_run_end", run)
         yield final
         raise
@@ -65,13 +71,29 @@ async def lifecycle(executor: StepExecutor, hooks: HookCaller, rec: RunRecorder,
         message = str(exc) if isinstance(exc, ModelError) else f"{type(exc).__name__}: {exc}"
         message = redact_for(executor.model, message)  # providers echo keys; never store or show them
         final = await finish_durably(rec, RunStatus.FAILED, message)
+        async for event in _announce(rec, hooks, held):
+            yield event
         await hooks.call("on_error", run, exc)
         await hooks.call("on_run_end", run)
         yield final
         return
     final = await finish_durably(rec, run.status, run.error)
+    async for event in _announce(rec, hooks, held):
+        yield event
     await hooks.call("on_run_end", run)
     yield final
+
+
+async def _announce(rec: RunRecorder, hooks: HookCaller, held: list[StepEvent]) -> AsyncIterator[StepEvent]:
+    """The events held for the run's end (its final answer's on), once that end is committed: a final
+    answer costs no commit of its own. If the commit failed, the answer is not durable: it is not
+    announced, and the run's end says why."""
+    step, rec.held_step = rec.held_step, None
+    if step is None or not rec.all_durable():
+        return
+    for event in held:
+        yield event
+    await hooks.call("on_step_end", rec.run, step)
 
 
 def finish(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
@@ -101,5 +123,9 @@ def _terminal_event(rec: RunRecorder, status: RunStatus, error: str | None) -> S
 
 
 def _store_failed(rec: RunRecorder, event: StepEvent, status: RunStatus, exc: Exception) -> None:
-    rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"
+    if rec.held_step is not None and status is RunStatus.COMPLETED:  # its answer is not durable: not completed
+        rec.run.status, rec.run.error = RunStatus.FAILED, f"the final answer could not be stored: {exc}"
+        event.type = TERMINAL[RunStatus.FAILED]
+    else:
+        rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"
     event.payload["run"] = rec.run.to_dict()

@@ -24,7 +24,7 @@ from .session_claims import store_calls_inline
 class RunRecorder:
     __slots__ = ("run", "repository", "messages", "steps", "events", "deps", "instructions", "_seq", "_next_sequence",
                  "_pending_steps", "_pending_events", "_pending_session", "_run_dirty", "_started", "tail",
-                 "_tail_tools", "_committer", "__weakref__")
+                 "_tail_tools", "_committer", "held_step", "__weakref__")
 
     def __init__(self, run: AgentRun, repository: Repository, messages: list[dict[str, Any]],
                  next_sequence: int, session: AgentSession | None = None, tail: list[str] | None = None):
@@ -45,6 +45,9 @@ class RunRecorder:
         self.tail = list(tail or ())  # ids the next step follows in the trace graph
         self._tail_tools = False
         self._committer = committer_for(repository)  # the store's writer thread (None: commits inline)
+        # the run's final answer, made durable with the run's end (one commit for both): from it on, the
+        # run's events wait for that commit before they are announced (see ``lifecycle``)
+        self.held_step: Step | None = None
 
     # -- numbering -------------------------------------------------------------
     @property
@@ -131,6 +134,10 @@ class RunRecorder:
         """Steps that go into the next commit only: not into the context or the run's totals (a side-effect
         call's "started" step, which its result replaces, same id, before the next model call)."""
         self._pending_steps.extend(steps)
+
+    def all_durable(self) -> bool:
+        """Every step and event of the run so far is committed (a failed commit leaves them pending)."""
+        return not (self._pending_steps or self._pending_events)
 
     def durable_steps(self) -> list[Step] | None:
         """This run's steps as its commits made them durable, in order; None while any change is not yet

@@ -207,7 +207,11 @@ class ModelTurn:
         rec.record_step(step)
         self.step = step
         event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
-        await rec.commit()  # durable before announced: before any tool runs, a final answer, a failed call too
+        if failure is None and not stopped and not step.tool_calls and executor.agent.output is None:
+            rec.held_step = step  # the final answer: durable with the run's end, and announced then
+            yield event
+            return
+        await rec.commit()  # durable before announced: before any tool runs, a failed call too
         yield event
         if failure is not None:
             raise failure
