@@ -73,3 +73,53 @@ def test_every_step_completed_is_on_disk_when_delivered(store_url):
     asyncio.run(consume())
     repo.close()
     assert seen == [("user", True), ("assistant", True), ("tool", True), ("assistant", True)]
+
+
+def test_a_final_answer_is_made_durable_with_the_runs_end_in_one_commit(store_url, monkeypatch):
+    """A question answered at once costs two commits (the start, then the answer with the run's end), and
+    the answer's events come after that commit, in order, with its hook before the run's end."""
+    from agio_notebook import AgentHook
+    from agio_notebook.core import StepEventType as E
+
+    repo = new_repository(store_url)
+    commits: list[list[str]] = []
+    for name in ("commit", "commit_group"):
+        real = getattr(repo, name)
+
+        def spy(*args, _real=real, **kwargs):
+            group = args[0] if args else [kwargs]
+            commits.append([s.role.value for c in group for s in c.get("steps", ())])
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(repo, name, spy)
+    calls: list[str] = []
+
+    class Order(AgentHook):
+        async def on_step_end(self, run, step):
+            calls.append(f"step {step.role.value}")
+
+        async def on_run_end(self, run):
+            calls.append("run end")
+
+    seen_on_disk = []
+
+    async def watch():
+        runner = StepRunner(Agent(model=ChunkModel([text("forty-two")])), hooks=[Order()], repository=repo)
+        events = []
+        async for event in runner.run_stream("s", "the answer?"):
+            if event.type is E.STEP_COMPLETED and event.payload["step"]["role"] == "assistant":
+                other = new_repository(store_url)
+                seen_on_disk.append([s.content for s in other.get_steps("s")])
+                status = other.get_run(event.run_id).status.value
+                other.close()
+                seen_on_disk.append(status)
+            events.append(event.type)
+        return events
+
+    events = asyncio.run(watch())
+    monkeypatch.undo()
+    repo.close()
+    assert commits == [["user"], ["assistant"]], commits  # was three: the answer had a commit of its own
+    assert seen_on_disk == [["the answer?", "forty-two"], "completed"]
+    assert events[-3:] == [E.STEP_COMPLETED, E.METRICS, E.RUN_COMPLETED]
+    assert calls == ["step user", "step assistant", "run end"]

@@ -66,3 +66,28 @@ def test_a_result_whose_last_commit_failed_shows_what_the_store_holds(tmp_path, 
     stored = [s for s in repo.get_steps("s") if s.run_id == result.run_id]
     assert [s.content for s in result.steps] == [s.content for s in stored] == ["question"]
     repo.close()
+
+
+def test_an_answer_the_store_refused_is_not_announced(tmp_path, monkeypatch):
+    from agio_notebook.core import StepEventType as E
+
+    repo = new_repository(str(tmp_path / "store"))
+
+    def refuse_the_answer(commits, real=repo.commit_group):
+        if any(step.content == "the answer" for c in commits for step in c.get("steps", ())):
+            raise StoreError("the disk is full")
+        return real(commits)
+
+    monkeypatch.setattr(repo, "commit_group", refuse_the_answer)
+    monkeypatch.setattr(repo, "commit", lambda **c: refuse_the_answer([c]))
+
+    async def events():
+        runner = StepRunner(_agent(text("the answer")), repository=repo)
+        return [e async for e in runner.run_stream("s", "question")]
+
+    seen = asyncio.run(events())
+    monkeypatch.undo()
+    answers = [e for e in seen if e.type is E.STEP_COMPLETED and e.payload["step"]["role"] == "assistant"]
+    assert answers == [] and seen[-1].type is E.RUN_FAILED
+    assert "the final answer could not be stored: the disk is full" in seen[-1].payload["run"]["error"]
+    repo.close()

@@ -187,3 +187,49 @@ def test_get_events_pages_in_order_with_a_cursor(root):
         cursor = page[-1].seq
     assert seen == [list(range(1, 8)), list(range(8, 15)), list(range(15, 22)), list(range(22, 26))]
     assert repo.get_events("unknown-run") == []
+
+
+def test_a_commit_cut_at_any_point_never_leaves_a_run_claiming_steps_it_lacks(tmp_path):
+    """A kill can cut a large append at a page boundary. A run's last commit (its final answer with the
+    run's end) cut anywhere leaves a store that reads clean: the run counts only steps that are there."""
+    import warnings
+
+    from agio_notebook.storage import journal as journal_module
+
+    def fresh(root):
+        repo = TinyDBRepository(root)
+        run = AgentRun(session_id="s", status=RunStatus.RUNNING, id="r1", started_at=1.0)
+        user = Step(session_id="s", run_id=run.id, sequence=1, role=StepRole.USER, content="q", id="u1")
+        run.metrics.steps = 1
+        repo.commit(session=AgentSession(session_id="s"), run=run, steps=[user])
+        return repo, run
+
+    probe, run = fresh(tmp_path / "probe")
+    answer = Step(session_id="s", run_id=run.id, sequence=2, role=StepRole.ASSISTANT, content="a" * 9000)
+    run.metrics.steps, run.status = 2, RunStatus.COMPLETED
+    end = StepEvent(StepEventType.RUN_COMPLETED, run.id, "s", 3, {"run": run.to_dict()})
+    written = []
+    real_write = os.write
+    journal_module.os.write = lambda fd, data: written.append(data) or real_write(fd, data)
+    try:
+        probe.commit(run=run, steps=[answer], events=[end])
+    finally:
+        journal_module.os.write = real_write
+    probe.close()
+    last = next(d for d in reversed(written) if b'"t":"steps"' in d)
+    lines = last.splitlines(keepends=True)
+    cuts = sorted({sum(len(x) for x in lines[:k]) for k in range(len(lines))} | {len(lines[0]) + 100, 4096, 8192})
+    for cut in cuts:
+        root = tmp_path / f"cut-{cut}"
+        repo, run = fresh(root)
+        path = repo.session_file("s")
+        repo.close()
+        with path.open("ab") as f:
+            f.write(last[:cut])  # what a kill leaves of the append
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StoreDamageWarning)  # a record cut short is cut off, with a warning
+            reopened = TinyDBRepository(root)
+        assert reopened.verify() == [], cut
+        (stored,) = reopened.list_runs("s")
+        assert stored.metrics.steps <= len([s for s in reopened.get_steps("s") if s.run_id == stored.id]), cut
+        reopened.close()

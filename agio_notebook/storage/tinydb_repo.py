@@ -402,20 +402,13 @@ class TinyDBRepository(TinyDBMaintenance):
         """Append one commit to its session file (under the session's lock); the journal, the session
         to index and what was appended where, or None when there was nothing to write. Called holding
         ``self._lock``."""
-        records: list[tuple[str, dict[str, Any]]] = []
-        session_id = None
-        if session is not None:
-            session_id = session.session_id
-            records.append(("session", session.to_dict()))
-        if run is not None:
-            session_id = session_id or run.session_id
-            records.append(("runs", run.to_dict()))
-        for step in steps:
-            session_id = session_id or step.session_id
-            records.append(("steps", step.to_dict()))
-        for event in events:
-            session_id = session_id or event.session_id
-            records.append(("events", event.to_dict()))
+        steps_docs = [("steps", step.to_dict()) for step in steps]
+        run_doc = [("runs", run.to_dict())] if run is not None else []
+        records: list[tuple[str, dict[str, Any]]] = [("session", session.to_dict())] if session is not None else []
+        session_id = (session.session_id if session is not None else run.session_id if run is not None
+                      else steps_docs[0][1]["session_id"] if steps_docs else None)
+        event_docs = [("events", event.to_dict()) for event in events]
+        session_id = session_id or (event_docs[0][1]["session_id"] if event_docs else None)
         if session_id is None:
             return None
         journal = self._journal(session_id, refresh=False)
@@ -424,7 +417,13 @@ class TinyDBRepository(TinyDBMaintenance):
             self._limit_open_files(journal)
         with journal.lock:  # read, decide and append as one step against other writers
             journal.refresh(repair=True)  # a torn tail from a crashed writer is cut (and reported)
-            self._check_sequences(session_id, [d for t, d in records if t == "steps"])
+            self._check_sequences(session_id, [d for _, d in steps_docs])
+            # A kill can cut a large append at any page: a run's record comes after the steps it counts,
+            # so no prefix of it has a run claiming steps the file lacks, save the run's first record,
+            # which comes first (a step of a run the file never names would be worse)
+            known_run = run is not None and run.id in journal.tables.get("runs", {})
+            records += [*steps_docs, *run_doc] if known_run else [*run_doc, *steps_docs]
+            records += event_docs
             known = "session" in journal.tables and session_id in journal.tables["session"]
             if not known and session is None:  # first write to a session created implicitly
                 implicit = AgentSession(session_id=session_id)
