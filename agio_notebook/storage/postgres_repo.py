@@ -103,8 +103,11 @@ class PostgresRepository(SQLRepository):
             raise StoreError("a postgresql:// store needs psycopg: pip install 'agio-notebook[postgres]'") from None
         try:
             # autocommit: a read is one round trip (no BEGIN before it, no ROLLBACK after it to see later
-            # commits); a write opens its transaction itself (``_begin``)
-            return psycopg.connect(self.url, connect_timeout=max(1, int(self.connect_timeout)), autocommit=True)
+            # commits); a write opens its transaction itself (``_begin``). Statements are prepared the first
+            # time (not the sixth): a run's are the same every run, and a class that starts at once otherwise
+            # has the server parse and plan them all at the same moment
+            return psycopg.connect(self.url, connect_timeout=max(1, int(self.connect_timeout)), autocommit=True,
+                                   prepare_threshold=0)
         except psycopg.Error as exc:  # libpq quotes the token it could not parse: it may be the password
             detail = scrub(" ".join(str(exc).split()), url_secrets(self.url))
             raise StoreError(f"cannot connect to the PostgreSQL store at {self.root}: {detail}{_who_hint(detail)}") from None
