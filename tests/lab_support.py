@@ -218,6 +218,22 @@ def close_session(base: str, token: str, session_id: str, timeout: float = 60) -
     urllib.request.urlopen(request, timeout=timeout).read()
 
 
+def save_until(page, path: Path, ready, timeout: float = 60) -> dict:
+    """Save the open notebook with its toolbar's button (a key press can land where focus left it, after a
+    button it clicked disappeared) and wait until the file on disk holds what ``ready`` expects."""
+    page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").first.click()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            saved = json.loads(path.read_text())
+            if ready(saved):
+                return saved
+        except (OSError, ValueError):
+            pass
+        page.wait_for_timeout(200)
+    raise AssertionError(f"{path.name} was not saved with what the test expects")
+
+
 def run_all(page, agio_cells: int = 0, timeout: float = 60000) -> None:
     """Run All Cells from the menu once the notebook is settled: the kernel is idle and the extension
     has given each ``%%agio`` cell its highlighting (a click before that can be lost). Run All queues

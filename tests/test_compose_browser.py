@@ -13,7 +13,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, run_all, running_lab
+from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, run_all, running_lab, save_until
 
 ROOT = Path(__file__).resolve().parent.parent
 MIME = "application/vnd.agio.run+json"
@@ -137,7 +137,7 @@ def run_in_lab(pw, base: str, token: str, name: str):
 def test_after_stop_a_nested_run_counts_what_it_shows(lab):
     """Stop while a nested run's tool runs: the cancelled nested card's footer counts its steps and its tool
     call (which never finished), the same in the transcript the extension draws and after reopening."""
-    base, token, _ = lab
+    base, token, root = lab
     with sync_playwright() as pw:
         browser, page = run_in_lab(pw, base, token, "stopped.ipynb")
         live = page.locator(".widget-vbox.agio-run").first
@@ -149,8 +149,8 @@ def test_after_stop_a_nested_run_counts_what_it_shows(lab):
         final.wait_for(timeout=60000)
         for view in (final, None):
             if view is None:  # reopened: drawn from the saved events alone
-                page.keyboard.press("Control+s")
-                page.wait_for_function("document.title.indexOf('\u25cf') < 0", timeout=30000)
+                save_until(page, root / "stopped.ipynb", lambda nb: any(
+                    MIME in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", [])))
                 page.reload()
                 view = page.locator(".jp-AgioRun .agio-run").first
                 view.wait_for(timeout=60000)
