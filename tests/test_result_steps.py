@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from agio_notebook import Agent, StepRunner, tool
 from agio_notebook.core import RunStatus, StoreError
 from agio_notebook.storage import new_repository
@@ -68,26 +69,61 @@ def test_a_result_whose_last_commit_failed_shows_what_the_store_holds(tmp_path, 
     repo.close()
 
 
-def test_an_answer_the_store_refused_is_not_announced(tmp_path, monkeypatch):
+@pytest.mark.parametrize("typed", [False, True], ids=["text", "typed"])
+def test_an_answer_the_store_refused_is_not_announced(tmp_path, monkeypatch, typed):
+    """The final answer (a plain agent's last step, a typed agent's accepted ``final_result``) is made durable
+    with the run's end; when that commit fails, the answer is not announced and the run failed."""
+    from agio_notebook import Reply, ScriptedModel
     from agio_notebook.core import StepEventType as E
 
     repo = new_repository(str(tmp_path / "store"))
+    final = "Final result accepted." if typed else "the answer"
 
     def refuse_the_answer(commits, real=repo.commit_group):
-        if any(step.content == "the answer" for c in commits for step in c.get("steps", ())):
+        if any(step.content == final for c in commits for step in c.get("steps", ())):
             raise StoreError("the disk is full")
         return real(commits)
 
     monkeypatch.setattr(repo, "commit_group", refuse_the_answer)
     monkeypatch.setattr(repo, "commit", lambda **c: refuse_the_answer([c]))
+    agent = (Agent(model=ScriptedModel([Reply.call("final_result", result=42)]), output_type=int) if typed
+             else _agent(text("the answer")))
 
     async def events():
-        runner = StepRunner(_agent(text("the answer")), repository=repo)
-        return [e async for e in runner.run_stream("s", "question")]
+        return [e async for e in StepRunner(agent, repository=repo).run_stream("s", "question")]
 
     seen = asyncio.run(events())
     monkeypatch.undo()
-    answers = [e for e in seen if e.type is E.STEP_COMPLETED and e.payload["step"]["role"] == "assistant"]
+    answers = [e for e in seen if e.type is E.STEP_COMPLETED and e.payload["step"]["content"] == final]
     assert answers == [] and seen[-1].type is E.RUN_FAILED
-    assert "the final answer could not be stored: the disk is full" in seen[-1].payload["run"]["error"]
+    run = seen[-1].payload["run"]
+    assert "the final answer could not be stored: the disk is full" in run["error"]
+    assert run.get("output") is None
+    repo.close()
+
+
+def test_a_typed_answer_is_made_durable_with_the_runs_end(store_url, monkeypatch):
+    """A typed answer costs no commit of its own either: the call, then the accepted answer with the end."""
+    from agio_notebook import Reply, ScriptedModel
+
+    repo = new_repository(store_url)
+    commits: list[list[str]] = []
+    for name in ("commit", "commit_group"):
+        real = getattr(repo, name)
+
+        def spy(*args, _real=real, **kwargs):
+            group = args[0] if args else [kwargs]
+            commits.append([s.role.value for c in group for s in c.get("steps", ())])
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(repo, name, spy)
+    agent = Agent(model=ScriptedModel([Reply.call("final_result", result=42)]), output_type=int)
+    result = asyncio.run(StepRunner(agent, repository=repo).run("s", "the answer?"))
+    monkeypatch.undo()
+    # three commits, where there were four: the last holds the answer, the call's step again (its tool time
+    # filled in) and the run's end
+    assert result.output == 42 and commits == [["user"], ["assistant"], ["tool", "assistant"]], commits
+    stored = repo.get_run(result.run_id)
+    assert stored.status is RunStatus.COMPLETED and stored.output == 42
+    assert [s.role.value for s in repo.get_steps("s")] == ["user", "assistant", "tool"]
     repo.close()

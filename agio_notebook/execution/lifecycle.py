@@ -52,7 +52,7 @@ async def lifecycle(executor: StepExecutor, hooks: HookCaller, rec: RunRecorder,
         for step in new_steps:
             await hooks.call("on_step_end", run, step)
         async for event in executor.execute(rec, pending, recording):
-            if rec.held_step is None:
+            if not rec.held_steps:
                 yield event
             else:  # from the final answer on, the events wait for the run's end to be committed
                 held.append(event)
@@ -88,12 +88,13 @@ async def _announce(rec: RunRecorder, hooks: HookCaller, held: list[StepEvent]) 
     """The events held for the run's end (its final answer's on), once that end is committed: a final
     answer costs no commit of its own. If the commit failed, the answer is not durable: it is not
     announced, and the run's end says why."""
-    step, rec.held_step = rec.held_step, None
-    if step is None or not rec.all_durable():
+    steps, rec.held_steps = rec.held_steps, []
+    if not steps or not rec.all_durable():
         return
     for event in held:
         yield event
-    await hooks.call("on_step_end", rec.run, step)
+    for step in steps:
+        await hooks.call("on_step_end", rec.run, step)
 
 
 def finish(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
@@ -123,8 +124,10 @@ def _terminal_event(rec: RunRecorder, status: RunStatus, error: str | None) -> S
 
 
 def _store_failed(rec: RunRecorder, event: StepEvent, status: RunStatus, exc: Exception) -> None:
-    if rec.held_step is not None and status is RunStatus.COMPLETED:  # its answer is not durable: not completed
+    if rec.held_steps and status is RunStatus.COMPLETED:  # its answer is not durable: not completed
         rec.run.status, rec.run.error = RunStatus.FAILED, f"the final answer could not be stored: {exc}"
+        if rec.run.output is not None:  # a typed answer: a failed run has none
+            rec.run.output = rec.run.final_text = None
         event.type = TERMINAL[RunStatus.FAILED]
     else:
         rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"

@@ -24,7 +24,7 @@ from .session_claims import store_calls_inline
 class RunRecorder:
     __slots__ = ("run", "repository", "messages", "steps", "events", "deps", "instructions", "_seq", "_next_sequence",
                  "_pending_steps", "_pending_events", "_pending_session", "_run_dirty", "_started", "tail",
-                 "_tail_tools", "_committer", "held_step", "__weakref__")
+                 "_tail_tools", "_committer", "held_steps", "__weakref__")
 
     def __init__(self, run: AgentRun, repository: Repository, messages: list[dict[str, Any]],
                  next_sequence: int, session: AgentSession | None = None, tail: list[str] | None = None):
@@ -45,9 +45,10 @@ class RunRecorder:
         self.tail = list(tail or ())  # ids the next step follows in the trace graph
         self._tail_tools = False
         self._committer = committer_for(repository)  # the store's writer thread (None: commits inline)
-        # the run's final answer, made durable with the run's end (one commit for both): from it on, the
-        # run's events wait for that commit before they are announced (see ``lifecycle``)
-        self.held_step: Step | None = None
+        # the run's final answer (a plain agent's last step, or a typed answer's tool steps), made durable
+        # with the run's end (one commit for both): from it on, the run's events wait for that commit
+        # before they are announced (see ``lifecycle``)
+        self.held_steps: list[Step] = []
 
     # -- numbering -------------------------------------------------------------
     @property

@@ -208,7 +208,7 @@ class ModelTurn:
         self.step = step
         event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
         if failure is None and not stopped and not step.tool_calls and executor.agent.output is None:
-            rec.held_step = step  # the final answer: durable with the run's end, and announced then
+            rec.held_steps = [step]  # the final answer: durable with the run's end, and announced then
             yield event
             return
         await rec.commit()  # durable before announced: before any tool runs, a failed call too
@@ -472,10 +472,14 @@ class StepExecutor:
             step.metrics.duration_ms = (step.metrics.model_ms or 0.0) + tool_ms
             rec.update_step(step)
         closing = self._close_turn(rec, step)
-        await rec.commit()  # tool results are durable before the next model call
+        if rec.run.output is not None and all(c.name == FINAL_RESULT for c in calls):
+            rec.held_steps = [tool_step for _, tool_step in stored]  # a typed answer: it ends the run
+        else:
+            await rec.commit()  # tool results are durable before the next model call
         for event, tool_step in stored:
             yield event
-            await self.hooks.call("on_step_end", run, tool_step)
+            if not rec.held_steps:
+                await self.hooks.call("on_step_end", run, tool_step)
         if handoff is not None:
             yield handoff
         yield closing
