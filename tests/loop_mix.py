@@ -23,10 +23,13 @@ from agio_notebook.models import OpenAIModel
 from agio_notebook.scheduling import batch
 from agio_notebook.storage import InMemoryRepository
 
+_printing = threading.Lock()
+
 
 def report(where: str, status: str, text: str | None = None, error: str | None = None) -> None:
     text, error = (None if pd.isna(v) else v for v in (text, error))
-    print(json.dumps({"where": where, "status": status, "text": text, "error": error}), flush=True)
+    with _printing:  # threads report at once: one line each, never two run together
+        print(json.dumps({"where": where, "status": status, "text": text, "error": error}), flush=True)
 
 
 def result(where: str, res) -> None:

@@ -52,7 +52,9 @@ def test_sigkill_at_random_moments_loses_no_delivered_step(store_url):
     rng = random.Random(11)
     reported: dict[str, tuple[str, int]] = {}
     interrupted = 0
-    for round_ in range(12):
+    round_ = 0
+    while round_ < 12 or (interrupted < 3 and round_ < 40):  # until kills have landed inside runs
+        round_ += 1
         proc = subprocess.Popen([*ENGINE, str(root), "s", "loop", "100000"], stdout=subprocess.PIPE, text=True)
         first = proc.stdout.readline()
         assert first.startswith("run "), first
@@ -73,7 +75,7 @@ def test_sigkill_at_random_moments_loses_no_delivered_step(store_url):
         interrupted = sum(r.status is RunStatus.INTERRUPTED for r in repo.list_runs("s"))
         repo.close()
     assert len(reported) > 40
-    assert interrupted >= 3  # most kills land inside a run, and each such run is found
+    assert interrupted >= 3  # kills landed inside runs, and each such run is found
 
 
 @pytest.mark.parametrize("kind", ["user", "call", "tool", "final"])
