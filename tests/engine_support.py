@@ -88,3 +88,18 @@ async def cancel_when(stream, ready=lambda events: bool(events), while_running=N
 def tool_started(events) -> bool:
     from agio_notebook.core import StepEventType
     return any(e.type is StepEventType.TOOL_CALL_STARTED for e in events)
+
+
+def commits_of(repo, monkeypatch) -> list[list[str]]:
+    """The commits ``repo`` is asked to make, from here on: each one's steps, by role (a group's in one list)."""
+    commits: list[list[str]] = []
+    for name in ("commit", "commit_group"):
+        real = getattr(repo, name)
+
+        def spy(*args, _real=real, **kwargs):
+            group = args[0] if args else [kwargs]
+            commits.append([s.role.value for c in group for s in c.get("steps", ())])
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(repo, name, spy)
+    return commits

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from agio_notebook import Agent, StepRunner, tool
-from agio_notebook.storage import TinyDBRepository, new_repository
+from agio_notebook.storage import new_repository
 
-from engine_support import ChunkModel, calls, text
+from engine_support import ChunkModel, calls, commits_of, text
 
 
 def test_steps_are_durable_before_tools_and_before_next_model_call(store_url):
@@ -82,16 +82,7 @@ def test_a_final_answer_is_made_durable_with_the_runs_end_in_one_commit(store_ur
     from agio_notebook.core import StepEventType as E
 
     repo = new_repository(store_url)
-    commits: list[list[str]] = []
-    for name in ("commit", "commit_group"):
-        real = getattr(repo, name)
-
-        def spy(*args, _real=real, **kwargs):
-            group = args[0] if args else [kwargs]
-            commits.append([s.role.value for c in group for s in c.get("steps", ())])
-            return _real(*args, **kwargs)
-
-        monkeypatch.setattr(repo, name, spy)
+    commits = commits_of(repo, monkeypatch)
     calls: list[str] = []
 
     class Order(AgentHook):

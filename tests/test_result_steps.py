@@ -10,7 +10,7 @@ from agio_notebook import Agent, StepRunner, tool
 from agio_notebook.core import RunStatus, StoreError
 from agio_notebook.storage import new_repository
 
-from engine_support import ChunkModel, calls, text
+from engine_support import ChunkModel, calls, commits_of, text
 
 
 @tool
@@ -107,16 +107,7 @@ def test_a_typed_answer_is_made_durable_with_the_runs_end(store_url, monkeypatch
     from agio_notebook import Reply, ScriptedModel
 
     repo = new_repository(store_url)
-    commits: list[list[str]] = []
-    for name in ("commit", "commit_group"):
-        real = getattr(repo, name)
-
-        def spy(*args, _real=real, **kwargs):
-            group = args[0] if args else [kwargs]
-            commits.append([s.role.value for c in group for s in c.get("steps", ())])
-            return _real(*args, **kwargs)
-
-        monkeypatch.setattr(repo, name, spy)
+    commits = commits_of(repo, monkeypatch)
     agent = Agent(model=ScriptedModel([Reply.call("final_result", result=42)]), output_type=int)
     result = asyncio.run(StepRunner(agent, repository=repo).run("s", "the answer?"))
     monkeypatch.undo()
