@@ -81,11 +81,11 @@ class Kernel:
         self.km.shutdown_kernel(now=True)
 
 
-def offline_kernel(tmp_path_factory, name: str, setup: str):
-    """A module's kernel: offline (no endpoint in its env), with ``setup`` already executed."""
+def offline_kernel(tmp_path_factory, name: str, setup: str, env: dict[str, str] | None = None):
+    """A module's kernel: offline (no endpoint in its env, plus ``env``), with ``setup`` already executed."""
     root = tmp_path_factory.mktemp(name)
     install_kernelspec(root / "jupyter")
-    k = Kernel(root, env={"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "AGIO_MODEL": ""})
+    k = Kernel(root, env={"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "AGIO_MODEL": "", **(env or {})})
     k.execute(setup)
     return k
 

@@ -218,14 +218,17 @@ def close_session(base: str, token: str, session_id: str, timeout: float = 60) -
     urllib.request.urlopen(request, timeout=timeout).read()
 
 
-def save_until(page, path: Path, ready, timeout: float = 60) -> dict:
+def save_until(page, path: Path, ready, timeout: float = 60) -> Any:
     """Save the open notebook with its toolbar's button (a key press can land where focus left it, after a
-    button it clicked disappeared) and wait until the file on disk holds what ``ready`` expects."""
+    button it clicked disappeared) and wait until the file on disk holds what ``ready`` expects; the
+    notebook as read back (multi-line strings joined)."""
+    import nbformat
+
     page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").first.click()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            saved = json.loads(path.read_text())
+            saved = nbformat.reads(path.read_text(), as_version=4)
             if ready(saved):
                 return saved
         except (OSError, ValueError):

@@ -16,7 +16,7 @@ from playwright.sync_api import sync_playwright
 
 from kernel_support import KERNEL_NAME
 from lab_support import (CHROMIUM, CHROMIUM_ARGS, KERNEL_CONNECTED, KERNEL_IDLE, close_session, open_with_kernel,
-                         run_all, running_lab)
+                         run_all, running_lab, save_until)
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 BATCH = "application/vnd.agio.batch+json"
@@ -111,20 +111,11 @@ def kernel_snapshot(snapshots: Path, mime: str, ready) -> dict | None:
 
 
 def save_and_read(page, path: Path, cell: int, mime: str) -> dict:
-    """Save from the page (Ctrl+S); once the file on disk holds ``cell``'s outputs, the one of the view
+    """Save from the page; once the file on disk holds ``cell``'s outputs, the one of the view
     (``mime``), after checking that no output there is a widget."""
-    page.locator(".jp-Notebook").first.focus()
-    page.keyboard.press("Control+s")
-
-    def saved():
-        try:
-            nb = nbformat.read(path, as_version=4)
-        except Exception:  # noqa: BLE001 - being written
-            return None
-        return [o.get("data", {}) for o in nb.cells[cell].outputs]
-
-    outputs = wait_for(saved, 30, f"{path.name} saved with the cell's output")
-    nbformat.validate(nbformat.read(path, as_version=4))
+    saved = save_until(page, path, lambda nb: nb["cells"][cell].get("outputs"), timeout=30)
+    nbformat.validate(saved)
+    outputs = [o.get("data", {}) for o in saved["cells"][cell]["outputs"]]
     assert not [d for d in outputs if WIDGET_VIEW in d], f"the saved notebook carries a widget: {outputs}"
     [data] = [d for d in outputs if mime in d]
     return data

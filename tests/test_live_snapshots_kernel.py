@@ -12,7 +12,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, output_from_msg
 
 from agio_notebook.notebook.snapshot_files import DIRECTORY, WIDGET_VIEW, snapshot_outputs
-from kernel_support import Kernel, install_kernelspec, of_type
+from kernel_support import of_type, offline_kernel
 from scheduling_support import wait_until
 
 SETUP = r'''
@@ -48,12 +48,8 @@ PLAN = "application/vnd.agio.plan+json"
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    root = tmp_path_factory.mktemp("snapshots")
-    install_kernelspec(root / "jupyter")
-    runtime = root / "runtime"
-    k = Kernel(root, env={"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "AGIO_MODEL": "",
-                          "JUPYTER_RUNTIME_DIR": str(runtime)})
-    k.execute(SETUP)
+    runtime = tmp_path_factory.mktemp("runtime")
+    k = offline_kernel(tmp_path_factory, "snapshots", SETUP, {"JUPYTER_RUNTIME_DIR": str(runtime)})
     k.snapshots = runtime / DIRECTORY
     yield k
     k.close()

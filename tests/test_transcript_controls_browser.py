@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import nbformat
@@ -15,7 +14,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import Page, sync_playwright
 
 from kernel_support import KERNEL_NAME
-from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, loaded_extension_entry, run_all, running_lab, source_extension_entry
+from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, loaded_extension_entry, run_all, running_lab, save_until, source_extension_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "test-output"
@@ -82,18 +81,8 @@ def wait_transcript(page: Page, i: int, kind: str) -> None:
 
 
 def save_and_read(page: Page, path: Path, ready) -> nbformat.NotebookNode:
-    """Save from the browser (Ctrl+S) and wait until the file on disk holds what ``ready`` expects."""
-    page.keyboard.press("Control+s")
-    deadline = time.time() + LONG / 1000
-    while time.time() < deadline:
-        try:
-            nb = nbformat.read(path, as_version=4)
-            if ready(nb):
-                return nb
-        except (OSError, ValueError):
-            pass
-        page.wait_for_timeout(300)
-    raise AssertionError("the notebook was not saved with the expected cells")
+    """Save from the browser and wait until the file on disk holds what ``ready`` expects."""
+    return save_until(page, path, ready, timeout=LONG / 1000)
 
 
 def out_text(c) -> str:

@@ -17,10 +17,8 @@ from html import escape
 from pathlib import Path
 from typing import Any, Callable
 
-from .snapshot_files import (AGIO_MIME, prune_snapshots, remove_snapshot, snapshot_dir,
-                                            snapshot_file, write_snapshot)
-
 from ..core import new_id
+from .snapshot_files import AGIO_MIME, prune_snapshots, remove_snapshot, snapshot_dir, snapshot_file, write_snapshot
 
 SNAPSHOT_EVERY_S = 1.0  # how stale a saved snapshot may be
 _pruned: set[Path] = set()
