@@ -472,8 +472,8 @@ class StepExecutor:
             step.metrics.duration_ms = (step.metrics.model_ms or 0.0) + tool_ms
             rec.update_step(step)
         closing = self._close_turn(rec, step)
-        if rec.run.output is not None and all(c.name == FINAL_RESULT for c in calls):
-            rec.held_steps = [tool_step for _, tool_step in stored]  # a typed answer: it ends the run
+        if rec.run.output is not None:  # a typed answer was given: it ends the run
+            rec.held_steps = [tool_step for _, tool_step in stored]
         else:
             await rec.commit()  # tool results are durable before the next model call
         for event, tool_step in stored:
