@@ -81,6 +81,32 @@ def test_an_offline_models_usage_is_the_same_count(tmp_path):
     assert calls[0].metrics.completion_tokens == completion_tokens(None, [("add", '{"a": 2, "b": 3}')], "scripted")
 
 
+@pytest.mark.parametrize("make", [lambda: ScriptedModel(["ok"], loop=True), lambda: FunctionModel(lambda m, t: "ok")],
+                         ids=["scripted", "function"])
+def test_an_offline_model_used_again_counts_each_conversation_afresh(tmp_path, make):
+    """One model object answers run after run (as in every tutorial): each call's usage is the count of what
+    that call was sent, whether the next conversation is as long as the last, longer, or its system prompt
+    was replaced (a handoff, memory, an edit in step mode)."""
+    from agio_notebook.models.tokens import PromptCounter
+
+    repo = open_repository(str(tmp_path / "s"))
+    model = make()
+    runner = StepRunner(Agent(model=model, system_prompt="Be brief."), repository=repo)
+    for query in ("q", "a much longer question, with many more words in it than the first one had", "q2"):
+        result = go(runner.run(None, query))
+        step = result.steps[-1]
+        total = seen_total(repo, result.run_id, step.sequence)
+        assert step.metrics.prompt_tokens == total["prompt_tokens"] == prompt_tokens(
+            [{"role": "system", "content": "Be brief."}, {"role": "user", "content": query}], model.name)[0]
+    counter = PromptCounter("scripted")
+    talk = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello there"}]
+    assert counter.count(talk) == prompt_tokens(talk, "scripted")[0]
+    talk.append({"role": "assistant", "content": "hi"})
+    assert counter.count(talk) == prompt_tokens(talk, "scripted")[0]  # the new message counted on top
+    talk[0] = {"role": "system", "content": "Be brief, and remember: the user likes long, detailed answers."}
+    assert counter.count(talk) == prompt_tokens(talk, "scripted")[0]  # replaced: counted afresh
+
+
 def test_a_providers_own_count_is_shown_beside_ours_when_they_differ(tmp_path):
     async def reports_more(messages, tools):
         yield TextDelta("hello")

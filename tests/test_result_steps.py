@@ -102,19 +102,63 @@ def test_an_answer_the_store_refused_is_not_announced(tmp_path, monkeypatch, typ
     repo.close()
 
 
-def test_a_typed_answer_is_made_durable_with_the_runs_end(store_url, monkeypatch):
-    """A typed answer costs no commit of its own either: the call, then the accepted answer with the end."""
+@pytest.mark.parametrize("how", ["final_result", "json"])
+def test_a_typed_answer_is_made_durable_with_the_runs_end(store_url, monkeypatch, how):
+    """A typed answer costs no commit of its own, as a plain one: given by a ``final_result`` call or as JSON
+    text, the reply (and the call's accepted result) is made durable with the run's end."""
     from agio_notebook import Reply, ScriptedModel
 
     repo = new_repository(store_url)
     commits = commits_of(repo, monkeypatch)
-    agent = Agent(model=ScriptedModel([Reply.call("final_result", result=42)]), output_type=int)
+    reply = Reply.call("final_result", result=42) if how == "final_result" else Reply.say("42")
+    agent = Agent(model=ScriptedModel([reply]), output_type=int)
     result = asyncio.run(StepRunner(agent, repository=repo).run("s", "the answer?"))
     monkeypatch.undo()
-    # three commits, where there were four: the last holds the answer, the call's step again (its tool time
-    # filled in) and the run's end
-    assert result.output == 42 and commits == [["user"], ["assistant"], ["tool", "assistant"]], commits
+    roles = ["assistant", "tool"] if how == "final_result" else ["assistant"]
+    assert result.output == 42 and commits == [["user"], roles], commits  # two commits, as a plain answer's
     stored = repo.get_run(result.run_id)
     assert stored.status is RunStatus.COMPLETED and stored.output == 42
-    assert [s.role.value for s in repo.get_steps("s")] == ["user", "assistant", "tool"]
+    assert [s.role.value for s in repo.get_steps("s")] == ["user", *roles]
+    repo.close()
+
+
+@pytest.mark.parametrize("how", ["final_result", "json"])
+def test_a_typed_answer_that_does_not_fit_is_durable_and_announced_before_the_model_is_asked_again(
+        tmp_path, how):
+    """A reply held as the answer but refused is committed with its refusal, and its events and hooks come
+    out, in order, before the model is called again."""
+    from agio_notebook import AgentHook, FunctionModel, Reply
+    from agio_notebook.core import StepEventType as E
+
+    repo = new_repository(str(tmp_path / "store"))
+    seen: list = []
+    hooked: list[str] = []
+    at_second_call: dict = {}
+
+    def model(messages, tools):
+        if len(messages) == 1:
+            return Reply.call("final_result", result="many") if how == "final_result" else Reply.say("many")
+        at_second_call["seen"] = [e.type for e in seen]
+        at_second_call["stored"] = [s.role.value for s in repo.get_steps("s")]
+        return Reply.call("final_result", result=7) if how == "final_result" else Reply.say("7")
+
+    class Steps(AgentHook):
+        async def on_step_end(self, run, step):
+            hooked.append(f"{step.role.value}:{step.sequence}")
+
+    async def consume():
+        runner = StepRunner(Agent(model=FunctionModel(model), output_type=int), hooks=[Steps()], repository=repo)
+        async for event in runner.run_stream("s", "how many?"):
+            seen.append(event)
+
+    asyncio.run(consume())
+    assert seen[-1].type is E.RUN_COMPLETED and seen[-1].payload["run"]["output"] == 7
+    refused = ["user", "assistant", "tool"] if how == "final_result" else ["user", "assistant", "user"]
+    assert at_second_call["stored"] == refused  # the refused reply is durable before the model is asked again
+    first_reply = [e for e in seen if e.type is E.STEP_COMPLETED and e.payload["step"]["sequence"] == 2]
+    assert first_reply and first_reply[0].type in at_second_call["seen"]
+    assert len([t for t in at_second_call["seen"] if t is E.STEP_COMPLETED]) == 3  # query, reply, refusal
+    assert [e.seq for e in seen] == sorted(e.seq for e in seen)  # announced in order
+    assert hooked == ["user:1", "assistant:2", f"{refused[2]}:3", "assistant:4"] + (
+        ["tool:5"] if how == "final_result" else [])
     repo.close()

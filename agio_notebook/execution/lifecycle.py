@@ -52,10 +52,13 @@ async def lifecycle(executor: StepExecutor, hooks: HookCaller, rec: RunRecorder,
         for step in new_steps:
             await hooks.call("on_step_end", run, step)
         async for event in executor.execute(rec, pending, recording):
-            if not rec.held_steps:
-                yield event
-            else:  # from the final answer on, the events wait for the run's end to be committed
+            if rec.held_steps:  # from the final answer on, the events wait for the run's end to be committed
                 held.append(event)
+                continue
+            for earlier in held:  # a reply held as a typed answer, refused: committed since, with its refusal
+                yield earlier
+            held.clear()
+            yield event
     except asyncio.CancelledError:
         final = finish(rec, RunStatus.CANCELLED, "cancelled")
         async for event in _announce(rec, hooks, held):

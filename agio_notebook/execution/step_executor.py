@@ -207,7 +207,7 @@ class ModelTurn:
         rec.record_step(step)
         self.step = step
         event = rec.emit(_E.STEP_COMPLETED, {"step": step.to_dict()})
-        if failure is None and not stopped and not step.tool_calls and executor.agent.output is None:
+        if failure is None and not stopped and executor.may_end_run(step):
             rec.held_steps = [step]  # the final answer: durable with the run's end, and announced then
             yield event
             return
@@ -281,6 +281,25 @@ class StepExecutor:
         self.tool_executor = ToolExecutor(agent.registry, self.config)
         self.schemas = agent.registry.schemas()
         self._tools_sha = tools_digest(self.schemas)
+
+    def may_end_run(self, reply: Step) -> bool:
+        """Whether this reply may be the run's final answer, so it waits to be made durable with the run's
+        end (one commit for both): a reply without tool calls (a typed agent's in JSON), or a typed agent's
+        whose calls are all ``final_result`` (they run nothing, so nothing waits on the reply being durable),
+        not in step mode, whose pauses are announced as they come. A typed answer that does not fit is
+        committed with its refusal before the model is asked again (:meth:`_release_held`)."""
+        if not reply.tool_calls:
+            return True
+        return (self.agent.output is not None and self.config.execute_tools and self.debugger is None
+                and all(call.name == FINAL_RESULT for call in reply.tool_calls))
+
+    async def _release_held(self, rec: RunRecorder) -> None:
+        """Commit what the turn made (a reply held as the answer, and why it was refused); the held reply
+        is then announced (the lifecycle passes on its events) and its hooks called."""
+        await rec.commit()
+        released, rec.held_steps = rec.held_steps, []
+        for step in released:
+            await self.hooks.call("on_step_end", rec.run, step)
 
     def request(self, messages: list[dict[str, Any]], chain: MessageChain,
                 settings: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -401,7 +420,8 @@ class StepExecutor:
                    extra={"kind": "output_retry"})
         rec.record_step(ask)
         event = rec.emit(_E.STEP_COMPLETED, {"step": ask.to_dict()})
-        await rec.commit()
+        await self._release_held(rec)
+        await self.hooks.call("on_step_end", rec.run, ask)
         return [event]
 
     def _reserve(self, rec: RunRecorder, budget: Budget, tree: Tree | None) -> Reservation | str | None:
@@ -473,9 +493,9 @@ class StepExecutor:
             rec.update_step(step)
         closing = self._close_turn(rec, step)
         if rec.run.output is not None:  # a typed answer was given: it ends the run
-            rec.held_steps = [tool_step for _, tool_step in stored]
+            rec.held_steps += [tool_step for _, tool_step in stored]
         else:
-            await rec.commit()  # tool results are durable before the next model call
+            await self._release_held(rec)  # tool results are durable before the next model call
         for event, tool_step in stored:
             yield event
             if not rec.held_steps:

@@ -160,20 +160,28 @@ def completion_tokens(text: str | None, calls: Sequence[tuple[str, str]], model_
 
 class PromptCounter:
     """A conversation's prompt tokens as it grows, counting only the messages not counted before (what
-    the offline models report as their usage, so a scripted run's tokens agree with its budget)."""
+    the offline models report as their usage, so a scripted run's tokens agree with its budget).
 
-    __slots__ = ("model_name", "_seen", "_total")
+    A message counts as counted only while it is the very object counted, at the same place: a new
+    conversation (a model reused by the next run), a system prompt replaced or an edited request is
+    counted afresh, whatever its length."""
+
+    __slots__ = ("model_name", "_counted", "_total")
 
     def __init__(self, model_name: str | None) -> None:
         self.model_name = model_name
-        self._seen = 0
+        self._counted: list[Mapping[str, Any]] = []
         self._total = 0
 
     def count(self, messages: Sequence[Mapping[str, Any]]) -> int:
-        if len(messages) < self._seen:  # a new conversation
-            self._seen, self._total = 0, 0
-        self._total += sum(count_tokens(messages[self._seen:], self.model_name)[0])
-        self._seen = len(messages)
+        counted = self._counted
+        if len(messages) < len(counted) or any(a is not b for a, b in zip(messages, counted)):
+            counted.clear()
+            self._total = 0
+        new = messages[len(counted):]
+        if new:
+            self._total += sum(count_tokens(new, self.model_name)[0])
+            counted.extend(new)
         return self._total + REPLY_PRIMING
 
 
