@@ -2,7 +2,8 @@
 
 - ``agent.run_sync(q)`` against ``StepRunner(agent).run_sync(None, q)``: the same per-turn cost (target ≤ 1.05×);
 - a turn of a typed agent (``output_type``: the answer validated from a ``final_result`` call) against a plain
-  turn (target ≤ 1.1×), and a typed answer's validation alone, per call.
+  turn (target ≤ 1.1×): the engine alone (an in-memory store) and with the default store (TinyDB files, what
+  a user's turn costs); and a typed answer's validation alone, per call.
 
 Prints ms per run (median of interleaved rounds, the arms' order turned every round) and, for each pair,
 the median of the rounds' ratios.
@@ -44,12 +45,14 @@ def main() -> None:
     typed = Agent(model=ScriptedModel([Reply.call("final_result", item="tea", price=3.5)], loop=True),
                   output_type=Quote, name="typed")
     memory = InMemoryRepository()
-    rows: dict[str, list[float]] = {k: [] for k in ("short", "runner", "plain", "typed")}
     runner = StepRunner(plain)
     arms = {"short": lambda: plain.run_sync("price of tea?"),
             "runner": lambda: runner.run_sync(None, "price of tea?"),
             "plain": lambda: StepRunner(plain, repository=memory).run_sync(None, "price of tea?"),
-            "typed": lambda: StepRunner(typed, repository=memory).run_sync(None, "price of tea?")}
+            "typed": lambda: StepRunner(typed, repository=memory).run_sync(None, "price of tea?"),
+            "plain_store": lambda: StepRunner(plain, repository=runner.repository).run_sync(None, "price of tea?"),
+            "typed_store": lambda: StepRunner(typed, repository=runner.repository).run_sync(None, "price of tea?")}
+    rows: dict[str, list[float]] = {k: [] for k in arms}
     for round_ in range(ROUNDS):  # interleaved, so a busy moment hits every row alike; the order turns each
         order = list(arms) if round_ % 2 == 0 else list(reversed(arms))  # round (the store grows as it goes)
         for name in order:
@@ -59,14 +62,18 @@ def main() -> None:
     validation_us = timed(lambda: spec.dump(spec.from_arguments(args)), 20000) * 1000.0
     med = {k: statistics.median(v) for k, v in rows.items()}
     paired = {k: statistics.median(a / b for a, b in zip(rows[x], rows[y]))  # each round's ratio, then the median
-              for k, (x, y) in {"short": ("short", "runner"), "typed": ("typed", "plain")}.items()}
+              for k, (x, y) in {"short": ("short", "runner"), "typed": ("typed", "plain"),
+                                "typed_store": ("typed_store", "plain_store")}.items()}
     print(f"{'what':<44} {'ms/run':>8}")
     print(f"{'agent.run_sync(q) (TinyDB store)':<44} {med['short']:>8.2f}")
     print(f"{'StepRunner(agent).run_sync(None, q) (same)':<44} {med['runner']:>8.2f}")
     print(f"{'plain turn (in memory)':<44} {med['plain']:>8.2f}")
     print(f"{'typed turn, output_type=Quote (in memory)':<44} {med['typed']:>8.2f}")
+    print(f"{'plain turn (TinyDB store)':<44} {med['plain_store']:>8.2f}")
+    print(f"{'typed turn, output_type=Quote (TinyDB store)':<44} {med['typed_store']:>8.2f}")
     print(f"short path / StepRunner: {paired['short']:.3f}x (median of the rounds' ratios; target <= 1.05x)")
-    print(f"typed / plain turn:      {paired['typed']:.3f}x (median of the rounds' ratios; target <= 1.1x)")
+    print(f"typed / plain turn:      {paired['typed']:.3f}x in memory, {paired['typed_store']:.3f}x on the TinyDB store "
+          "(medians of the rounds' ratios; target <= 1.1x)")
     print(f"a typed answer's validation and JSON form: {validation_us:.1f} us per call")
 
 

@@ -24,7 +24,7 @@ from .session_claims import store_calls_inline
 class RunRecorder:
     __slots__ = ("run", "repository", "messages", "steps", "events", "deps", "instructions", "_seq", "_next_sequence",
                  "_pending_steps", "_pending_events", "_pending_session", "_run_dirty", "_started", "tail",
-                 "_tail_tools", "_committer", "held_steps", "__weakref__")
+                 "_tail_tools", "_committer", "held_steps", "_output_text_of", "__weakref__")
 
     def __init__(self, run: AgentRun, repository: Repository, messages: list[dict[str, Any]],
                  next_sequence: int, session: AgentSession | None = None, tail: list[str] | None = None):
@@ -49,6 +49,7 @@ class RunRecorder:
         # with the run's end (one commit for both): from it on, the run's events wait for that commit
         # before they are announced (see ``lifecycle``)
         self.held_steps: list[Step] = []
+        self._output_text_of: Any = None  # the typed output ``run.final_text`` was written from
 
     # -- numbering -------------------------------------------------------------
     @property
@@ -242,10 +243,10 @@ class RunRecorder:
         run.error = error
         run.ended_at = now()
         run.metrics.duration_ms = (run.ended_at - self._started) * 1000.0
-        for step in reversed(self.steps):
-            if step.role is StepRole.ASSISTANT:
-                run.final_text = step.content
-                break
-        if run.output is not None and not run.final_text:  # a typed answer given by a final_result call
-            run.final_text = json.dumps(run.output, ensure_ascii=False)
+        text = next((s.content for s in reversed(self.steps) if s.role is StepRole.ASSISTANT), None)
+        if run.output is not None and not text:  # a typed answer given by a final_result call: its JSON
+            text = run.final_text if run.final_text and run.output is self._output_text_of else json.dumps(
+                run.output, ensure_ascii=False)
+            self._output_text_of = run.output  # (finish comes twice: the run's outcome, then its end)
+        run.final_text = text
         self._run_dirty = True

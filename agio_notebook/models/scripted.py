@@ -83,15 +83,15 @@ def reply_chunks(reply: Reply, chunk_size: int, prompt_tokens: int, call_prefix:
                  stream: bool = True, model_name: str | None = None) -> Iterable[ModelChunk]:
     """A reply as the chunks a streaming provider would send (without ``stream``, the text in one piece);
     its usage counted by the one token counter (:mod:`.tokens`), as the budget counts."""
-    completion = completion_tokens(reply.text, [(s.name, s.raw_arguments) for s in reply.tool_calls], model_name)
+    calls = [(s.name, s.raw_arguments) for s in reply.tool_calls]
+    completion = completion_tokens(reply.text, calls, model_name)
     if reply.text:
         words = _tokens(reply.text)
         if not stream:
             chunk_size = len(words)
         for i in range(0, len(words), chunk_size):
             yield TextDelta("".join(words[i:i + chunk_size]))
-    for index, spec in enumerate(reply.tool_calls):
-        raw = spec.raw_arguments
+    for index, (spec, (_, raw)) in enumerate(zip(reply.tool_calls, calls)):
         call_id = spec.id or f"{call_prefix}_{index}"
         if len(raw) > 16:  # arguments arrive in pieces, as from real providers
             half = len(raw) // 2
