@@ -84,6 +84,25 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
+def round_trips(url: str, pause_s: float, n: int = 20) -> tuple[float, float]:
+    """This machine's PostgreSQL round trip (``SELECT 1``), p50 ms: back to back, and after a pause as long as
+    a model call (a lone student's connection sits idle that long before each commit). On a virtual machine
+    that lets idle processes go cold, the second can be a hundred times the first: it is most of what one
+    student alone measures, so it is printed beside the results."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT 1")
+        times = {0.0: [], pause_s: []}
+        for _ in range(n):
+            for pause, found in times.items():
+                time.sleep(pause)
+                t0 = time.perf_counter()
+                conn.execute("SELECT 1").fetchone()
+                found.append((time.perf_counter() - t0) * 1000.0)
+    return statistics.median(times[0.0]), statistics.median(times[pause_s])
+
+
 def run_students(urls: list[str], turns: int, model_s: float, spread: float, env: dict[str, str],
                  on_line=None) -> dict[str, list]:
     procs = [subprocess.Popen([sys.executable, __file__, "--student", url, "--turns", str(turns),
@@ -172,6 +191,7 @@ def main() -> None:
         book = Secrets.load(Path(tmp) / "secrets.json")
         urls = {n: book.url_for(n).replace(f"{n}@", f"{n}:{book.passwords[n]}@", 1) for n in [*names, "teacher"]}
         env = {k: v for k, v in os.environ.items() if k != "AGIO_STORE"}
+        warm_ms, cold_ms = round_trips(admin, model_s)
         alone = [ms for _, ms in run_students([urls[names[0]]], args.turns, model_s, args.spread, env)["turn_ms"]]
 
         root = Path(tmp) / "teacher"
@@ -209,6 +229,8 @@ def main() -> None:
     print(f"engine and store time per turn (a query, a tool call, an answer: 4 steps, 4 durable commits; the model's "
           f"{args.model_ms:.0f} ms per call" + (f" ± {args.spread:.0%}" if args.spread else ", fixed") +
           f", and the tool's time left out), {args.turns} turns per student")
+    print(f"a PostgreSQL round trip here, p50: {warm_ms:.2f} ms back to back, {cold_ms:.2f} ms after "
+          f"{args.model_ms:.0f} ms idle")
     print(f"{'':<24} {'p50 ms':>8} {'p99 ms':>8}")
     print(f"{'1 student alone':<24} {a50:8.1f} {a99:8.1f}")
     print(f"{f'{args.students} students at once':<24} {c50:8.1f} {c99:8.1f}")
