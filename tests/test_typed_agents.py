@@ -294,3 +294,138 @@ def test_a_resumed_typed_answer_left_unanswered_completes_without_asking_again(r
     assert result.status is RunStatus.COMPLETED, result.error
     assert result.output == Weather(city="Oslo", celsius=3, sky="rain") and result.metrics.model_calls == 0
     assert [s.role.value for s in repo.get_steps(sid)] == ["user", "assistant", "tool"]
+
+
+# -- answers that only look like no answer, and answers given elsewhere --------------------------------------
+
+def test_an_optional_answer_of_none_ends_the_run(repo):
+    """``None`` fits ``Optional[Weather]``: it is the run's answer (not "no answer yet"), once."""
+    from typing import Optional
+
+    for reply in (Reply.call(FINAL_RESULT, result=None), Reply.say("null")):
+        model = ScriptedModel([reply, Reply.say("never asked")])
+        result = go(StepRunner(Agent(model=model, output_type=Optional[Weather]), repository=repo).run(None, "?"))
+        assert result.status is RunStatus.COMPLETED and result.output is None and result.metrics.model_calls == 1
+        stored = repo.get_run(result.run_id)
+        assert stored.output is None and stored.output_type == "Optional[Weather]" and stored.final_text == "null"
+
+
+def test_a_typed_run_without_an_answer_has_no_output(repo):
+    """A failed typed run's output is None, never its last words (which only look like an answer)."""
+    agent = Agent(model=ScriptedModel(["nope"] * 3), output_type=Weather, output_retries=1)
+    result = go(StepRunner(agent, repository=repo).run(None, "weather?"))
+    assert result.status is RunStatus.FAILED and result.output is None and result.final_text == "nope"
+    assert agio_notebook.outputs(repository=repo).empty
+
+
+class Signup(pydantic.BaseModel):
+    first_name: str = pydantic.Field(alias="firstName")
+    cents: int
+
+    @pydantic.field_validator("cents", mode="before")
+    @classmethod
+    def _from_dollars(cls, value):  # not idempotent: validating the stored form again would multiply again
+        return int(round(float(value) * 100))
+
+    @pydantic.computed_field
+    @property
+    def label(self) -> str:
+        return f"{self.first_name}: {self.cents}"
+
+
+def test_the_output_is_the_value_as_validated_and_the_stored_json_reads_back(repo):
+    agent = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, firstName="Ada", cents=3.5)]), output_type=Signup)
+    result = go(StepRunner(agent, repository=repo).run(None, "sign up"))
+    assert result.output == Signup(firstName="Ada", cents=3.5) and result.output.cents == 350
+    stored = repo.get_run(result.run_id).output
+    assert stored == {"firstName": "Ada", "cents": 350}  # the shape the model is asked for, no computed field
+    assert Signup.model_validate(stored).first_name == "Ada"
+
+
+class Other(pydantic.BaseModel):
+    code: int
+
+
+def test_the_output_is_of_the_agent_that_answered(repo):
+    """A fork or retry by another typed agent, and a handoff to a typed agent: the answer is that agent's type,
+    and the run says so (``output_type``)."""
+    asker = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, city="Oslo", celsius=1, sky="rain")]),
+                  output_type=Weather, name="asker")
+    runner = StepRunner(asker, repository=repo)
+    first = go(runner.run(None, "weather?"))
+    other = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, code=7)] * 2), output_type=Other, name="other")
+    forked = go(runner.fork(first.session_id, at=1, agent=other))
+    assert forked.output == Other(code=7) and repo.get_run(forked.run_id).output_type == "Other"
+    retried = go(runner.retry(first.run_id, agent=other))
+    assert retried.output == Other(code=7)
+    coder = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, code=9)]), output_type=Other, name="coder")
+    triage = Agent(model=ScriptedModel([Reply.call("transfer_to_coder")]), handoffs=[coder], name="triage")
+    handed = go(StepRunner(triage, repository=repo).run(None, "a code?"))
+    assert handed.output == Other(code=9)
+    stored = repo.get_run(handed.run_id)
+    assert stored.output_type == "Other" and stored.agent_name == "coder"
+    frame = agio_notebook.outputs(repository=repo)
+    assert frame.set_index("run_id").loc[handed.run_id[:8] if frame["run_id"].str.len().max() == 8
+                                         else handed.run_id, "output_type"] == "Other"
+
+
+def test_a_typed_answer_given_with_words_is_the_answer_its_callers_get(repo):
+    """Words beside the ``final_result`` call do not replace the answer: the run's text is the answer's JSON,
+    and an agent calling this one as a tool gets it."""
+    quote = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, _text="Here it is.", city="Oslo", celsius=2,
+                                                  sky="clear")], loop=True),
+                  output_type=Weather, name="forecaster", description="Gives the weather.")
+    alone = go(StepRunner(quote, repository=repo).run(None, "weather?"))
+    assert json.loads(alone.final_text) == {"city": "Oslo", "celsius": 2.0, "sky": "clear"}
+    outer = Agent(model=ScriptedModel([Reply.call("forecaster", query="Oslo?"), "done"]), tools=[quote])
+    result = go(StepRunner(outer, repository=repo).run(None, "ask the forecaster"))
+    tool_step = next(s for s in result.steps if s.name == "forecaster")
+    assert json.loads(tool_step.content) == {"city": "Oslo", "celsius": 2.0, "sky": "clear"}
+
+
+def test_an_agent_called_as_a_tool_runs_with_its_callers_deps(repo):
+    seen = []
+
+    @tool
+    def owner(ctx: RunContext[Shop]) -> str:
+        """Who owns the shop."""
+        seen.append(ctx.deps)
+        return ctx.deps.owner
+
+    inner = Agent(model=ScriptedModel([Reply.call("owner"), "Ada owns it"]), tools=[owner], deps_type=Shop,
+                  name="clerk", description="Knows the shop.", system_prompt=lambda ctx: f"Work for {ctx.deps.owner}.")
+    outer = Agent(model=ScriptedModel([Reply.call("clerk", query="owner?"), "done"]), tools=[inner], deps_type=Shop)
+    result = go(StepRunner(outer, repository=repo).run(None, "who?", deps=Shop("Ada", {})))
+    assert result.status is RunStatus.COMPLETED and seen == [Shop("Ada", {})]
+    nested = [r for r in repo.list_runs() if r.agent_name == "clerk"]
+    assert nested and nested[0].deps_type == "Shop" and nested[0].status is RunStatus.COMPLETED
+
+
+def test_a_resumed_answer_that_sat_beside_another_tool_completes(repo):
+    from agio_notebook import ExecutionConfig
+    from agio_notebook.models.scripted import call
+
+    @tool
+    def price(item: str) -> float:
+        """A price."""
+        return 3.5
+
+    turn = Reply.calls(call("price", item="tea"), call(FINAL_RESULT, city="Oslo", celsius=3, sky="rain"))
+    stopped = Agent(model=ScriptedModel([turn]), tools=[price], output_type=Weather,
+                    config=ExecutionConfig(execute_tools=False))
+    first = go(StepRunner(stopped, repository=repo).run(None, "weather?"))
+    never = Agent(model=ScriptedModel([]), tools=[price], output_type=Weather)  # asking again would fail
+    result = go(StepRunner(never, repository=repo).resume(first.session_id))
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.output == Weather(city="Oslo", celsius=3, sky="rain") and result.metrics.model_calls == 0
+
+
+def test_a_second_fitting_answer_in_a_turn_says_it_was_not_used(repo):
+    from agio_notebook.models.scripted import call
+
+    turn = Reply.calls(call(FINAL_RESULT, city="Oslo", celsius=1, sky="rain"),
+                       call(FINAL_RESULT, city="Bergen", celsius=9, sky="rain"))
+    result = go(StepRunner(Agent(model=ScriptedModel([turn]), output_type=Weather), repository=repo).run(None, "?"))
+    assert result.output.city == "Oslo"
+    assert [s.content for s in result.steps if s.role is StepRole.TOOL] == [
+        "Final result accepted.", "A final result was already accepted in this turn; this one was not used."]

@@ -78,7 +78,7 @@ async def call_agent(call: AgentCall, query: str, input: Any = None) -> str:  # 
     child_id: str | None = None
     token = current_agents.set(chain[:-1])
     try:
-        stream = runner.run_stream(session, text, _parent=link)
+        stream = runner.run_stream(session, text, deps=ctx.deps, _parent=link)  # the caller's deps
         async for event in _own_cancel_ends(stream):
             if child_id is None:
                 child_id = event.run_id

@@ -84,6 +84,7 @@ def switch(executor: Any, rec: RunRecorder, agent: Agent) -> None:
     rec.instructions = instructions
     rec.messages = ([{"role": "system", "content": instructions}] if instructions else []) + body
     rec.run.agent_name, rec.run.model_name = agent.name, agent.model_name
+    rec.run.output_type = agent.output.name if agent.output is not None else None  # the answer's type is its
     rec.mark_run_dirty()
 
 

@@ -129,8 +129,8 @@ def _terminal_event(rec: RunRecorder, status: RunStatus, error: str | None) -> S
 def _store_failed(rec: RunRecorder, event: StepEvent, status: RunStatus, exc: Exception) -> None:
     if rec.held_steps and status is RunStatus.COMPLETED:  # its answer is not durable: not completed
         rec.run.status, rec.run.error = RunStatus.FAILED, f"the final answer could not be stored: {exc}"
-        if rec.run.output is not None:  # a typed answer: a failed run has none
-            rec.run.output = rec.run.final_text = None
+        if rec.answer is not None:  # a typed answer: a failed run has none
+            rec.forget_answer()
         event.type = TERMINAL[RunStatus.FAILED]
     else:
         rec.run.error = f"{rec.run.error or status.value}; and the store failed: {exc}"

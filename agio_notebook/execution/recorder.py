@@ -18,13 +18,14 @@ from ..core import (TRANSIENT_EVENTS, AgentRun, AgentSession, RunStatus, Step, S
 from ..core.conversation import is_memory_step
 from ..storage.base import Repository
 from ..storage.group_commit import GroupCommitter, committer_for, store_wait
+from ..tools.output import Answer
 from .session_claims import store_calls_inline
 
 
 class RunRecorder:
     __slots__ = ("run", "repository", "messages", "steps", "events", "deps", "instructions", "_seq", "_next_sequence",
                  "_pending_steps", "_pending_events", "_pending_session", "_run_dirty", "_started", "tail",
-                 "_tail_tools", "_committer", "held_steps", "_output_text_of", "__weakref__")
+                 "_tail_tools", "_committer", "held_steps", "answer", "__weakref__")
 
     def __init__(self, run: AgentRun, repository: Repository, messages: list[dict[str, Any]],
                  next_sequence: int, session: AgentSession | None = None, tail: list[str] | None = None):
@@ -49,7 +50,7 @@ class RunRecorder:
         # with the run's end (one commit for both): from it on, the run's events wait for that commit
         # before they are announced (see ``lifecycle``)
         self.held_steps: list[Step] = []
-        self._output_text_of: Any = None  # the typed output ``run.final_text`` was written from
+        self.answer: Answer | None = None  # a typed agent's answer, once one fit (its value may be None)
 
     # -- numbering -------------------------------------------------------------
     @property
@@ -237,16 +238,27 @@ class RunRecorder:
     def committed(self) -> None:
         """Called after each durable commit (a retry links the runs it replaces then)."""
 
+    def give(self, answer: Answer) -> None:
+        """The run's typed answer (the first that fit): stored with the run as JSON, its text that JSON."""
+        self.answer = answer
+        self.run.output = answer.data
+        self.run.final_text = None  # written from the answer when the run finishes
+        self._run_dirty = True
+
+    def forget_answer(self) -> None:
+        """A run that ends without its answer (it could not be stored) has none."""
+        self.answer = None
+        self.run.output = self.run.final_text = None
+        self._run_dirty = True
+
     def finish(self, status: RunStatus, error: str | None = None) -> None:
         run = self.run
         run.status = status
         run.error = error
         run.ended_at = now()
         run.metrics.duration_ms = (run.ended_at - self._started) * 1000.0
-        text = next((s.content for s in reversed(self.steps) if s.role is StepRole.ASSISTANT), None)
-        if run.output is not None and not text:  # a typed answer given by a final_result call: its JSON
-            text = run.final_text if run.final_text and run.output is self._output_text_of else json.dumps(
-                run.output, ensure_ascii=False)
-            self._output_text_of = run.output  # (finish comes twice: the run's outcome, then its end)
-        run.final_text = text
+        if self.answer is None:
+            run.final_text = next((s.content for s in reversed(self.steps) if s.role is StepRole.ASSISTANT), None)
+        elif run.final_text is None:  # a typed answer: its JSON, whatever words came with it
+            run.final_text = json.dumps(self.answer.data, ensure_ascii=False)
         self._run_dirty = True

@@ -8,6 +8,8 @@ from typing import Any, AsyncIterator, Callable
 from ..agent import Agent
 from ..core import AgentRun, InvalidOperationError, RunMetrics, RunStatus, Step, StepEvent, StepEventType
 from ..storage import Repository
+from ..tools.output import Answer
+from .handoff import reachable
 from .recorder import RunRecorder
 
 
@@ -37,13 +39,13 @@ class RunResult:
     def final_text(self) -> str | None:
         return self.run.final_text
 
+    answer: Answer | None = field(default=None, repr=False, compare=False)
+
     @property
     def output(self) -> Any:
-        """A typed agent's answer as its ``output_type`` (None until a run completes with one); for other
-        agents, the final text."""
-        if self.agent is None or self.agent.output is None or self.run.output is None:
-            return self.run.output if self.run.output is not None else self.run.final_text
-        return self.agent.output.load(self.run.output)
+        """A typed agent's answer as its ``output_type`` (None unless the run completed with one); for other
+        agents, the final text. See :func:`output_of`."""
+        return output_of(self.run, self.answer, self.agent)
 
     @property
     def metrics(self) -> RunMetrics:
@@ -65,6 +67,24 @@ class RunResult:
         item, proposal = feedback_and_proposal(self.repository, self.run_id, rating, comment, step=step,
                                                propose=propose, agent=self.agent, correction=correction)
         return proposal if proposal is not None else item
+
+
+def output_of(run: AgentRun, answer: Answer | None, agent: Agent | None) -> Any:
+    """A run's answer: the one rule for every handle on a run (a result, a notebook cell's value).
+
+    A typed run's answer is the value as it was validated when this process ran it (``answer``), or else
+    its stored JSON validated by the type that gave it (the agent's, or one it hands off to, found by the
+    run's ``output_type``; the JSON as stored if none is at hand); None unless the run completed with one.
+    A run of an untyped agent: its final text."""
+    if answer is not None:
+        return answer.value
+    if run.output_type is None:
+        return run.output if run.output is not None else run.final_text
+    if run.status is not RunStatus.COMPLETED or run.output is None:
+        return None
+    spec = next((a.output for a in reachable(agent).values() if a.output is not None
+                 and a.output.name == run.output_type), None) if agent is not None else None
+    return spec.load(run.output) if spec is not None else run.output
 
 
 async def collect(stream: AsyncIterator[StepEvent], repository: Repository, agent: Agent,
@@ -89,7 +109,8 @@ async def collect(stream: AsyncIterator[StepEvent], repository: Repository, agen
     if steps is None:
         steps = [] if run.start_sequence is None else [
             s for s in repository.get_steps(run.session_id, run.start_sequence, run.end_sequence) if s.run_id == run.id]
-    return RunResult(run=run, steps=steps, events=events, repository=repository, agent=agent)
+    return RunResult(run=run, steps=steps, events=events, repository=repository, agent=agent,
+                     answer=rec.answer if rec is not None else None)
 
 
 async def replayed(events: list[StepEvent]) -> AsyncIterator[StepEvent]:

@@ -32,7 +32,7 @@ from ..models.request import MessageChain, stored_request, tools_digest
 from ..models.settings import check_settings, merge_settings
 from ..tools import ToolCallContext, ToolResult
 from ..tools.context import RunContext
-from ..tools.output import ACCEPTED, FINAL_RESULT, OutputError, OutputSpec
+from ..tools.output import ACCEPTED, FINAL_RESULT, NOT_USED, Answer, OutputError, OutputSpec
 from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
 from .budget import Budget
 from .handoff import take_handoff
@@ -334,7 +334,10 @@ class StepExecutor:
         if pending is not None:  # resume: answer the dangling tool calls before asking the model again
             async for event in self._run_tools(rec, pending[0], set(pending[1]), recording):
                 yield event
-            if rec.run.output is not None:  # the dangling call was a typed answer that fits
+            spec = self.agent.output
+            given = rec.answer or (self._final_result(rec, pending[0], spec) if spec is not None else None)
+            if isinstance(given, Answer):  # a dangling call was a typed answer that fits
+                rec.give(given)
                 rec.finish(RunStatus.COMPLETED)
                 return
         max_steps = self.config.max_steps
@@ -372,7 +375,7 @@ class StepExecutor:
                     rec.finish(RunStatus.COMPLETED)
                     return
                 try:  # a typed answer given as text (JSON), as providers' structured output gives it
-                    rec.run.output = spec.dump(spec.from_text(step.content))
+                    rec.give(spec.answer(spec.from_text(step.content)))
                 except OutputError as exc:
                     refusals += 1
                     if refusals > self.agent.output_retries:
@@ -386,21 +389,22 @@ class StepExecutor:
             async for event in self._run_tools(rec, step, None, recording):
                 yield event
             if spec is not None:  # given by this turn's final_result call, or refused (and the model told why)
-                given = rec.run.output if rec.run.output is not None else self._final_result(rec, step, spec)
+                given = rec.answer or self._final_result(rec, step, spec)
                 if isinstance(given, OutputError):
                     refusals += 1
                     if refusals > self.agent.output_retries:
                         rec.finish(RunStatus.FAILED, _no_output(spec, refusals, given))
                         return
                 elif given is not None:
-                    rec.run.output = given
+                    rec.give(given)
                     rec.finish(RunStatus.COMPLETED)
                     return
 
     @staticmethod
-    def _final_result(rec: RunRecorder, step: Step, spec: OutputSpec) -> Any:
-        """What this turn's ``final_result`` call gave: the answer as JSON data, its :class:`OutputError`
-        (it was refused, the model was told why), or None (no such call)."""
+    def _final_result(rec: RunRecorder, step: Step, spec: OutputSpec) -> Answer | OutputError | None:
+        """What this turn's ``final_result`` call gave (one that ran beside other tools, or a resumed run's):
+        its :class:`Answer`, its :class:`OutputError` (it was refused, the model was told why), or None
+        (no such call)."""
         calls = [c for c in step.tool_calls if c.name == FINAL_RESULT]
         if not calls:
             return None
@@ -408,7 +412,7 @@ class StepExecutor:
         for call in calls:
             result = answered.get(call.id)
             if result is not None and result.status == "ok":
-                return spec.dump(spec.from_arguments(json.loads(call.arguments or "{}")))
+                return spec.answer(spec.from_arguments(json.loads(call.arguments or "{}")))
         last = answered.get(calls[-1].id)
         return OutputError(last.error if last is not None and last.error else "the answer was refused")
 
@@ -492,7 +496,7 @@ class StepExecutor:
             step.metrics.duration_ms = (step.metrics.model_ms or 0.0) + tool_ms
             rec.update_step(step)
         closing = self._close_turn(rec, step)
-        if rec.run.output is not None:  # a typed answer was given: it ends the run
+        if rec.answer is not None:  # a typed answer was given: it ends the run
             rec.held_steps += [tool_step for _, tool_step in stored]
         else:
             await self._release_held(rec)  # tool results are durable before the next model call
@@ -579,7 +583,7 @@ class StepExecutor:
 
     def _give_output(self, rec: RunRecorder, call: ToolCall, spec: OutputSpec) -> ToolResult:
         """A ``final_result`` call answered here: its arguments validated once, the first that fit become
-        the run's output (the tool does nothing else, so no context, scope or timeout is set up for it)."""
+        the run's answer (the tool does nothing else, so no context, scope or timeout is set up for it)."""
         started, executor = time.perf_counter(), self.tool_executor
         arguments = executor.parsed(call, started)
         if isinstance(arguments, ToolResult):
@@ -588,9 +592,12 @@ class StepExecutor:
             value = spec.from_arguments(arguments)
         except OutputError as exc:
             return executor.invalid(call, str(exc), started, arguments)
-        if rec.run.output is None:
-            rec.run.output = spec.dump(value)
-        return ToolResult(tool_call_id=call.id, name=call.name, content=ACCEPTED,
+        content = ACCEPTED
+        if rec.answer is None:
+            rec.give(spec.answer(value))
+        else:  # the model gave two in one turn: the first is the answer
+            content = NOT_USED
+        return ToolResult(tool_call_id=call.id, name=call.name, content=content,
                           duration_ms=(time.perf_counter() - started) * 1000.0, arguments=arguments)
 
     def _store_result(self, rec: RunRecorder, step: Step, call: ToolCall, batch: _ToolBatch

@@ -26,6 +26,7 @@ from ..execution.pauses import parse_breakpoints
 from ..execution.attempts import attempts_of, use_attempt
 from ..execution.feedback import feedback_and_proposal
 from ..execution.fork import attempt_steps
+from ..execution.result import output_of
 from ..execution.retry import check_step_of_run, plan_retry
 from ..execution.session_claims import active_run_ids
 from ..models import OpenAIModel, ScriptedModel, default_model
@@ -98,10 +99,7 @@ class RunHandle:
     def output(self) -> Any:
         """A typed agent's answer as its ``output_type`` (see ``RunResult.output``); else the final text."""
         run = self.run
-        if run is None or run.output is None:
-            return self.final_text
-        spec = getattr(self.agent, "output", None)
-        return spec.load(run.output) if spec is not None else run.output
+        return output_of(run, None, self.agent) if run is not None else None
 
     @property
     def done(self) -> bool:

@@ -12,6 +12,8 @@ schema, the validation and the JSON form stored with the run.
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic
@@ -22,6 +24,8 @@ from .decorator import _inline_refs
 FINAL_RESULT = "final_result"
 RESULT_FIELD = "result"
 ACCEPTED = "Final result accepted."
+_MODULES = re.compile(r"(?<![\w'\"])(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])")  # typing.Optional[app.Quote]: Optional[Quote]
+NOT_USED = "A final result was already accepted in this turn; this one was not used."
 
 
 class OutputError(ValueError):
@@ -36,6 +40,16 @@ def _errors(exc: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A typed answer that fit: the value as validated (what ``result.output`` returns, as it was made; a
+    validator that transforms runs once) and its JSON form, as stored with the run. ``None`` is an answer
+    too (an ``Optional`` type): a run has one when it has an ``Answer``, whatever its value."""
+
+    value: Any
+    data: Any
+
+
 class OutputSpec:
     """How an agent's typed answer is asked for, validated and stored (see the module docstring)."""
 
@@ -46,7 +60,7 @@ class OutputSpec:
         except Exception as exc:  # noqa: BLE001 - say which type and why, once, when the agent is made
             raise TypeError(f"output_type {output_type!r} cannot describe an answer: {exc}") from None
         self.type = output_type
-        self.name = getattr(output_type, "__qualname__", None) or repr(output_type)
+        self.name = output_type.__qualname__ if isinstance(output_type, type) else _MODULES.sub("", repr(output_type))
         schema.pop("title", None)
         self.wrapped = schema.get("type") != "object" or "properties" not in schema
         parameters = ({"type": "object", "properties": {RESULT_FIELD: schema}, "required": [RESULT_FIELD]}
@@ -89,9 +103,14 @@ class OutputSpec:
         except pydantic.ValidationError as exc:
             raise OutputError(f"the answer does not fit {self.name}: {_errors(exc)}") from None
 
+    def answer(self, value: Any) -> Answer:
+        """A validated value with its JSON form."""
+        return Answer(value, self.dump(value))
+
     def dump(self, value: Any) -> Any:
-        """The value as JSON data, as it is stored with the run."""
-        return self.adapter.dump_python(value, mode="json")
+        """The value as JSON data, as it is stored with the run: in the shape the model is asked for (its
+        fields' aliases, no computed fields), so that it validates back into the type."""
+        return self.adapter.dump_python(value, mode="json", by_alias=True, exclude_computed_fields=True)
 
     def load(self, data: Any) -> Any:
         """A stored value back as the type."""
