@@ -120,6 +120,27 @@ def test_scrub_masks_credential_shapes_and_keeps_the_rest():
     assert scrub("nothing secret: 12 tokens") == "nothing secret: 12 tokens"
 
 
+def test_prose_that_names_a_scheme_is_never_taken_for_a_credential(tmp_path):
+    """"Basic arithmetic", "bearer bonds": masked text must not shred ordinary words, in what is shown and in
+    an export, while a bare token after "Bearer" or "Basic" still goes."""
+    from agio_notebook import Agent, ScriptedModel, StepRunner
+    from agio_notebook.core import mask
+    from agio_notebook.storage import open_repository
+    from agio_notebook.storage.export import export_jsonl, load_export
+
+    prose = ["Basic arithmetic says 3", "Bearer bonds and basic understanding", "basic authentication explained"]
+    assert mask(prose) == prose
+    assert mask("send Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0 now") == "send Bearer *** now"
+    assert mask("Basic dXNlcjpwYXNzd29yZDEyMw==") == "Basic ***"
+    repo = open_repository(str(tmp_path / "store"))
+    result = StepRunner(Agent(model=ScriptedModel([prose[0]])), repository=repo).run_sync(None, "Basic arithmetic?")
+    export_jsonl(repo, tmp_path / "out.jsonl")
+    loaded = load_export(tmp_path / "out.jsonl")
+    assert loaded.get_run(result.run_id).query == "Basic arithmetic?"
+    assert [s.content for s in loaded.get_steps(result.session_id)] == ["Basic arithmetic?", prose[0]]
+    repo.close()
+
+
 def test_notebook_with_an_echoing_server_saves_no_key(kernelspec_dir, tmp_path):
     """A real kernel runs %%agio cells against the echoing server; the saved notebook and store stay clean."""
     nb = nbformat.v4.new_notebook()

@@ -166,6 +166,32 @@ def test_migrate_between_any_two_backends_loses_nothing(source, target, tmp_path
     assert len(list(dst.iter_step_dicts())) == len(list(src.iter_step_dicts()))
 
 
+def test_text_with_nul_characters_is_stored_on_every_backend_and_migrates(store_url, tmp_path):
+    """A query, a tool's output and a reply may hold NUL characters (PostgreSQL's text cannot): every backend
+    stores them and gives them back as they were, and a store holding them migrates to every other."""
+    from agio_notebook import Reply, ScriptedModel, tool
+
+    @tool
+    def blob() -> str:
+        """Some binary data."""
+        return "binary\x00data"
+
+    repo = new_repository(store_url)
+    agent = Agent(model=ScriptedModel([Reply.call("blob"), "it says \x00"]), tools=[blob])
+    result = StepRunner(agent, repository=repo).run_sync(None, "read\x00this")
+    assert result.status is RunStatus.COMPLETED, result.error
+    expected = ["read\x00this", None, "binary\x00data", "it says \x00"]
+    assert [s.content for s in repo.get_steps(result.session_id)] == expected
+    assert repo.get_run(result.run_id).query == "read\x00this"
+    shown = frames.steps(result.session_id, repository=repo)["content"].fillna("-")  # a SQL column: U+FFFD
+    assert [c.replace("\x00", "\ufffd") for c in shown] == ["read\ufffdthis", "-", "binary\ufffddata", "it says \ufffd"]
+    dst = new_repository(str(tmp_path / "copy"))
+    migrate(repo, dst)
+    assert [s.content for s in dst.get_steps(result.session_id)] == expected
+    dst.close()
+    repo.close()
+
+
 def test_bad_store_urls_get_one_clear_line(tmp_path, postgres_server):
     with pytest.raises(StoreError, match="unknown store URL scheme 'mongodb'"):
         open_repository("mongodb://127.0.0.1/agio")

@@ -79,7 +79,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # "Authorization: Bearer abc", "'authorization': 'Basic abc'", "Proxy-Authorization=…"
     (re.compile(r"""(?i)((?:proxy-)?authorization['"]?\s*[:=]\s*['"]?)(?:(bearer|basic|token)\s+)?[^\s'",;}]+"""),
      lambda m: f"{m[1]}{m[2] + ' ' if m[2] else ''}{MASK}"),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + MASK),
+    # a bare "Bearer <token>", "Basic <base64>": a token's shape (16+ characters, letters and digits both),
+    # so that prose ("Basic arithmetic", "bearer instruments") is never taken for one
+    (re.compile(r"(?i)\b(bearer|basic)\s+(?=[A-Za-z0-9._~+/=-]*[0-9])(?=[A-Za-z0-9._~+/=-]*[A-Za-z])"
+                r"[A-Za-z0-9._~+/=-]{16,}"), r"\1 " + MASK),
     # OpenAI-style keys: sk-…, sk-proj-…, and the partly masked form servers echo (sk-abc***xyz)
     (re.compile(r"\bsk-[A-Za-z0-9_*.-]{6,}"), "sk-" + MASK),
     # api_key=…, "x-api-key": "…", apikey: …

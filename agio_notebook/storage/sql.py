@@ -26,7 +26,7 @@ from .prune import prune
 from .reports import Pruned, Repaired, SessionSize, StoreStats
 from .sql_journal import TABLES as JOURNAL_TABLES
 from .sql_journal import KeyFn, SQLJournal
-from .sql_runs import REVISION, SQLRunQuery
+from .sql_runs import REVISION, SQLRunQuery, text_column
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS agio_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -76,19 +76,23 @@ _STEP_UPSERT = (f"INSERT INTO agio_steps ({', '.join(_STEP_COLUMNS)}) VALUES ({'
 
 def _step_row(step: Step) -> tuple[Any, ...]:
     doc = step.to_dict()
-    content = doc.pop("content")
+    content = doc["content"]
+    if not (isinstance(content, str) and "\x00" in content):
+        del doc["content"]  # kept in its column; a NUL (which PostgreSQL's text refuses) keeps it in the doc
     metrics = doc.get("metrics") or {}
     calls = doc.get("tool_calls") or []
     names = ",".join(c["function"]["name"] for c in calls) if calls else None
     return (step.session_id, step.run_id, step.sequence, step.attempt, int(step.superseded), doc["role"],
-            doc.get("status", "ok"), content, len(calls), names, step.tool_call_id, step.name, step.error,
-            step.created_at, *(metrics.get(k) for k in _METRICS), step.id, _dumps(doc))
+            doc.get("status", "ok"), text_column(content), len(calls), text_column(names), text_column(step.tool_call_id),
+            text_column(step.name), text_column(step.error), step.created_at, *(metrics.get(k) for k in _METRICS), step.id,
+            _dumps(doc))
 
 
 def _step_doc(row: tuple[Any, ...]) -> dict[str, Any]:
-    """A step's doc from (doc without content, content)."""
+    """A step's doc from (doc without content, content); content with a NUL is in the doc itself."""
     doc = _loads(row[0])
-    doc["content"] = row[1]
+    if "content" not in doc:
+        doc["content"] = row[1]
     return doc
 
 

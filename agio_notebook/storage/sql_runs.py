@@ -38,7 +38,14 @@ _INDEXES = (
 def query_columns(run: AgentRun) -> tuple[Any, ...]:
     """(agent, notebook, search, owner) of a run, as the run upsert writes them."""
     row = run_row(run.to_dict())
-    return row["agent"], row["notebook"], row["search"], row["owner"]
+    return text_column(row["agent"]), text_column(row["notebook"]), text_column(row["search"]), row["owner"]
+
+
+def text_column(value: str | None) -> str | None:
+    """A text column's value: a query, model or tool output may hold NUL characters, which PostgreSQL's text
+    cannot; the column (what frames show and filters search) has U+FFFD for them, the document keeps the
+    text as it was."""
+    return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
 
 
 class SQLRunQuery:
