@@ -105,6 +105,34 @@ def test_the_mcp_servers_retry_refuses_in_one_line(repo):
                                       f"not to run {b[:8]} (whose steps are 3–4)")
 
 
+@pytest.mark.parametrize("bad", [4.0, "3", True, None, 2.5])
+def test_a_step_number_of_the_wrong_type_is_refused_before_anything_is_stored(repo, bad):
+    runner, session, a, b = two_runs(repo)
+    before = snapshot(repo, session)
+    calls = [lambda: go(runner.fork(session, bad, "again")), lambda: go(runner.fork(session, bad)),
+             lambda: fork_session(session, bad, repo)]
+    if bad is not None:  # a retry without from_seq starts at the run's first model step
+        calls.append(lambda: go(runner.retry(b, from_seq=bad)))
+    for call in calls:
+        with pytest.raises(TypeError, match="sequence number .*a whole number.*got"):
+            call()
+    assert snapshot(repo, session) == before
+
+
+def test_a_fork_refused_for_ending_in_an_answer_stores_nothing(repo):
+    """Forking without a query answers the copy as it stands: a copy that ends in an answer is refused, naming
+    the source session and step, before any copy is made."""
+    import numpy as np
+
+    runner, session, a, b = two_runs(repo)
+    before = snapshot(repo, session)
+    with pytest.raises(InvalidOperationError, match=f"session {session} at step 4 already ends with an answer"):
+        go(runner.fork(session, 4))
+    assert snapshot(repo, session) == before
+    result = go(runner.fork(session, np.int64(3)))  # a number read from a frame is a step number too
+    assert result.steps[-1].content == "A2" and repo.get_session(result.session_id).forked_at == 3
+
+
 def test_percent_agio_retry_and_fork_in_a_kernel(tmp_path):
     store = tmp_path / "store"
     repo = TinyDBRepository(store)

@@ -14,7 +14,7 @@ from ..models.recording import Recording
 from ..storage import current_store
 from ..storage.base import Repository
 from ..storage.ids import resolve_session_id
-from .retry import check_continuation_point, check_sequence_exists, check_step_of_run, session_steps
+from .retry import check_continuation_point, check_sequence_exists, check_step_of_run, session_steps, step_number
 
 
 def attempt_steps(repository: Repository, run_id: str) -> list[Step]:
@@ -37,6 +37,7 @@ def fork_session(original_session_id: str, fork_at_sequence: int, repository: Re
 
     With ``attempt`` (a run id of that session), the steps are that attempt's, even if a retry replaced it.
     """
+    fork_at_sequence = step_number(fork_at_sequence, "the fork's step")
     repository = current_store(repository)
     original_session_id = resolve_session_id(repository, original_session_id)  # a unique 6+ prefix too
     steps = attempt_steps(repository, attempt) if attempt is not None else session_steps(

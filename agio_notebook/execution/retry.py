@@ -7,7 +7,9 @@ same sequence with the next attempt number.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..core import AgentRun, InvalidOperationError, NotFoundError, RunStatus, Step, StepRole
 from ..core.conversation import is_memory_step
@@ -41,6 +43,23 @@ def session_steps(repository: Repository, session_id: str) -> list[Step]:
     if not steps:
         raise NotFoundError(f"no session {session_id!r} with steps in the store")
     return steps
+
+
+def step_number(value: Any, what: str = "step") -> int:
+    """A step's sequence as given by a caller (a number typed in a command, a frame's cell): a whole number,
+    or one clear error before anything is planned or stored (``4.0``, ``"3"`` or ``True`` are not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be a step's sequence number (a whole number), got {type(value).__name__} "
+                        f"{value!r}")
+    return int(value)
+
+
+def check_resumable(steps: list[Step], where: str) -> None:
+    """Steps a run can go on from without a new query: they end in a user step or unanswered tool calls."""
+    dangling, _ = pending_tool_calls(steps)
+    if dangling is None and steps and steps[-1].role is StepRole.ASSISTANT:
+        raise InvalidOperationError(f"{where} already ends with an answer (step {steps[-1].sequence}); "
+                                    "send a new query or retry instead")
 
 
 def check_sequence_exists(steps: list[Step], seq: int, session_id: str) -> None:
@@ -97,6 +116,8 @@ def plan_retry(repository: Repository, run_id: str, from_seq: int | None, active
     steps = repository.get_steps(run.session_id)
     if not steps:
         raise NotFoundError(f"session {run.session_id} of run {run_id} has no steps")
+    if from_seq is not None:
+        from_seq = step_number(from_seq, "from_seq")
     if from_seq is None:
         own = [s for s in steps if s.run_id == run_id and s.role is not StepRole.USER
                and not is_memory_step(s)]  # a retry reuses the recorded memory
@@ -145,14 +166,9 @@ def attempt_family(repository: Repository, run: AgentRun) -> list[AgentRun]:
 def plan_resume(repository: Repository, session_id: str) -> ResumePlan:
     session_id = resolve_session_id(repository, session_id)
     steps = session_steps(repository, session_id)
-    last = steps[-1]
+    check_resumable(steps, f"session {session_id}")
     dangling, missing = pending_tool_calls(steps)
-    if dangling is not None:
-        return ResumePlan(session_id, _last_query(steps), steps, (dangling, missing))
-    if last.role is StepRole.ASSISTANT:
-        raise InvalidOperationError(f"session {session_id} already ends with an answer (step {last.sequence}); "
-                                    "send a new query or retry instead")
-    return ResumePlan(session_id, _last_query(steps), steps, None)
+    return ResumePlan(session_id, _last_query(steps), steps, (dangling, missing) if dangling is not None else None)
 
 
 def _last_query(steps: list[Step]) -> str | None:

@@ -35,7 +35,7 @@ from .nested import ParentLink
 from .pauses import BreakpointSpec, parse_breakpoints
 from .recorder import RunRecorder
 from .result import RunResult, collect, replayed
-from .retry import plan_resume, plan_retry
+from .retry import check_resumable, plan_resume, plan_retry, step_number
 from .session_claims import active_run_ids, claimed
 from .step_executor import StepExecutor
 from .supersede import RetryRecorder
@@ -257,9 +257,13 @@ class StepRunner:
                 yield event
             return
         session_id = resolve_session_id(self.repository, session_id)
+        at = step_number(at, "at")
         self.agent.check_deps(deps)
-        recording = Recording.from_steps(self.repository.get_steps(session_id, include_superseded=True),
-                                         reuse=reuse)
+        stored = self.repository.get_steps(session_id, include_superseded=True)
+        if query is None:  # the copy is answered as it stands: refused before anything is copied
+            check_resumable([s for s in stored if not s.superseded and s.sequence <= at],
+                            f"session {session_id} at step {at}")
+        recording = Recording.from_steps(stored, reuse=reuse)
         if at == 0 and query is not None:
             new_session: AgentSession | str = AgentSession()  # nothing copied: not a fork of the source
         else:

@@ -25,7 +25,7 @@ import pandas as pd
 from ..agent import Agent
 from ..core import (AgentRun, AgioError, ExecutionConfig, InvalidOperationError, NotFoundError, RunStatus,
                     StepRole, new_id)
-from ..execution.retry import check_continuation_point, check_sequence_exists
+from ..execution.retry import check_continuation_point, check_sequence_exists, step_number
 from ..models.pricing import check_priced, format_cost
 from ..models.settings import KNOWN_SETTINGS, check_settings, merge_settings
 from ..storage import open_repository
@@ -436,6 +436,7 @@ def sweep(source: Any, at: int, *, agent: Agent | None = None, agents: Any = Non
         raise SweepError(f"repeats must be >= 1, got {repeats}")
     if concurrency < 1:
         raise SweepError(f"concurrency must be >= 1, got {concurrency}")
+    at = step_number(at, "at")
     session_id = _session_of(source, repository)
     steps = repository.get_steps(session_id)
     try:
