@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 from .core import AgioError
@@ -85,6 +86,10 @@ def _migrate(args: argparse.Namespace) -> int:
 
     if args.path is None or args.dest is None:
         raise AgioError("agio store migrate needs SRC and DST (each a directory path, sqlite:///FILE or postgresql://…)")
+    local = args.path[len("sqlite:///"):] if args.path.startswith("sqlite:///") else (
+        None if "://" in args.path else args.path)
+    if local is not None and not Path(local).exists():  # opening it would make an empty store to copy from
+        raise AgioError(f"no store at {args.path} to migrate from")
     source, target = new_repository(args.path), new_repository(args.dest)
     try:
         report = migrate(source, target, merge=args.merge)
@@ -196,7 +201,6 @@ def _classroom(args: argparse.Namespace) -> int:
         assert roster is not None
         config = render(roster.database, roster.teacher, args.secrets, args.course, trial_password=args.trial_password)
         if args.hub_config:
-            from pathlib import Path
 
             Path(args.hub_config).write_text(config)
             report.lines.append(f"JupyterHub configuration in {args.hub_config} (jupyterhub -f {args.hub_config})")
@@ -292,7 +296,13 @@ def main(argv: list[str] | None = None) -> int:
     classroom.add_argument("--export", default=None, metavar="FILE",
                            help="remove-student: write the student's rows to FILE (JSON Lines), then delete them "
                                 "(default: keep them; the teacher still sees them)")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "store":  # `store migrate --merge SRC DST`: argparse leaves operands after an option
+        for name in ("path", "dest"):
+            if getattr(args, name) is None and extra and not extra[0].startswith("-"):
+                setattr(args, name, extra.pop(0))
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     handler = {"demo": _demo, "replay": _replay, "runs": _runs, "store": _store, "mcp": _mcp,
                "a2a": _a2a, "course": _course, "classroom": _classroom}[args.command]
     from .storage import StoreDamageWarning

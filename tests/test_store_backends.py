@@ -192,6 +192,28 @@ def test_text_with_nul_characters_is_stored_on_every_backend_and_migrates(store_
     repo.close()
 
 
+def test_a_merge_into_a_store_holding_the_journals_reports_no_damage(tmp_path):
+    import warnings
+
+    from agio_notebook.storage import StoreDamageWarning
+
+    src = new_repository(str(tmp_path / "src"))
+    journal = src.journal("progress/c", {"progress": lambda d: d["who"]})
+    journal.append([("progress", {"who": f"s{i}", "done": i}) for i in range(30)])
+    journal.close()
+    dst = new_repository(str(tmp_path / "dst"))
+    migrate(src, dst)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        migrate(src, dst, merge=True)
+    assert [w for w in caught if issubclass(w.category, StoreDamageWarning)] == []
+    dst.close()
+    reopened = new_repository(str(tmp_path / "dst")).journal("progress/c", {"progress": lambda d: d["who"]})
+    assert reopened.tables["progress"] == {f"s{i}": {"who": f"s{i}", "done": i} for i in range(30)}
+    reopened.close()
+    src.close()
+
+
 def test_bad_store_urls_get_one_clear_line(tmp_path, postgres_server):
     with pytest.raises(StoreError, match="unknown store URL scheme 'mongodb'"):
         open_repository("mongodb://127.0.0.1/agio")
@@ -307,9 +329,16 @@ def test_agio_store_migrate_from_the_command_line(tmp_path, postgres_server):
     again = subprocess.run([*agio, "store", "migrate", src, dst], capture_output=True, text=True, timeout=120)
     assert again.returncode == 1 and again.stderr.count("\n") == 1 and "not empty" in again.stderr
     assert new_repository(dst).get_run(first.run_id).final_text == first.final_text
-    merged = subprocess.run([*agio, "store", "migrate", src, dst, "--merge"], capture_output=True, text=True,
-                            timeout=120)
+    merged = subprocess.run([*agio, "store", "migrate", "--merge", src, dst], capture_output=True, text=True,
+                            timeout=120)  # the option before the operands, as after them
     assert merged.returncode == 0, merged.stderr
+    for missing in (str(tmp_path / "typo"), f"sqlite:///{tmp_path / 'typo.db'}"):
+        refused = subprocess.run([*agio, "store", "migrate", missing, dst, "--merge"], capture_output=True,
+                                 text=True, timeout=120)
+        assert refused.returncode == 1 and refused.stderr == f"agio: no store at {missing} to migrate from\n"
+        assert not (tmp_path / "typo").exists() and not (tmp_path / "typo.db").exists()
+    extra = subprocess.run([*agio, "store", "migrate", src, dst, "third"], capture_output=True, text=True, timeout=120)
+    assert extra.returncode == 2 and "unrecognized arguments: third" in extra.stderr
     stats = subprocess.run([*agio, "--store", dst, "store", "stats"], capture_output=True, text=True, timeout=120)
     assert "sessions 2" in stats.stdout and "runs     3" in stats.stdout
 

@@ -135,6 +135,16 @@ def test_parquet_and_jsonl_exports_round_trip_into_the_same_frames(store, tmp_pa
     assert export_jsonl(repo, tmp_path / "one.jsonl", "retried") > 7
 
 
+def test_an_integer_past_64_bits_is_exported_to_parquet_exactly(tmp_path):
+    repo = TinyDBRepository(str(tmp_path / "store"))
+    big = Agent(model=ScriptedModel([Reply.call("final_result", result=2**63 + 5)]), output_type=int)
+    result = StepRunner(big, repository=repo).run_sync(None, "a big number?")
+    assert result.output == 2**63 + 5
+    export_parquet(repo, tmp_path / "parquet")
+    assert load_export(tmp_path / "parquet").get_run(result.run_id).output == 2**63 + 5
+    repo.close()
+
+
 def test_prune_superseded_and_old_sessions(store):
     repo = TinyDBRepository(store)
     before = frames.steps(repository=repo)

@@ -48,8 +48,9 @@ def write_journal_rows(repository: Repository, rows: Iterable[tuple[str, str, st
             given: dict[str, dict[int, str]] = {}
             for table, key, doc in chunk:
                 given.setdefault(table, {})[id(doc)] = key
-            # the key each doc had in the source, looked up by the doc itself as it is appended
-            keys = {table: (lambda d, m=m: m[id(d)]) for table, m in given.items()}
+            # the key each doc had in the source, looked up by the doc itself as it is appended; a record the
+            # target already holds is read with a placeholder (only the appended lines' keys are written)
+            keys = {table: (lambda d, m=m: m.get(id(d)) or f"#held-{id(d)}") for table, m in given.items()}
             journal = repository.journal(name, keys)
             try:
                 journal.append([(table, doc) for table, _, doc in chunk])

@@ -103,7 +103,7 @@ def export_parquet(repository: Repository, directory: str | os.PathLike[str],
         for key, values in columns.items():
             try:
                 arrays[key] = pa.array(values)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: kept exactly, as JSON text
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # mixed types, ints past 64 bits: as JSON text
                 arrays[key] = pa.array([None if v is None else json.dumps(v) for v in values])
                 nested.append(key)
         schema_meta = {b"agio_json_columns": json.dumps(sorted(nested)).encode(), b"agio_table": table.encode()}
