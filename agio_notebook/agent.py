@@ -17,7 +17,7 @@ from .models.base import Model
 from .models.settings import check_settings
 from .tools import Tool, ToolRegistry, tool
 from .tools.context import RunContext, get_call
-from .tools.output import FINAL_RESULT, OutputSpec, output_spec
+from .tools.output import FINAL_RESULT, OutputSpec, output_spec, type_name
 from .tools.decorator import _inline_refs
 
 
@@ -149,21 +149,29 @@ class Agent:
                             f"{type(value).__name__}, not text")
         return value
 
-    def check_deps(self, deps: Any) -> None:
-        """Dependencies of the declared ``deps_type``, checked before anything is stored (one line)."""
+    def check_deps(self, deps: Any, _checked: set[str] | None = None) -> None:
+        """Dependencies of the declared ``deps_type``, checked before anything is stored (one line): this
+        agent's, and those of every agent it may hand the run to (they answer with the same deps)."""
+        checked = _checked if _checked is not None else set()
+        checked.add(self.name)
+        self._check_own_deps(deps)
+        for handoff in self.registry:
+            if isinstance(handoff.function, Handoff) and handoff.function.target.name not in checked:
+                handoff.function.target.check_deps(deps, checked)
+
+    def _check_own_deps(self, deps: Any) -> None:
         wanted = self.deps_type
-        if wanted is None or deps is None and wanted is type(None):
+        if wanted is None:
             return
-        if deps is None:
-            raise ValueError(f"agent {self.name!r} needs deps of type {getattr(wanted, '__qualname__', wanted)}: "
-                             "run(..., deps=...)")
         try:
-            fits = isinstance(deps, wanted)
+            if isinstance(deps, wanted):  # Optional[Shop] takes None too
+                return
         except TypeError:  # a TypedDict, a Protocol without runtime checks...: not checkable here
-            return
-        if not fits:
-            raise TypeError(f"agent {self.name!r} takes deps of type {getattr(wanted, '__qualname__', wanted)}, "
-                            f"got {type(deps).__qualname__}")
+            if deps is not None:
+                return
+        if deps is None:
+            raise ValueError(f"agent {self.name!r} needs deps of type {type_name(wanted)}: run(..., deps=...)")
+        raise TypeError(f"agent {self.name!r} takes deps of type {type_name(wanted)}, got {type(deps).__qualname__}")
 
     def _handoff_tool(self, target: Agent) -> Tool:
         name = _tool_name(handoff_tool_name(target), f"agent {self.name!r}: the handoff tool name")

@@ -429,3 +429,30 @@ def test_a_second_fitting_answer_in_a_turn_says_it_was_not_used(repo):
     assert result.output.city == "Oslo"
     assert [s.content for s in result.steps if s.role is StepRole.TOOL] == [
         "Final result accepted.", "A final result was already accepted in this turn; this one was not used."]
+
+
+def test_text_answers_in_a_fence_anywhere_or_a_dict_with_a_result_key(repo):
+    from agio_notebook.tools.output import OutputError, OutputSpec
+
+    number = OutputSpec(int)
+    assert [number.from_text(t) for t in ("7", '{"result": 7}', "```json\n7\n```", "Here it is:\n```JSON\n7\n```",
+                                          "```\n7\n```")] == [7] * 5
+    assert OutputSpec(dict[str, int]).from_text('{"result": 5}') == {"result": 5}  # a dict that has the key
+    for wrong in ("seven", "```\nseven\n```", '{"result": "seven"}'):
+        with pytest.raises(OutputError):
+            number.from_text(wrong)
+
+
+def test_optional_deps_and_the_deps_of_agents_handed_to_are_checked_first(repo):
+    from typing import Optional
+
+    maybe = Agent(model=ScriptedModel(["ok"], loop=True), deps_type=Optional[Shop])
+    assert go(StepRunner(maybe, repository=repo).run(None, "?")).status is RunStatus.COMPLETED  # None fits
+    with pytest.raises(TypeError, match=r"takes deps of type Optional\[Shop\], got int"):
+        go(StepRunner(maybe, repository=repo).run(None, "?", deps=3))
+    clerk = Agent(model=ScriptedModel(["ok"]), deps_type=Shop, name="clerk")
+    triage = Agent(model=ScriptedModel([Reply.call("transfer_to_clerk")]), handoffs=[clerk], name="triage")
+    before = len(repo.list_runs())
+    with pytest.raises(ValueError, match="agent 'clerk' needs deps of type Shop"):
+        go(StepRunner(triage, repository=repo).run(None, "help"))
+    assert len(repo.list_runs()) == before

@@ -24,8 +24,14 @@ from .decorator import _inline_refs
 FINAL_RESULT = "final_result"
 RESULT_FIELD = "result"
 ACCEPTED = "Final result accepted."
+_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)```", re.S)  # a fenced block, whatever its language tag
 _MODULES = re.compile(r"(?<![\w'\"])(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])")  # typing.Optional[app.Quote]: Optional[Quote]
 NOT_USED = "A final result was already accepted in this turn; this one was not used."
+
+
+def type_name(kind: Any) -> str:
+    """A type as a person reads it: ``Quote``, ``list[Quote]``, ``Optional[Quote]`` (no module paths)."""
+    return kind.__qualname__ if isinstance(kind, type) else _MODULES.sub("", repr(kind))
 
 
 class OutputError(ValueError):
@@ -60,7 +66,7 @@ class OutputSpec:
         except Exception as exc:  # noqa: BLE001 - say which type and why, once, when the agent is made
             raise TypeError(f"output_type {output_type!r} cannot describe an answer: {exc}") from None
         self.type = output_type
-        self.name = output_type.__qualname__ if isinstance(output_type, type) else _MODULES.sub("", repr(output_type))
+        self.name = type_name(output_type)
         schema.pop("title", None)
         self.wrapped = schema.get("type") != "object" or "properties" not in schema
         parameters = ({"type": "object", "properties": {RESULT_FIELD: schema}, "required": [RESULT_FIELD]}
@@ -87,21 +93,29 @@ class OutputSpec:
             raise OutputError(f"the answer does not fit {self.name}: {_errors(exc)}") from None
 
     def from_text(self, text: str | None) -> Any:
-        """The typed value a text answer gives (JSON of the type, or of the tool's arguments)."""
+        """The typed value a text answer gives: JSON of the type (or of the tool's arguments), alone or in a
+        fenced block (```json, ```JSON, ``` after a sentence)."""
         body = (text or "").strip()
-        if body.startswith("```"):  # a fenced block, as models like to write JSON
-            body = body.strip("`").removeprefix("json").strip()
         try:
             value = json.loads(body)
         except json.JSONDecodeError:
-            raise OutputError(f"answer by calling {FINAL_RESULT} (the answer must be {self.name}, not free "
-                              "text)") from None
+            fenced = _FENCE.search(body)
+            try:
+                value = json.loads(fenced[1]) if fenced is not None else None
+            except json.JSONDecodeError:
+                fenced = None
+            if fenced is None:
+                raise OutputError(f"answer by calling {FINAL_RESULT} (the answer must be {self.name}, not free "
+                                  "text)") from None
+        tries = [value]
         if self.wrapped and isinstance(value, dict) and set(value) == {RESULT_FIELD}:
-            value = value[RESULT_FIELD]
-        try:
-            return self.adapter.validate_python(value)
-        except pydantic.ValidationError as exc:
-            raise OutputError(f"the answer does not fit {self.name}: {_errors(exc)}") from None
+            tries.append(value[RESULT_FIELD])  # the tool's arguments, as text
+        for candidate in tries:
+            try:
+                return self.adapter.validate_python(candidate)
+            except pydantic.ValidationError as exc:
+                error = exc
+        raise OutputError(f"the answer does not fit {self.name}: {_errors(error)}") from None
 
     def answer(self, value: Any) -> Answer:
         """A validated value with its JSON form."""
