@@ -19,7 +19,11 @@ log = logging.getLogger("agio_notebook.hooks")
 
 class AgentHook:
     """Override any subset. Called in this order: on_run_start, (on_step_end | on_tool_start |
-    on_tool_end)*, then on_error (failed runs only), then on_run_end."""
+    on_tool_end)*, then on_error (failed runs only), then on_run_end.
+
+    ``on_step_end`` comes once the step is durable. A final answer is made durable with the run's end, so
+    its ``on_step_end`` comes then: for a typed agent's ``final_result`` call, after that call's
+    ``on_tool_start`` and ``on_tool_end``."""
 
     async def on_run_start(self, run: AgentRun) -> None: ...
 
