@@ -256,6 +256,27 @@ def test_faults_are_one_line_each(klass, tmp_path):
     assert "not-the-password" not in str(caught.value)
 
 
+def test_a_journal_lock_held_by_a_students_own_sql_is_one_line_not_a_hang(klass, monkeypatch):
+    """A student holding the advisory lock of a shared journal (with plain SQL) stalls others' appends to it
+    for at most ``JOURNAL_WAIT_S``: then one line, nothing written; once let go, appends go on."""
+    import time
+
+    from agio_notebook.storage import postgres_repo
+
+    monkeypatch.setattr(postgres_repo, "JOURNAL_WAIT_S", 1.0)
+    alice, bob = klass.students
+    a = klass.repo(alice)
+    memory = a.journal("memory", {"skills": lambda d: d["id"]})
+    with klass.sql(bob) as squatter:
+        squatter.execute("SELECT pg_advisory_lock(%s)", (postgres_repo._lock_key("journal:memory"),))
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="the journal 'memory' stayed locked by another connection for 1 s") as caught:
+            memory.append([("skills", {"id": "s1", "text": "kept?"})])
+        assert time.monotonic() - started < 5 and "\n" not in str(caught.value)
+    memory.append([("skills", {"id": "s1", "text": "kept"})])  # the squatter's connection closed: its lock went
+    assert a.journal("memory", {"skills": lambda d: d["id"]}).tables["skills"]["s1"]["text"] == "kept"
+
+
 def test_the_cli_says_each_step_in_a_line_and_writes_the_hub_config(server, tmp_path):
     url = server.new_database()
     names = tmp_path / "students.txt"

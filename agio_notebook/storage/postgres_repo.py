@@ -64,6 +64,9 @@ def _who_hint(detail: str) -> str:
     return ""
 
 
+JOURNAL_WAIT_S = 10.0  # the longest an append waits for another's append to the same journal
+
+
 def _lock_key(session_id: str) -> int:
     """The advisory-lock key of a session (a stable 63-bit number)."""
     return zlib.crc32(b"agio:" + session_id.encode()) << 31 | zlib.adler32(session_id.encode())
@@ -223,7 +226,16 @@ class PostgresRepository(SQLRepository):
         return self._holder_row(session_id) or Holder()
 
     def _journal_lock(self, cur: Any, name: str) -> None:
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("journal:" + name),))
+        """Appends to one journal one at a time, so versions follow commit order; waited for at most
+        ``JOURNAL_WAIT_S`` (a lock held elsewhere, say by a student's own SQL, is one line, never a hang)."""
+        import psycopg
+
+        cur.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(JOURNAL_WAIT_S * 1000)}ms",))
+        try:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("journal:" + name),))
+        except psycopg.errors.LockNotAvailable:
+            raise StoreError(f"the journal {name!r} stayed locked by another connection for {JOURNAL_WAIT_S:g} s; "
+                             "nothing was written") from None
 
     def _vacuum(self) -> None:
         with self._lock:
