@@ -158,6 +158,40 @@ def test_an_empty_reply_streamed_and_whole_is_one_line():
     assert run_dict["error"].endswith("with an empty reply (no text and no tool calls), streamed and whole")
 
 
+def test_an_empty_whole_reply_a_cut_off_one_and_whitespace_are_one_line_each():
+    """Nothing said is never a completed answer: not without streaming, not as whitespace; a reply stopped by
+    its token limit or a content filter says so and is not asked for again (that would be paid twice)."""
+    from openai_sse_server import FakeOpenAIServer, chunk
+
+    def whole(content, finish="stop"):
+        return {"id": "x", "object": "chat.completion", "created": 0, "model": "fake-model",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                             "finish_reason": finish}]}
+
+    cases = [  # (config, script, requests made, the error's end)
+        (ExecutionConfig(stream=False), [whole(None)], 1, "empty reply (no text and no tool calls), whole"),
+        (None, [[chunk({"role": "assistant", "content": ""}), chunk({}, finish="length")]], 1,
+         "streamed; finish reason 'length' (the token limit was reached before any text: raise max_tokens or "
+         "max_completion_tokens)"),
+        (None, [[chunk({"content": ""}), chunk({}, finish="content_filter")]], 1,
+         "streamed; finish reason 'content_filter' (the provider's content filter stopped it)"),
+        (None, [[chunk({"content": "  \n"}), chunk({}, finish="stop")], whole(" ")], 2,
+         "empty reply (no text and no tool calls), streamed and whole"),
+    ]
+    for config, script, requests, ending in cases:
+        with FakeOpenAIServer() as server:
+            server.script = script
+            model = OpenAIModel("fake-model", base_url=server.base_url, api_key="sk-not-used-000000")
+            run_dict, _, _ = run(Agent(model=model), config)
+            assert len(server.requests) == requests
+        assert run_dict["status"] == "failed" and run_dict["error"].endswith(ending), run_dict["error"]
+    with FakeOpenAIServer() as server:  # whitespace before the text is part of it
+        server.script = [[chunk({"content": "\n"}), chunk({"content": "Hi."}), chunk({}, finish="stop")]]
+        model = OpenAIModel("fake-model", base_url=server.base_url, api_key="sk-not-used-000000")
+        run_dict, _, _ = run(Agent(model=model))
+    assert run_dict["status"] == "completed" and run_dict["final_text"] == "\nHi."
+
+
 def test_the_local_llm_script_is_a_real_endpoint_in_one_step(tmp_path):
     """scripts/local_llm.sh: LiteLLM's proxy with the mock models of scripts/local_llm.yaml, answering agio."""
     import os

@@ -148,12 +148,16 @@ class OpenAIModel:
         try:
             client = await self.client()
             if not stream:
-                response = await client.chat.completions.create(**params)
-                for chunk in _whole_response(response):
+                whole = _whole_response(await client.chat.completions.create(**params))
+                if not _says_something(whole):
+                    raise self._empty(whole[-1].reason, "whole")
+                for chunk in whole:
                     yield chunk
                 return
             response = await client.chat.completions.create(**params)
-            finished = said = False
+            finished: str | None = None
+            said = False
+            blank: list[TextDelta] = []  # whitespace before anything was said: held until text follows
             async with response:  # the connection is released however the stream ends (timeout, cancel)
                 async for chunk in response:
                     streamed += 1
@@ -164,26 +168,33 @@ class OpenAIModel:
                         delta = choice.delta
                         if delta is not None:
                             if delta.content:
-                                said = True
-                                yield TextDelta(delta.content)
+                                if not said and not delta.content.strip():
+                                    blank.append(TextDelta(delta.content))
+                                else:
+                                    said = True
+                                    for held in blank:
+                                        yield held
+                                    blank.clear()
+                                    yield TextDelta(delta.content)
                             for tc in delta.tool_calls or ():
                                 fn = tc.function
                                 said = True
                                 yield ToolCallDelta(tc.index, tc.id, fn.name if fn else None,
                                                     (fn.arguments or "") if fn else "")
                         if choice.finish_reason:
-                            finished = True
+                            finished = choice.finish_reason
                             if not said:  # an empty streamed answer: asked again without streaming below
                                 break
                             yield Finish(choice.finish_reason)
             if finished and not said:
+                if finished in _STOPPED:  # cut off or filtered: asking again would pay for the same again
+                    raise self._empty(finished, "streamed")
                 # Some servers stream nothing for an answer they do give whole (LiteLLM's mock streams no
                 # tool calls): ask again without streaming, and say so if that is empty too.
                 once = {k: v for k, v in params.items() if k != "stream_options"}
                 whole = _whole_response(await client.chat.completions.create(**{**once, "stream": False}))
-                if not any(isinstance(c, (TextDelta, ToolCallDelta)) for c in whole):
-                    raise ModelError(f"OpenAI-compatible endpoint {self.base_url} answered {self.model!r} with an "
-                                     "empty reply (no text and no tool calls), streamed and whole")
+                if not _says_something(whole):
+                    raise self._empty(whole[-1].reason, "streamed and whole")
                 for chunk in whole:
                     yield chunk
                 return
@@ -194,6 +205,22 @@ class OpenAIModel:
         if not finished:  # e.g. a prompt over the context: 200, then the stream closes with nothing
             raise ModelError(f"OpenAI-compatible endpoint {self.base_url}: stream ended before the model "
                              f"finished (no finish reason after {streamed} chunk(s))")
+
+    def _empty(self, reason: str, how: str) -> ModelError:
+        """A reply with no text (or only whitespace) and no tool calls: one line, with why it stopped."""
+        why = _STOPPED.get(reason, "")
+        return ModelError(f"OpenAI-compatible endpoint {self.base_url} answered {self.model!r} with an empty reply "
+                          f"(no text and no tool calls), {how}" + (f"; finish reason {reason!r}{why}"
+                                                                    if reason not in ("stop", "tool_calls") else ""))
+
+
+# finish reasons that say why a reply has nothing in it
+_STOPPED = {"length": " (the token limit was reached before any text: raise max_tokens or max_completion_tokens)",
+            "content_filter": " (the provider's content filter stopped it)"}
+
+
+def _says_something(chunks: list[ModelChunk]) -> bool:
+    return any(isinstance(c, ToolCallDelta) or isinstance(c, TextDelta) and c.text.strip() for c in chunks)
 
 
 def _wire_message(message: dict[str, Any]) -> dict[str, Any]:
