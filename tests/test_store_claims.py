@@ -159,3 +159,34 @@ def test_a_release_taken_back_and_made_again_lingers_its_full_time():
     releases.defer("t", 8)
     releases.close()  # what is pending is finished at once
     assert [fd for _, fd, _ in finished] == [7, 8] and releases.pending("t") is None
+
+
+def test_a_stream_left_with_break_lets_its_session_go_for_the_next_run(tmp_path):
+    """``break`` out of ``async for`` leaves the stream to be closed by the event loop a moment later: the next
+    run in that session waits that moment (not ``session_wait``), and the one left is stored cancelled. A run
+    really in progress here still makes the next one busy, in one line."""
+    import asyncio
+
+    repo = TinyDBRepository(str(tmp_path / "store"))
+    agent = Agent(model=ScriptedModel(["one two three"], loop=True, ttft=0.05))
+    runner = StepRunner(agent, repository=repo)
+
+    async def scenario():
+        async for _ in runner.run_stream("s", "first"):
+            break
+        second = await runner.run("s", "second")
+        slow = StepRunner(Agent(model=ScriptedModel(["slow"], ttft=2.0)), repository=repo)
+        running = asyncio.ensure_future(slow.run("s", "third"))
+        await asyncio.sleep(0.05)  # the third is waiting for its model, longer than the grace
+        started = time.monotonic()
+        with pytest.raises(SessionBusyError, match="already has a run in progress"):
+            await runner.run("s", "fourth")
+        waited = time.monotonic() - started
+        return second, await running, waited
+
+    second, third, waited = asyncio.run(scenario())
+    assert second.status is RunStatus.COMPLETED and third.status is RunStatus.COMPLETED
+    assert waited < 5
+    statuses = {r.query: r.status for r in repo.list_runs("s")}
+    assert statuses == {"first": RunStatus.CANCELLED, "second": RunStatus.COMPLETED, "third": RunStatus.COMPLETED}
+    repo.close()

@@ -17,6 +17,9 @@ from ..storage import Repository
 ACTIVE_SESSIONS: dict[str, str] = {}
 
 
+CLOSING_GRACE = 0.5  # seconds a run asks again for a session this process holds, before saying it is busy
+
+
 def active_run_ids() -> set[str]:
     return set(ACTIVE_SESSIONS.values())
 
@@ -28,18 +31,23 @@ async def claimed(repository: Repository, session_id: str, wait: float | None) -
     A second run meanwhile gets a clear error naming the holder, or waits up to ``wait`` seconds
     (``None``: as long as it takes) for the session to be released.
     """
-    deadline = None if wait is None else time.monotonic() + wait
+    started = time.monotonic()
+    deadline = None if wait is None else started + wait
     while True:
+        held_here = session_id in ACTIVE_SESSIONS
         try:
-            if session_id in ACTIVE_SESSIONS:
+            if held_here:
                 raise SessionBusyError(f"session {session_id} already has a run in progress "
                                        f"({ACTIVE_SESSIONS[session_id]}); wait for it or cancel it")
             await off_loop(repository, repository.claim_session, session_id, "a run")
             break
         except SessionBusyError:
-            if deadline is not None and time.monotonic() >= deadline:
+            now = time.monotonic()
+            # a stream of this process left a moment ago (``break`` out of ``async for``) is closed by the
+            # event loop on its next turns: its run ends and lets the session go, so wait a moment for it
+            if deadline is not None and now >= deadline and not (held_here and now < started + CLOSING_GRACE):
                 raise
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.005 if held_here else 0.05)
     ACTIVE_SESSIONS[session_id] = "pending"
     try:
         yield
