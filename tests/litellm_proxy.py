@@ -1,6 +1,6 @@
 """LiteLLM's proxy, a real third-party OpenAI-compatible server, on 127.0.0.1 for the provider tests.
 
-It runs from its own venv (``.venv-litellm``, made by scripts/setup.sh; ``AGIO_LITELLM`` names another
+It runs from its own venv (``.venv-litellm``, made by ``scripts/setup.sh --litellm``; ``AGIO_LITELLM`` names another
 ``litellm`` executable) and fully offline: its one model points at a closed loopback port, and every
 request carries LiteLLM's mock parameters (``mock_response``, ``mock_tool_calls``, ``mock_delay``) in
 ``extra_body``, so the proxy answers itself. Its cost map is read from the package, not fetched.
@@ -35,7 +35,7 @@ def litellm_executable() -> Path:
     path = Path(os.environ.get("AGIO_LITELLM") or ROOT / ".venv-litellm" / "bin" / "litellm")
     if not path.exists():
         raise RuntimeError(f"LiteLLM's proxy is not installed at {path}: run scripts/setup.sh "
-                           "(it makes .venv-litellm from tests/requirements-litellm.txt)")
+                           "--litellm (it makes .venv-litellm from tests/requirements-litellm.txt)")
     return path
 
 

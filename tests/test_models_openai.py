@@ -146,3 +146,14 @@ def test_default_model_is_offline_without_configuration(monkeypatch):
     assert default_model().name == "offline"
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
     assert isinstance(default_model(), OpenAIModel)
+
+
+def test_a_timeout_says_how_long_and_how_many_times():
+    import httpx
+    import openai
+
+    timed_out = openai.APITimeoutError(request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
+    for timeout, retries, says in ((2.5, 2, "(timeout=2.5 s, tried 3 times)"), (30, 0, "(timeout=30 s)")):
+        model = OpenAIModel("m", base_url="http://127.0.0.1:9/v1", api_key="sk-test-000000000", timeout=timeout,
+                            max_retries=retries)
+        assert str(model._error(timed_out)) == f"OpenAI-compatible endpoint http://127.0.0.1:9/v1 timed out {says}"

@@ -125,12 +125,17 @@ class OpenAIModel:
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             transient = status == 429 or status >= 500
-            tries = f" (after {self._client.max_retries} retries)" if transient and self._client.max_retries else ""
+            retries = self._client.max_retries
+            tries = f" (after {retries} {'retry' if retries == 1 else 'retries'})" if transient and retries else ""
             # retryable=False: the client already retried with backoff; the engine must not multiply it
             return ModelError(self.redact(f"{where} returned HTTP {status}{tries}: {_detail(exc)}"),
                               retryable=False, status_code=status)
         if isinstance(exc, openai.APITimeoutError):
-            return ModelError(f"{where} timed out")
+            retries = self._client.max_retries
+            again = f", tried {retries + 1} times" if retries else ""
+            limit = getattr(self._client.timeout, "read", self._client.timeout)  # seconds, or an httpx.Timeout
+            return ModelError(f"{where} timed out (timeout={limit:g} s{again})" if isinstance(limit, (int, float))
+                              else f"{where} timed out{again and f' ({again[2:]})'}")
         transport = isinstance(exc, openai.APIConnectionError) or not isinstance(exc, openai.OpenAIError)
         if streamed and transport:
             return ModelError(self.redact(f"connection to {where} lost mid-stream after {streamed} chunk(s): "
