@@ -81,15 +81,14 @@ def _store(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from .storage import new_repository
+    from .storage import missing_store, new_repository
     from .storage.migrate import migrate
 
     if args.path is None or args.dest is None:
         raise AgioError("agio store migrate needs SRC and DST (each a directory path, sqlite:///FILE or postgresql://…)")
-    local = args.path[len("sqlite:///"):] if args.path.startswith("sqlite:///") else (
-        None if "://" in args.path else args.path)
-    if local is not None and not Path(local).exists():  # opening it would make an empty store to copy from
-        raise AgioError(f"no store at {args.path} to migrate from")
+    missing = missing_store(args.path)  # opening it would make an empty store to copy from
+    if missing is not None:
+        raise AgioError(f"{missing} to migrate from")
     source, target = new_repository(args.path), new_repository(args.dest)
     try:
         report = migrate(source, target, merge=args.merge)
@@ -201,7 +200,6 @@ def _classroom(args: argparse.Namespace) -> int:
         assert roster is not None
         config = render(roster.database, roster.teacher, args.secrets, args.course, trial_password=args.trial_password)
         if args.hub_config:
-
             Path(args.hub_config).write_text(config)
             report.lines.append(f"JupyterHub configuration in {args.hub_config} (jupyterhub -f {args.hub_config})")
         else:

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .core import StoreError, run_tree
+from .core import StoreError, gave_answer, run_tree
 from .storage import Repository, open_repository
 from .storage.ids import resolve_filter, resolve_run_id, resolve_session_id
 from .views.ids import ShortIdFrame
@@ -218,7 +218,7 @@ def outputs(agent: str | None = None, session_id: str | None = None, *,
     five is ``output.<name>``)."""
     repo = repository or open_repository()
     docs = [d for d in repo.iter_run_dicts(_filters(repo, session_id)[0])
-            if d.get("output") is not None and (agent is None or d.get("agent_name") == agent)]
+            if gave_answer(d) and (agent is None or d.get("agent_name") == agent)]
     docs.sort(key=lambda d: d.get("started_at") or 0.0)
     fixed = {"run_id": _text([d["id"] for d in docs]), "session_id": _text([d["session_id"] for d in docs]),
              "agent": _text([d.get("agent_name") for d in docs]),

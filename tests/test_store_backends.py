@@ -332,10 +332,11 @@ def test_agio_store_migrate_from_the_command_line(tmp_path, postgres_server):
     merged = subprocess.run([*agio, "store", "migrate", "--merge", src, dst], capture_output=True, text=True,
                             timeout=120)  # the option before the operands, as after them
     assert merged.returncode == 0, merged.stderr
-    for missing in (str(tmp_path / "typo"), f"sqlite:///{tmp_path / 'typo.db'}"):
+    for missing, says in ((str(tmp_path / "typo"), f"no store at {tmp_path / 'typo'}"),
+                          (f"sqlite:///{tmp_path / 'typo.db'}", f"no SQLite store at sqlite:///{tmp_path / 'typo.db'}")):
         refused = subprocess.run([*agio, "store", "migrate", missing, dst, "--merge"], capture_output=True,
                                  text=True, timeout=120)
-        assert refused.returncode == 1 and refused.stderr == f"agio: no store at {missing} to migrate from\n"
+        assert refused.returncode == 1 and refused.stderr == f"agio: {says} to migrate from\n"
         assert not (tmp_path / "typo").exists() and not (tmp_path / "typo.db").exists()
     extra = subprocess.run([*agio, "store", "migrate", src, dst, "third"], capture_output=True, text=True, timeout=120)
     assert extra.returncode == 2 and "unrecognized arguments: third" in extra.stderr

@@ -337,9 +337,64 @@ def test_the_output_is_the_value_as_validated_and_the_stored_json_reads_back(rep
     agent = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, firstName="Ada", cents=3.5)]), output_type=Signup)
     result = go(StepRunner(agent, repository=repo).run(None, "sign up"))
     assert result.output == Signup(firstName="Ada", cents=3.5) and result.output.cents == 350
-    stored = repo.get_run(result.run_id).output
-    assert stored == {"firstName": "Ada", "cents": 350}  # the shape the model is asked for, no computed field
-    assert Signup.model_validate(stored).first_name == "Ada"
+    stored = repo.get_run(result.run_id)
+    assert stored.output == {"first_name": "Ada", "cents": 350}  # by the fields' names, no computed field
+    from agio_notebook.execution.result import output_of
+
+    assert output_of(stored, None, agent).cents == 350  # a cell's handle reads the run back: validated once
+
+
+class Renamed(pydantic.BaseModel):
+    shown: str = pydantic.Field(serialization_alias="shownAs")
+    read: str = pydantic.Field(validation_alias="readAs")
+
+
+def test_every_kind_of_alias_reads_back_after_a_restart(repo, monkeypatch):
+    from agio_notebook.execution import recorder
+    from agio_notebook.execution.result import output_of
+
+    agent = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, shown="a", readAs="b")]), output_type=Renamed)
+    result = go(StepRunner(agent, repository=repo).run(None, "?"))
+    assert result.output == Renamed(shown="a", readAs="b")
+    monkeypatch.setattr(recorder, "_RECENT_ANSWERS", type(recorder._RECENT_ANSWERS)())  # a new process
+    assert output_of(repo.get_run(result.run_id), None, agent) == Renamed(shown="a", readAs="b")
+
+
+def test_an_answer_of_none_is_shown_and_listed_and_a_cancelled_run_has_none(repo):
+    from typing import Optional
+
+    from agio_notebook import AgentHook
+    from agio_notebook.notebook.render import to_html
+    from agio_notebook.notebook.view_model import fold
+
+    agent = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, result=None)]), output_type=Optional[Weather])
+    result = go(StepRunner(agent, repository=repo).run(None, "?"))
+    stored = repo.get_run(result.run_id)
+    assert stored.to_dict()["output"] is None and stored.answered
+    frame = agio_notebook.outputs(repository=repo)
+    assert list(frame["output"]) == [None] and frame["output_type"].iloc[0] == "Optional[Weather]"
+    html = to_html(fold([e.to_dict() for e in result.events], None))
+    assert "Output · Optional[Weather]" in html and ">null</pre>" in html
+
+    class Slow(AgentHook):
+        async def on_tool_end(self, run, result):
+            await asyncio.sleep(10)  # cancelled here: after the answer was given, before the run's end
+
+    async def cancelled():
+        typed = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, city="Oslo", celsius=1, sky="rain")]),
+                      output_type=Weather, name="slow")
+        task = asyncio.ensure_future(StepRunner(typed, hooks=[Slow()], repository=repo).run(None, "?"))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(cancelled())
+    run = next(r for r in repo.list_runs() if r.agent_name == "slow")
+    assert run.status is RunStatus.CANCELLED and run.output is None and not run.answered
+    assert "slow" not in set(agio_notebook.outputs(repository=repo)["agent"])
 
 
 class Other(pydantic.BaseModel):
@@ -456,3 +511,12 @@ def test_optional_deps_and_the_deps_of_agents_handed_to_are_checked_first(repo):
     with pytest.raises(ValueError, match="agent 'clerk' needs deps of type Shop"):
         go(StepRunner(triage, repository=repo).run(None, "help"))
     assert len(repo.list_runs()) == before
+
+
+def test_a_type_is_named_as_written_literal_values_untouched():
+    from typing import Optional
+
+    from agio_notebook.tools.output import type_name
+
+    assert [type_name(t) for t in (Weather, Optional[Weather], list[Point], Literal["a.b.c", "x"], dict[str, int])] == [
+        "Weather", "Optional[Weather]", "list[Point]", "Literal['a.b.c', 'x']", "dict[str, int]"]

@@ -5,7 +5,7 @@ from .errors import (AgioError, AmbiguousIdError, InvalidOperationError, ModelEr
                      StoreError)
 from .events import TERMINAL_EVENTS, TRANSIENT_EVENTS, StepEvent, StepEventType
 from .redact import mask, scrub
-from .run import AgentRun, AgentSession, RunMetrics, RunStatus, run_tree
+from .run import AgentRun, AgentSession, RunMetrics, RunStatus, gave_answer, run_tree
 from .step import Step, StepMetrics, StepRole, ToolCall, new_id, now
 
 __all__ = [
@@ -13,5 +13,5 @@ __all__ = [
     "AgentRun", "AgentSession", "AgioError", "AmbiguousIdError", "ExecutionConfig", "InvalidOperationError",
     "ModelError", "NotFoundError", "RunMetrics", "RunStatus", "SessionBusyError", "Step", "StepEvent", "StepEventType",
     "StepMetrics", "StepRole", "StoreError", "TERMINAL_EVENTS", "TRANSIENT_EVENTS", "ToolCall", "new_id", "now",
-    "run_tree", "scrub",
+    "gave_answer", "run_tree", "scrub",
 ]

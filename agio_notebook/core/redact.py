@@ -79,10 +79,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # "Authorization: Bearer abc", "'authorization': 'Basic abc'", "Proxy-Authorization=…"
     (re.compile(r"""(?i)((?:proxy-)?authorization['"]?\s*[:=]\s*['"]?)(?:(bearer|basic|token)\s+)?[^\s'",;}]+"""),
      lambda m: f"{m[1]}{m[2] + ' ' if m[2] else ''}{MASK}"),
-    # a bare "Bearer <token>", "Basic <base64>": a token's shape (16+ characters, letters and digits both),
-    # so that prose ("Basic arithmetic", "bearer instruments") is never taken for one
-    (re.compile(r"(?i)\b(bearer|basic)\s+(?=[A-Za-z0-9._~+/=-]*[0-9])(?=[A-Za-z0-9._~+/=-]*[A-Za-z])"
-                r"[A-Za-z0-9._~+/=-]{16,}"), r"\1 " + MASK),
+    # a bare "Bearer <token>", "Basic <base64>" with a token's shape (see _token), so that prose ("Basic
+    # arithmetic", "bearer instruments", "Basic Understanding") is never taken for one
+    (re.compile(r"(?i)\b(bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"),
+     lambda m: f"{m[1]} {MASK}" if _token(m[2]) else m[0]),
     # OpenAI-style keys: sk-…, sk-proj-…, and the partly masked form servers echo (sk-abc***xyz)
     (re.compile(r"\bsk-[A-Za-z0-9_*.-]{6,}"), "sk-" + MASK),
     # api_key=…, "x-api-key": "…", apikey: …
@@ -90,6 +90,12 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # credentials in URLs: scheme://user:password@host
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@"), r"\1" + MASK + "@"),
 )
+
+
+def _token(word: str) -> bool:
+    """A credential's shape, not a word's: a digit or one of ``+/=_``, or a capital letter inside it
+    (base64: ``dXNlcjpwYXNz``)."""
+    return any(c.isdigit() or c in "+/=_" for c in word) or any(c.isupper() for c in word[1:])
 
 
 def scrub(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:

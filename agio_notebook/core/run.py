@@ -74,6 +74,7 @@ class AgentRun:
     superseded_by: str | None = None  # run id of the retry that replaced this attempt
     final_text: str | None = None
     output: Any = None  # a typed agent's answer, as JSON data (its type: ``output_type``)
+    answered: bool = False  # it gave one (None is an answer of an Optional type): ``output`` is recorded
     output_type: str | None = None  # the name of a typed agent's output type
     deps_type: str | None = None  # the type of the dependencies the run was given (never the deps themselves)
     error: str | None = None
@@ -114,7 +115,7 @@ class AgentRun:
             "retry_of": self.retry_of,
             "superseded_by": self.superseded_by,
             "final_text": self.final_text,
-            **({"output": self.output} if self.output is not None else {}),
+            **({"output": self.output} if self.answered or self.output is not None else {}),
             **({"output_type": self.output_type} if self.output_type else {}),
             **({"deps_type": self.deps_type} if self.deps_type else {}),
             "error": self.error,
@@ -138,7 +139,13 @@ class AgentRun:
         return cls(status=RunStatus(d.get("status", "running")), kind=d.get("kind", "run"),
                    attempt=d.get("attempt", 1), metrics=RunMetrics.from_dict(d.get("metrics")),
                    scores=dict(d.get("scores") or {}),
-                   started_at=d.get("started_at", 0.0), depth=d.get("depth") or 0, **kw)
+                   started_at=d.get("started_at", 0.0), depth=d.get("depth") or 0, answered="output" in d, **kw)
+
+
+def gave_answer(run: dict[str, Any]) -> bool:
+    """Whether a stored run gave a typed answer (``None`` too, for an ``Optional`` type): it completed with
+    its output recorded. The one rule for what shows an answer: frames, transcripts, a handle's output."""
+    return run.get("status") == RunStatus.COMPLETED.value and "output" in run
 
 
 def run_tree(run_dicts: Iterable[dict[str, Any]], root_id: str) -> list[dict[str, Any]]:

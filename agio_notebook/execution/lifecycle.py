@@ -122,6 +122,8 @@ async def finish_durably(rec: RunRecorder, status: RunStatus, error: str | None)
 
 def _terminal_event(rec: RunRecorder, status: RunStatus, error: str | None) -> StepEvent:
     forget_tree(rec.run)
+    if status is not RunStatus.COMPLETED and rec.answer is not None:  # cancelled, failed: no answer
+        rec.forget_answer()
     rec.finish(status, error)
     return rec.emit(TERMINAL[status], {"run": rec.run.to_dict()})
 

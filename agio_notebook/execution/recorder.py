@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -20,6 +21,16 @@ from ..storage.base import Repository
 from ..storage.group_commit import GroupCommitter, committer_for, store_wait
 from ..tools.output import Answer
 from .session_claims import store_calls_inline
+
+
+# the typed answers of this process's latest runs, as validated (a cell's handle reads its run's back from the
+# store; a validator that transforms must not run twice)
+_RECENT_ANSWERS: OrderedDict[str, Answer] = OrderedDict()
+_RECENT = 256
+
+
+def recent_answer(run_id: str) -> Answer | None:
+    return _RECENT_ANSWERS.get(run_id)
 
 
 class RunRecorder:
@@ -241,7 +252,10 @@ class RunRecorder:
     def give(self, answer: Answer) -> None:
         """The run's typed answer (the first that fit): stored with the run as JSON, its text that JSON."""
         self.answer = answer
-        self.run.output = answer.data
+        self.run.output, self.run.answered = answer.data, True
+        _RECENT_ANSWERS[self.run.id] = answer
+        while len(_RECENT_ANSWERS) > _RECENT:
+            _RECENT_ANSWERS.popitem(last=False)
         self.run.final_text = None  # written from the answer when the run finishes
         self._run_dirty = True
 
@@ -249,6 +263,8 @@ class RunRecorder:
         """A run that ends without its answer (it could not be stored) has none."""
         self.answer = None
         self.run.output = self.run.final_text = None
+        self.run.answered = False
+        _RECENT_ANSWERS.pop(self.run.id, None)
         self._run_dirty = True
 
     def finish(self, status: RunStatus, error: str | None = None) -> None:

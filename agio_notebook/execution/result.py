@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
+import pydantic
+
 from ..agent import Agent
 from ..core import AgentRun, InvalidOperationError, RunMetrics, RunStatus, Step, StepEvent, StepEventType
 from ..storage import Repository
 from ..tools.output import Answer
 from .handoff import reachable
-from .recorder import RunRecorder
+from .recorder import RunRecorder, recent_answer
 
 
 @dataclass
@@ -80,11 +82,18 @@ def output_of(run: AgentRun, answer: Answer | None, agent: Agent | None) -> Any:
         return answer.value
     if run.output_type is None:
         return run.output if run.output is not None else run.final_text
-    if run.status is not RunStatus.COMPLETED or run.output is None:
+    if run.status is not RunStatus.COMPLETED or not run.answered:
         return None
-    spec = next((a.output for a in reachable(agent).values() if a.output is not None
-                 and a.output.name == run.output_type), None) if agent is not None else None
-    return spec.load(run.output) if spec is not None else run.output
+    kept = recent_answer(run.id)  # validated in this process: a validator that transforms runs once
+    if kept is not None:
+        return kept.value
+    specs = [a.output for a in reachable(agent).values() if a.output is not None] if agent is not None else []
+    for spec in sorted(specs, key=lambda s: s.name != run.output_type):  # the type that answered first
+        try:
+            return spec.load(run.output)
+        except pydantic.ValidationError:
+            continue
+    return run.output
 
 
 async def collect(stream: AsyncIterator[StepEvent], repository: Repository, agent: Agent,

@@ -17,7 +17,7 @@ from ..storage import Repository
 ACTIVE_SESSIONS: dict[str, str] = {}
 
 
-CLOSING_GRACE = 0.5  # seconds a run asks again for a session this process holds, before saying it is busy
+CLOSING_TURNS = 8  # event-loop turns a run asks again for a session this process holds, before saying it is busy
 
 
 def active_run_ids() -> set[str]:
@@ -31,8 +31,8 @@ async def claimed(repository: Repository, session_id: str, wait: float | None) -
     A second run meanwhile gets a clear error naming the holder, or waits up to ``wait`` seconds
     (``None``: as long as it takes) for the session to be released.
     """
-    started = time.monotonic()
-    deadline = None if wait is None else started + wait
+    deadline = None if wait is None else time.monotonic() + wait
+    turns = 0
     while True:
         held_here = session_id in ACTIVE_SESSIONS
         try:
@@ -42,12 +42,12 @@ async def claimed(repository: Repository, session_id: str, wait: float | None) -
             await off_loop(repository, repository.claim_session, session_id, "a run")
             break
         except SessionBusyError:
-            now = time.monotonic()
             # a stream of this process left a moment ago (``break`` out of ``async for``) is closed by the
-            # event loop on its next turns: its run ends and lets the session go, so wait a moment for it
-            if deadline is not None and now >= deadline and not (held_here and now < started + CLOSING_GRACE):
+            # event loop on its next turns, which lets the session go: those few turns are waited for
+            turns += held_here
+            if deadline is not None and time.monotonic() >= deadline and not (held_here and turns <= CLOSING_TURNS):
                 raise
-        await asyncio.sleep(0.005 if held_here else 0.05)
+        await asyncio.sleep(0 if held_here and turns <= CLOSING_TURNS else 0.05)
     ACTIVE_SESSIONS[session_id] = "pending"
     try:
         yield

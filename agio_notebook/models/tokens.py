@@ -163,8 +163,9 @@ class PromptCounter:
     the offline models report as their usage, so a scripted run's tokens agree with its budget).
 
     A message counts as counted only while it is the very object counted, at the same place: a new
-    conversation (a model reused by the next run), a system prompt replaced or an edited request is
-    counted afresh, whatever its length."""
+    conversation (a model reused by the next run), or a message replaced (a system prompt with memory, a
+    request edited in step mode, which copies it) is counted afresh, whatever its length. A message dict
+    changed in place is not seen: the engine never does that."""
 
     __slots__ = ("model_name", "_counted", "_total")
 

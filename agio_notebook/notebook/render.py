@@ -228,7 +228,7 @@ def header_html(view: RunView) -> str:
 
 def output_html(view: RunView) -> str:
     """A typed agent's answer, under the conversation: its type and its value as JSON."""
-    if view.output is None:
+    if not view.answered:
         return ""
     return (f'<div class="agio-output" style="margin:4px 0;padding:4px 8px;border-left:3px solid #1a7f37">'
             f'<div style="font-size:11px;color:#57606a">Output · {escape(view.output_type or "")}</div>'
@@ -287,7 +287,7 @@ def _text_lines(view: RunView) -> list[str]:
                 lines.extend(f"     | {line}" for line in _text_lines(card.nested))
     if view.handoffs:
         lines.append("handed off: " + " → ".join([view.handoffs[0]["from"], *(h["to"] for h in view.handoffs)]))
-    if view.output is not None:
+    if view.answered:
         lines.append(f"output ({view.output_type}): {json.dumps(view.output, ensure_ascii=False)}")
     if view.error and view.status != "completed":
         lines.append(f"error: {view.error}")

@@ -12,7 +12,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from ..core import StepEvent, StepEventType
+from ..core import StepEvent, StepEventType, gave_answer
 from ..core.conversation import is_memory_step
 
 _E = StepEventType
@@ -79,6 +79,7 @@ class RunView:
     final_text: str | None = None
     output: Any = None  # a typed agent's answer (JSON data) and its type's name
     output_type: str | None = None
+    answered: bool = False  # it gave a typed answer (None included): see core.run.gave_answer
     run_metrics: dict[str, Any] = field(default_factory=dict)
     steps: list[StepView] = field(default_factory=list)
     forked_from: str | None = None
@@ -213,7 +214,7 @@ def _run_record(view: RunView, event: StepEvent) -> None:
     view.status, view.kind, view.attempt = run["status"], run.get("kind", "run"), run.get("attempt", 1)
     view.retry_of, view.query, view.model_name = run.get("retry_of"), run.get("query"), run.get("model_name")
     view.error, view.final_text = run.get("error"), run.get("final_text")
-    view.output, view.output_type = run.get("output"), run.get("output_type")
+    view.output, view.output_type, view.answered = run.get("output"), run.get("output_type"), gave_answer(run)
     view.run_metrics = run.get("metrics") or {}
     view.agent_name = run.get("agent_name") or view.agent_name
     if view._holder is None:

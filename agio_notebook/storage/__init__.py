@@ -70,12 +70,22 @@ def existing_store(target: str | os.PathLike[str] | None = None) -> Repository:
     database that cannot be reached, is one clear error instead of a new empty store."""
     if target is None:
         target = os.environ.get("AGIO_STORE") or None
-    if isinstance(target, str) and target.startswith("sqlite:///"):
-        if not os.path.isfile(target[len("sqlite:///"):]):
-            raise StoreError(f"no SQLite store at {target}")
-    elif not (isinstance(target, str) and "://" in target) and not store_root(target).is_dir():
-        raise StoreError(f"no store at {store_root(target)} (run an agent there first, or pass --store)")
+    missing = missing_store(target)
+    if missing is not None:
+        raise StoreError(missing if missing.startswith("no SQLite") else f"{missing} (run an agent there first, or "
+                                                                           "pass --store)")
     return open_repository(target)
+
+
+def missing_store(target: str | os.PathLike[str] | None) -> str | None:
+    """Why ``target`` holds no store yet (a directory or SQLite file that is not there), or None: opening it
+    would make an empty one. A database URL is taken as there (connecting says otherwise)."""
+    if isinstance(target, str) and target.startswith("sqlite:///"):
+        path = os.path.expanduser(target[len("sqlite:///"):])
+        return None if os.path.isfile(path) else f"no SQLite store at {target}"
+    if not (isinstance(target, str) and "://" in target) and not store_root(target).is_dir():
+        return f"no store at {store_root(target)}"
+    return None
 
 
 def current_store(repository: Repository | None = None) -> Repository:
@@ -98,5 +108,5 @@ def __getattr__(name: str) -> object:
 
 __all__ = ["Damage", "InMemoryRepository", "JournalStorage", "PostgresRepository", "Pruned", "Repaired", "Repository", "RunFilter", "RunPage",
            "SQLiteRepository", "SessionSize", "StoreDamageWarning", "StoreStats", "TinyDBRepository", "current_store",
-           "existing_store", "iter_events",
+           "existing_store", "missing_store", "iter_events",
            "new_repository", "open_repository", "store_root"]

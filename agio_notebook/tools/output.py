@@ -24,14 +24,19 @@ from .decorator import _inline_refs
 FINAL_RESULT = "final_result"
 RESULT_FIELD = "result"
 ACCEPTED = "Final result accepted."
+_EITHER_NAME = {"by_alias": True, "by_name": True}  # a field is read by its alias or its own name, whichever came
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)```", re.S)  # a fenced block, whatever its language tag
+_QUOTED = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 _MODULES = re.compile(r"(?<![\w'\"])(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])")  # typing.Optional[app.Quote]: Optional[Quote]
 NOT_USED = "A final result was already accepted in this turn; this one was not used."
 
 
 def type_name(kind: Any) -> str:
     """A type as a person reads it: ``Quote``, ``list[Quote]``, ``Optional[Quote]`` (no module paths)."""
-    return kind.__qualname__ if isinstance(kind, type) else _MODULES.sub("", repr(kind))
+    if isinstance(kind, type):
+        return kind.__qualname__
+    parts = _QUOTED.split(repr(kind))  # quoted parts (a Literal's values) stay as they are
+    return "".join(p if i % 2 else _MODULES.sub("", p) for i, p in enumerate(parts))
 
 
 class OutputError(ValueError):
@@ -88,7 +93,7 @@ class OutputSpec:
                 raise OutputError(f"call {FINAL_RESULT} with {{\"{RESULT_FIELD}\": <the answer>}}")
             arguments = arguments[RESULT_FIELD]
         try:
-            return self.adapter.validate_python(arguments)
+            return self.adapter.validate_python(arguments, **_EITHER_NAME)
         except pydantic.ValidationError as exc:
             raise OutputError(f"the answer does not fit {self.name}: {_errors(exc)}") from None
 
@@ -112,7 +117,7 @@ class OutputSpec:
             tries.append(value[RESULT_FIELD])  # the tool's arguments, as text
         for candidate in tries:
             try:
-                return self.adapter.validate_python(candidate)
+                return self.adapter.validate_python(candidate, **_EITHER_NAME)
             except pydantic.ValidationError as exc:
                 error = exc
         raise OutputError(f"the answer does not fit {self.name}: {_errors(error)}") from None
@@ -122,13 +127,13 @@ class OutputSpec:
         return Answer(value, self.dump(value))
 
     def dump(self, value: Any) -> Any:
-        """The value as JSON data, as it is stored with the run: in the shape the model is asked for (its
-        fields' aliases, no computed fields), so that it validates back into the type."""
-        return self.adapter.dump_python(value, mode="json", by_alias=True, exclude_computed_fields=True)
+        """The value as JSON data, as it is stored with the run: by its fields' own names (the columns of
+        ``outputs()``), without computed fields, so that it validates back into the type."""
+        return self.adapter.dump_python(value, mode="json", exclude_computed_fields=True)
 
     def load(self, data: Any) -> Any:
         """A stored value back as the type."""
-        return self.adapter.validate_python(data)
+        return self.adapter.validate_python(data, **_EITHER_NAME)
 
     def arguments_for(self, value: Any) -> dict[str, Any]:
         """The ``final_result`` arguments that give ``value`` (what an offline model sends)."""

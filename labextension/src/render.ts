@@ -274,7 +274,7 @@ export function renderRun(view: RunView, doc: Document): HTMLElement {
   if (trace) {
     root.append(trace);
   }
-  if (run.output !== undefined && run.output !== null) { // a typed agent's answer
+  if (run.status === 'completed' && run.output !== undefined) { // a typed agent's answer (null too: core.run.gave_answer)
     const output = el(doc, 'div', ['agio-output']);
     output.append(el(doc, 'div', ['agio-output-type'], `Output · ${String(run.output_type ?? '')}`));
     output.append(el(doc, 'pre', [], JSON.stringify(run.output, null, 1)));

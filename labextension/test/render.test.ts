@@ -82,6 +82,17 @@ describe('foldEvents', () => {
 });
 
 describe('renderTranscript', () => {
+  it('shows a typed answer, null included, only for a run that completed with one', () => {
+    const typed = (run: Record<string, any>) => ({ version: 1, run, events: [ev(1, 'run_completed', { run })] });
+    const answered = renderTranscript(typed({ ...RUN, output_type: 'Optional[Quote]', output: null }), document);
+    expect(answered.querySelector('.agio-output-type')!.textContent).toBe('Output · Optional[Quote]');
+    expect(answered.querySelector('.agio-output pre')!.textContent).toBe('null');
+    const none = renderTranscript(typed({ ...RUN, output_type: 'Quote' }), document);
+    expect(none.querySelector('.agio-output')).toBeNull();
+    const cancelled = renderTranscript(typed({ ...RUN, status: 'cancelled', output_type: 'Quote', output: { a: 1 } }),
+      document);
+    expect(cancelled.querySelector('.agio-output')).toBeNull();
+  });
   it('renders header, steps, cards, metrics with the shared class names', () => {
     const node = renderTranscript(transcript, document);
     expect(node.classList.contains('agio-run')).toBe(true);
