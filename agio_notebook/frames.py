@@ -213,9 +213,9 @@ def runs(session_id: str | None = None, *, repository: Repository | None = None)
 def outputs(agent: str | None = None, session_id: str | None = None, *,
             repository: Repository | None = None) -> pd.DataFrame:
     """Typed agents' answers (``Agent(output_type=...)``), one row per run that gave one, oldest first:
-    ``run_id``, ``session_id``, ``agent``, ``output_type``, ``ended_at``, then one column per field of the
-    answer (an answer that is not an object is one ``output`` column; a field named like one of the first
-    five is ``output.<name>``)."""
+    ``run_id``, ``session_id``, ``agent``, ``output_type``, ``ended_at``, ``current`` (False for an attempt a
+    retry replaced), then one column per field of the answer (an answer that is not an object is one
+    ``output`` column; a field named like one of the first six is ``output.<name>``)."""
     repo = repository or open_repository()
     docs = [d for d in repo.iter_run_dicts(_filters(repo, session_id)[0])
             if gave_answer(d) and (agent is None or d.get("agent_name") == agent)]
@@ -223,7 +223,8 @@ def outputs(agent: str | None = None, session_id: str | None = None, *,
     fixed = {"run_id": _text([d["id"] for d in docs]), "session_id": _text([d["session_id"] for d in docs]),
              "agent": _text([d.get("agent_name") for d in docs]),
              "output_type": _text([d.get("output_type") for d in docs]),
-             "ended_at": _utc([d.get("ended_at") for d in docs])}
+             "ended_at": _utc([d.get("ended_at") for d in docs]),
+             "current": pd.Series([d.get("superseded_by") is None for d in docs], dtype="bool")}
     values = [d["output"] for d in docs]
     if values and all(isinstance(v, dict) for v in values):
         fields = pd.json_normalize(values, max_level=0)

@@ -520,3 +520,15 @@ def test_a_type_is_named_as_written_literal_values_untouched():
 
     assert [type_name(t) for t in (Weather, Optional[Weather], list[Point], Literal["a.b.c", "x"], dict[str, int])] == [
         "Weather", "Optional[Weather]", "list[Point]", "Literal['a.b.c', 'x']", "dict[str, int]"]
+
+
+def test_outputs_say_which_attempt_is_current(repo):
+    agent = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, city="Oslo", celsius=1, sky="rain"),
+                                       Reply.call(FINAL_RESULT, city="Oslo", celsius=2, sky="rain")]),
+                  output_type=Weather)
+    runner = StepRunner(agent, repository=repo)
+    first = go(runner.run(None, "?"))
+    second = go(runner.retry(first.run_id))
+    frame = agio_notebook.outputs(repository=repo).set_index("celsius")
+    assert frame.loc[1.0, "current"] == False and frame.loc[2.0, "current"] == True  # noqa: E712
+    assert frame.loc[2.0, "run_id"] in (second.run_id, second.run_id[:8])

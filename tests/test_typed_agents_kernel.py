@@ -66,3 +66,28 @@ def test_wrong_deps_are_one_line_and_run_nothing(kernel, cell, line):
         m["content"].get("evalue", "") for m in of_type(res["messages"], "error"))
     assert line in errors and "Traceback" not in errors, errors
     assert kernel.value("len(__import__('agio_notebook').runs())") == before
+
+
+def test_a_retry_takes_the_deps_of_the_call_that_asks(kernel):
+    """Deps are never stored, so a retry is given its own: ``%agio retry RUN --deps NAME``, or
+    ``handle.retry(deps=...)``; without them, one line says how, and nothing runs."""
+    res = kernel.execute("%%agio shopper --deps shop\nWho owns it?", timeout=120)
+    assert res["reply"]["content"]["status"] == "ok"
+    kernel.execute("first = _\nother = Shop('Bo')")
+    run_id = kernel.value("first.run_id")
+    before = kernel.value("len(__import__('agio_notebook').runs())")
+    refused = kernel.execute(f"%agio retry {run_id}")
+    errors = stream_text(refused["messages"], "stderr") + "".join(
+        m["content"].get("evalue", "") for m in of_type(refused["messages"], "error"))
+    assert "needs deps of type Shop" in errors and "%agio retry RUN --deps NAME" in errors, errors
+    assert kernel.value("len(__import__('agio_notebook').runs())") == before
+    res = kernel.execute(f"second = %agio retry {run_id} --deps other", timeout=120)
+    assert res["reply"]["content"]["status"] == "ok", res["reply"]["content"]
+    assert kernel.value("second.wait(60).status") == "completed"
+    assert kernel.value("second.steps.query(\"name == 'who' and role == 'tool'\")['content'].tolist()") == ["Bo"]
+    kernel.execute("third = second.retry(deps=Shop('Cy')).wait(60)")
+    assert kernel.value("third.steps.query(\"name == 'who' and role == 'tool'\")['content'].tolist()") == ["Cy"]
+    redefined = kernel.execute("@dataclasses.dataclass\nclass Shop:\n    owner: str\n\nnew = Shop('Di')\n"
+                               f"h = first.retry(deps=new)")
+    errors = "".join(m["content"].get("evalue", "") for m in of_type(redefined["messages"], "error"))
+    assert "was defined again since the agent was made; run the agent's cell again" in errors, errors

@@ -50,6 +50,19 @@ DEFAULT_AGENT = "default"  # the name of the agent a cell without AGENT uses
 _MOVED = " (was the store moved or deleted? %agio config --store PATH points at it)"
 
 
+def _check_deps(agent: Agent, deps: Any, how: str) -> None:
+    """The wrong deps (or none, where the agent needs some) are one line before anything runs, saying how to
+    give them; a class defined again since the agent was made is said as such."""
+    try:
+        agent.check_deps(deps)
+    except (TypeError, ValueError) as exc:
+        wanted = getattr(agent, "deps_type", None)
+        if deps is not None and isinstance(wanted, type) and type(deps).__qualname__ == wanted.__qualname__:
+            raise InvalidOperationError(f"{exc}: the class {wanted.__qualname__} was defined again since the agent "
+                                        "was made; run the agent's cell again") from None
+        raise InvalidOperationError(f"{exc}" + (f" (in a notebook: {how})" if deps is None else "")) from None
+
+
 class RunHandle:
     """The value of a ``%%agio`` cell: the run's id, its text, its frames, and what you can do next."""
 
@@ -133,9 +146,11 @@ class RunHandle:
 
     # -- next steps ---------------------------------------------------------------
     def retry(self, from_seq: int | None = None, *, agent: Agent | None = None,
-              background: bool = False) -> RunHandle:
+              background: bool = False, deps: Any = None) -> RunHandle:
+        """This run again from ``from_seq``; ``deps``: the retry's dependencies (never stored, so never
+        taken from the run retried)."""
         return self._controller.retry(self._require_id(), from_seq, agent=agent or self.agent,
-                                      background=background)
+                                      background=background, deps=deps)
 
     def fork(self, at: int) -> str:
         """A new session with steps 1..at as this attempt wrote them (even if a retry replaced it since)."""
@@ -311,10 +326,7 @@ class Controller:
             parse_breakpoints(breakpoints)  # a bad breakpoint is one line before anything runs
         agent = agent or self.default_agent()
         check_can_answer(agent, "this cell")
-        try:
-            agent.check_deps(deps)  # the wrong deps are one line before anything runs
-        except (TypeError, ValueError) as exc:
-            raise InvalidOperationError(str(exc)) from None
+        _check_deps(agent, deps, "%%agio AGENT --deps NAME")
         if new_session:
             session_id = new_id()
         elif session is not None:  # an existing session's prefix continues it; any other id starts one
@@ -331,13 +343,14 @@ class Controller:
         return self._start(stream, session_id, background, agent, breakpoints if step else None, step)
 
     def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
-              background: bool = False, reuse: bool = False) -> RunHandle:
+              background: bool = False, reuse: bool = False, deps: Any = None) -> RunHandle:
         run_id = resolve_run_id(self.repository, run_id)
         run = self.repository.get_run(run_id)
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}{_MOVED}")
         agent = agent or self.agent_for(run)
         check_can_answer(agent, "a retry")  # before anything changes: a spent script is one line, not a failed run
+        _check_deps(agent, deps, "%agio retry RUN --deps NAME")
         restore: Callable[[RunHandle], None] | None = None
         if run.superseded_by is not None and run.start_sequence is not None:
             # a retry of a replaced attempt starts from that attempt's steps, as its transcript shows them;
@@ -365,7 +378,7 @@ class Controller:
             raise
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq,
-                                                                                               reuse=reuse),
+                                                                                               reuse=reuse, deps=deps),
                            run.session_id, background, agent, on_end=restore)
 
     def _undo_switch(self, run_id: str, number: int, handle: RunHandle | None) -> None:
@@ -402,6 +415,13 @@ class Controller:
             f"run {run.id[:8]} was made by the agent named {run.agent_name!r}, which this kernel does not have; "
             f"run the cell that defines Agent(name={run.agent_name!r}, ...) first, then this cell again "
             "(or pass --agent VARIABLE)")
+
+    def notebook_variable(self, name: str, option: str) -> Any:
+        """The value of the notebook variable ``name`` (what ``option`` names), or one line saying there is none."""
+        namespace = getattr(self.shell, "user_ns", None) or {}
+        if name not in namespace:
+            raise NotFoundError(f"{option} {name}: no variable {name!r} in the notebook")
+        return namespace[name]
 
     def agent_variable(self, name: str) -> Agent:
         """The Agent held by the notebook variable ``name``; a wrong name lists the agents there are."""

@@ -147,9 +147,10 @@ class AgioMagics(Magics):
             raise UsageError("%%agio: --step runs in the foreground (its pauses wait in the cell); drop --background")
         deps = None
         if args.deps is not None:
-            if args.deps not in self.shell.user_ns:
-                raise UsageError(f"%%agio: --deps {args.deps}: no variable {args.deps!r} in the notebook")
-            deps = self.shell.user_ns[args.deps]
+            try:
+                deps = self.controller.notebook_variable(args.deps, "--deps")
+            except NotFoundError as exc:
+                raise UsageError(f"%%agio: {exc}") from None
         return self.controller.run_query(query, agent=agent, session=session, new_session=args.new_session,
                                          max_steps=args.max_steps, background=args.background, settings=settings,
                                          wait=args.wait, step=args.step, breakpoints=args.breakpoints, deps=deps)

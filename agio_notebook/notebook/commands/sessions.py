@@ -11,10 +11,12 @@ from . import arg, command
                   "attempt stays, superseded",
          arg("run"), arg("--from-seq", type=int, default=None), arg("--background", action="store_true"),
          arg("--reuse", action="store_true", help="answer requests recorded before from the record"),
-         arg("--agent", default=None, metavar="VARIABLE", help="the notebook variable holding the Agent to use"))
+         arg("--agent", default=None, metavar="VARIABLE", help="the notebook variable holding the Agent to use"),
+         arg("--deps", default=None, metavar="NAME", help="the notebook variable holding the retry's dependencies"))
 def retry(c: Any, args: Any) -> Any:
     agent = c.agent_variable(args.agent) if args.agent is not None else None
-    return c.retry(args.run, args.from_seq, agent=agent, background=args.background, reuse=args.reuse)
+    deps = c.notebook_variable(args.deps, "--deps") if args.deps is not None else None
+    return c.retry(args.run, args.from_seq, agent=agent, background=args.background, reuse=args.reuse, deps=deps)
 
 
 class PrintedId(str):
