@@ -226,8 +226,9 @@ def outputs(agent: str | None = None, session_id: str | None = None, *,
              "ended_at": _utc([d.get("ended_at") for d in docs]),
              "current": pd.Series([d.get("superseded_by") is None for d in docs], dtype="bool")}
     values = [d["output"] for d in docs]
-    if values and all(isinstance(v, dict) for v in values):
-        fields = pd.json_normalize(values, max_level=0)
+    given = [v for v in values if v is not None]  # None, an Optional type's answer: no field has a value
+    if given and all(isinstance(v, dict) for v in given):
+        fields = pd.json_normalize([v if v is not None else {} for v in values], max_level=0)
         fields.columns = [f"output.{c}" if c in fixed else c for c in fields.columns]
     else:
         fields = pd.DataFrame({"output": pd.Series(values, dtype=object)})

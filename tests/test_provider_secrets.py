@@ -129,7 +129,8 @@ def test_prose_that_names_a_scheme_is_never_taken_for_a_credential(tmp_path):
     from agio_notebook.storage.export import export_jsonl, load_export
 
     prose = ["Basic arithmetic says 3", "Bearer bonds and basic understanding", "basic authentication explained",
-             "Basic Understanding of well-known things"]
+             "Basic Understanding of well-known things", "Basic JavaScript tutorial", "a basic PostgreSQL setup",
+             "Basic McDonalds menu", "Basic 2023-2024 figures", "Bearer ACTION_COMPLETED events"]
     assert mask(prose) == prose
     assert mask("Basic dXNlcjpwYXNz") == "Basic ***"  # base64 of user:pass: a capital inside, no digit
     assert mask("send Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0 now") == "send Bearer *** now"

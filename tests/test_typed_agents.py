@@ -532,3 +532,25 @@ def test_outputs_say_which_attempt_is_current(repo):
     frame = agio_notebook.outputs(repository=repo).set_index("celsius")
     assert frame.loc[1.0, "current"] == False and frame.loc[2.0, "current"] == True  # noqa: E712
     assert frame.loc[2.0, "run_id"] in (second.run_id, second.run_id[:8])
+
+
+def test_a_none_answer_keeps_the_frames_fields_and_exports_tell_answers_from_none(repo, tmp_path):
+    """A ``None`` answer among others leaves ``outputs()`` one column per field; through a Parquet export
+    (a column for every run) a run that gave no answer still gave none."""
+    from typing import Optional
+
+    from agio_notebook.storage.export import export_parquet, load_export
+
+    maybe = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, result={"city": "Oslo", "celsius": 1, "sky": "rain"}),
+                                       Reply.call(FINAL_RESULT, result=None)]), output_type=Optional[Weather])
+    runner = StepRunner(maybe, repository=repo)
+    go(runner.run(None, "first?"))
+    go(runner.run(None, "second?"))
+    go(StepRunner(Agent(model=ScriptedModel(["plain"])), repository=repo).run(None, "untyped"))
+    frame = agio_notebook.outputs(repository=repo)
+    assert list(frame["city"].fillna("-")) == ["Oslo", "-"] and len(frame) == 2
+    export_parquet(repo, tmp_path / "parquet")
+    loaded = load_export(tmp_path / "parquet")
+    assert len(agio_notebook.outputs(repository=loaded)) == 2
+    plain = next(r for r in loaded.list_runs() if r.query == "untyped")
+    assert not plain.answered and "output" not in plain.to_dict()

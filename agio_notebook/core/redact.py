@@ -14,6 +14,7 @@ credential (``sk-…``, ``Authorization: …``, ``api_key=…``, ``user:password
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import threading
@@ -82,7 +83,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # a bare "Bearer <token>", "Basic <base64>" with a token's shape (see _token), so that prose ("Basic
     # arithmetic", "bearer instruments", "Basic Understanding") is never taken for one
     (re.compile(r"(?i)\b(bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"),
-     lambda m: f"{m[1]} {MASK}" if _token(m[2]) else m[0]),
+     lambda m: f"{m[1]} {MASK}" if _credential(m[1], m[2]) else m[0]),
     # OpenAI-style keys: sk-…, sk-proj-…, and the partly masked form servers echo (sk-abc***xyz)
     (re.compile(r"\bsk-[A-Za-z0-9_*.-]{6,}"), "sk-" + MASK),
     # api_key=…, "x-api-key": "…", apikey: …
@@ -92,10 +93,17 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
 )
 
 
-def _token(word: str) -> bool:
-    """A credential's shape, not a word's: a digit or one of ``+/=_``, or a capital letter inside it
-    (base64: ``dXNlcjpwYXNz``)."""
-    return any(c.isdigit() or c in "+/=_" for c in word) or any(c.isupper() for c in word[1:])
+def _credential(scheme: str, word: str) -> bool:
+    """Whether the word after "Basic" or "Bearer" is a credential, not prose ("Basic arithmetic", "a basic
+    PostgreSQL setup", "Basic 2023-2024 figures"): Basic's is base64 of ``user:password``; a bearer token
+    is long, with letters and digits both."""
+    if scheme.lower() == "basic":
+        try:
+            pair = base64.b64decode(word + "=" * (-len(word) % 4), validate=True).decode()
+        except ValueError:  # not base64, or not text (UnicodeDecodeError is one)
+            return False
+        return ":" in pair and pair.isprintable()
+    return len(word) >= 16 and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
 
 
 def scrub(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:

@@ -139,13 +139,19 @@ class AgentRun:
         return cls(status=RunStatus(d.get("status", "running")), kind=d.get("kind", "run"),
                    attempt=d.get("attempt", 1), metrics=RunMetrics.from_dict(d.get("metrics")),
                    scores=dict(d.get("scores") or {}),
-                   started_at=d.get("started_at", 0.0), depth=d.get("depth") or 0, answered="output" in d, **kw)
+                   started_at=d.get("started_at", 0.0), depth=d.get("depth") or 0, answered=_recorded(d), **kw)
 
 
 def gave_answer(run: dict[str, Any]) -> bool:
     """Whether a stored run gave a typed answer (``None`` too, for an ``Optional`` type): it completed with
     its output recorded. The one rule for what shows an answer: frames, transcripts, a handle's output."""
-    return run.get("status") == RunStatus.COMPLETED.value and "output" in run
+    return run.get("status") == RunStatus.COMPLETED.value and _recorded(run)
+
+
+def _recorded(run: dict[str, Any]) -> bool:
+    """An output is recorded: a value, or a ``None`` a typed run gave (a table that has the column for
+    every run, as Parquet's, holds ``None`` for runs that gave none, and those have no ``output_type``)."""
+    return "output" in run and (run["output"] is not None or bool(run.get("output_type")))
 
 
 def run_tree(run_dicts: Iterable[dict[str, Any]], root_id: str) -> list[dict[str, Any]]:

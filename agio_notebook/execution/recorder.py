@@ -30,7 +30,10 @@ _RECENT = 256
 
 
 def recent_answer(run_id: str) -> Answer | None:
-    return _RECENT_ANSWERS.get(run_id)
+    answer = _RECENT_ANSWERS.get(run_id)
+    if answer is not None:
+        _RECENT_ANSWERS.move_to_end(run_id)  # the least recently read go first
+    return answer
 
 
 class RunRecorder:
