@@ -69,25 +69,30 @@ def test_wrong_deps_are_one_line_and_run_nothing(kernel, cell, line):
 
 
 def test_a_retry_takes_the_deps_of_the_call_that_asks(kernel):
-    """Deps are never stored, so a retry is given its own: ``%agio retry RUN --deps NAME``, or
-    ``handle.retry(deps=...)``; without them, one line says how, and nothing runs."""
+    """Deps are never stored. A retry in the kernel that ran the cell (Retry from step) uses its deps again;
+    ``--deps NAME`` or ``handle.retry(deps=...)`` gives others; a run this kernel did not start, retried
+    without deps, is one line saying how, and nothing runs."""
+    tool_says = "{}.steps.query(\"name == 'who' and role == 'tool'\")['content'].tolist()"
     res = kernel.execute("%%agio shopper --deps shop\nWho owns it?", timeout=120)
     assert res["reply"]["content"]["status"] == "ok"
     kernel.execute("first = _\nother = Shop('Bo')")
     run_id = kernel.value("first.run_id")
+    res = kernel.execute(f"again = %agio retry {run_id}", timeout=120)  # as the Retry button inserts it
+    assert res["reply"]["content"]["status"] == "ok", res["reply"]["content"]
+    assert kernel.value("again.wait(60).status") == "completed" and kernel.value(tool_says.format("again")) == ["Ada"]
+    res = kernel.execute(f"second = %agio retry {run_id} --deps other", timeout=120)
+    assert res["reply"]["content"]["status"] == "ok", res["reply"]["content"]
+    assert kernel.value("second.wait(60).status") == "completed" and kernel.value(tool_says.format("second")) == ["Bo"]
+    kernel.execute("third = second.retry(deps=Shop('Cy')).wait(60)")
+    assert kernel.value(tool_says.format("third")) == ["Cy"]
+    kernel.execute("elsewhere = await shopper.run('Who owns it?', deps=shop)")  # not a run of a cell
     before = kernel.value("len(__import__('agio_notebook').runs())")
-    refused = kernel.execute(f"%agio retry {run_id}")
+    refused = kernel.execute("%agio retry {elsewhere.run_id}")
     errors = stream_text(refused["messages"], "stderr") + "".join(
         m["content"].get("evalue", "") for m in of_type(refused["messages"], "error"))
     assert "needs deps of type Shop" in errors and "%agio retry RUN --deps NAME" in errors, errors
     assert kernel.value("len(__import__('agio_notebook').runs())") == before
-    res = kernel.execute(f"second = %agio retry {run_id} --deps other", timeout=120)
-    assert res["reply"]["content"]["status"] == "ok", res["reply"]["content"]
-    assert kernel.value("second.wait(60).status") == "completed"
-    assert kernel.value("second.steps.query(\"name == 'who' and role == 'tool'\")['content'].tolist()") == ["Bo"]
-    kernel.execute("third = second.retry(deps=Shop('Cy')).wait(60)")
-    assert kernel.value("third.steps.query(\"name == 'who' and role == 'tool'\")['content'].tolist()") == ["Cy"]
     redefined = kernel.execute("@dataclasses.dataclass\nclass Shop:\n    owner: str\n\nnew = Shop('Di')\n"
-                               f"h = first.retry(deps=new)")
+                               "h = first.retry(deps=new)")
     errors = "".join(m["content"].get("evalue", "") for m in of_type(redefined["messages"], "error"))
     assert "was defined again since the agent was made; run the agent's cell again" in errors, errors

@@ -66,10 +66,11 @@ def _check_deps(agent: Agent, deps: Any, how: str) -> None:
 class RunHandle:
     """The value of a ``%%agio`` cell: the run's id, its text, its frames, and what you can do next."""
 
-    def __init__(self, controller: Controller, session_id: str | None, agent: Agent | None = None):
+    def __init__(self, controller: Controller, session_id: str | None, agent: Agent | None = None, deps: Any = None):
         self._controller = controller
         self.session_id = session_id
         self.agent = agent  # the agent that ran it: a retry uses it again unless told otherwise
+        self.deps = deps  # its dependencies, kept in this kernel (never stored): a retry here uses them again
         self.run_id: str | None = None
         self.events_list: list[StepEvent] = []
         self._future: concurrent.futures.Future[Any] | None = None
@@ -340,7 +341,7 @@ class Controller:
                 return runner.debug_stream(session_id, query, debugger, deps=deps)
             return runner.run_stream(session_id, query, deps=deps)
 
-        return self._start(stream, session_id, background, agent, breakpoints if step else None, step)
+        return self._start(stream, session_id, background, agent, breakpoints if step else None, step, deps=deps)
 
     def retry(self, run_id: str, from_seq: int | None = None, *, agent: Agent | None = None,
               background: bool = False, reuse: bool = False, deps: Any = None) -> RunHandle:
@@ -350,6 +351,8 @@ class Controller:
             raise NotFoundError(f"no run {run_id!r} in the store at {self.repository.root}{_MOVED}")
         agent = agent or self.agent_for(run)
         check_can_answer(agent, "a retry")  # before anything changes: a spent script is one line, not a failed run
+        if deps is None and run_id in self.handles:  # a run of this kernel: its deps again (Retry from step)
+            deps = self.handles[run_id].deps
         _check_deps(agent, deps, "%agio retry RUN --deps NAME")
         restore: Callable[[RunHandle], None] | None = None
         if run.superseded_by is not None and run.start_sequence is not None:
@@ -379,7 +382,7 @@ class Controller:
         self.session_id = run.session_id
         return self._start(lambda approver: self._runner(agent, None, approver).retry_stream(run_id, from_seq,
                                                                                                reuse=reuse, deps=deps),
-                           run.session_id, background, agent, on_end=restore)
+                           run.session_id, background, agent, on_end=restore, deps=deps)
 
     def _undo_switch(self, run_id: str, number: int, handle: RunHandle | None) -> None:
         """The retry wrote no step (or never started), so it replaced nothing: the attempt that was current
@@ -475,10 +478,10 @@ class Controller:
     # -- the live part -----------------------------------------------------------------------
     def _start(self, make_stream: Callable[..., AsyncIterator[StepEvent]], session_id: str,
                background: bool, agent: Agent, breakpoints: Any = None, step: bool = False,
-               on_end: Callable[[RunHandle], None] | None = None) -> RunHandle:
+               on_end: Callable[[RunHandle], None] | None = None, deps: Any = None) -> RunHandle:
         """Run the stream on the worker loop, shown live then as a transcript; ``on_end(handle)`` runs once
         the run has ended, before its transcript is drawn."""
-        handle = RunHandle(self, session_id, agent)
+        handle = RunHandle(self, session_id, agent, deps)
         live = LiveView(on_stop=handle.cancel, stop_hint=None if background or clicks_reach_a_busy_cell() else
                         "this kernel hears Stop only after the cell ends: interrupt the kernel (■) to stop now")
         shell = self.shell
