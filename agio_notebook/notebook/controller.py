@@ -50,6 +50,11 @@ DEFAULT_AGENT = "default"  # the name of the agent a cell without AGENT uses
 _MOVED = " (was the store moved or deleted? %agio config --store PATH points at it)"
 
 
+class MissingDepsError(InvalidOperationError):
+    """A run of an agent that needs deps, given none: a retry of a run this kernel did not start (after a
+    restart, a Run All re-runs the Retry cells of the kernel before) says so in a line and runs nothing."""
+
+
 def _check_deps(agent: Agent, deps: Any, how: str) -> None:
     """The wrong deps (or none, where the agent needs some) are one line before anything runs, saying how to
     give them; a class defined again since the agent was made is said as such."""
@@ -60,7 +65,9 @@ def _check_deps(agent: Agent, deps: Any, how: str) -> None:
         if deps is not None and isinstance(wanted, type) and type(deps).__qualname__ == wanted.__qualname__:
             raise InvalidOperationError(f"{exc}: the class {wanted.__qualname__} was defined again since the agent "
                                         "was made; run the agent's cell again") from None
-        raise InvalidOperationError(f"{exc}" + (f" (in a notebook: {how})" if deps is None else "")) from None
+        if deps is None:
+            raise MissingDepsError(f"{exc} (in a notebook: {how})") from None
+        raise InvalidOperationError(str(exc)) from None
 
 
 class RunHandle:

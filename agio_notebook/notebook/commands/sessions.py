@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
+from ..controller import MissingDepsError
 from . import arg, command
 
 
@@ -16,7 +18,11 @@ from . import arg, command
 def retry(c: Any, args: Any) -> Any:
     agent = c.agent_variable(args.agent) if args.agent is not None else None
     deps = c.notebook_variable(args.deps, "--deps") if args.deps is not None else None
-    return c.retry(args.run, args.from_seq, agent=agent, background=args.background, reuse=args.reuse, deps=deps)
+    try:
+        return c.retry(args.run, args.from_seq, agent=agent, background=args.background, reuse=args.reuse, deps=deps)
+    except MissingDepsError as exc:  # the deps of a run this kernel did not start: a line; the notebook goes on
+        print(f"agio: the retry did not start: {exc}", file=sys.stderr)
+        return None
 
 
 class PrintedId(str):
