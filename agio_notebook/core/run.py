@@ -142,9 +142,12 @@ class AgentRun:
                    started_at=d.get("started_at", 0.0), depth=d.get("depth") or 0, answered=_recorded(d), **kw)
 
 
-def gave_answer(run: dict[str, Any]) -> bool:
-    """Whether a stored run gave a typed answer (``None`` too, for an ``Optional`` type): it completed with
-    its output recorded. The one rule for what shows an answer: frames, transcripts, a handle's output."""
+def gave_answer(run: AgentRun | dict[str, Any]) -> bool:
+    """Whether a run (or its stored dict) gave a typed answer (``None`` too, for an ``Optional`` type): it
+    completed with its output recorded. The one rule for what shows an answer: frames, transcripts, a
+    handle's output."""
+    if isinstance(run, AgentRun):
+        return run.status is RunStatus.COMPLETED and run.answered
     return run.get("status") == RunStatus.COMPLETED.value and _recorded(run)
 
 

@@ -253,13 +253,14 @@ class RunRecorder:
         """Called after each durable commit (a retry links the runs it replaces then)."""
 
     def give(self, answer: Answer) -> None:
-        """The run's typed answer (the first that fit): stored with the run as JSON, its text that JSON."""
+        """The run's typed answer (the first that fit): stored with the run as JSON, its text that JSON,
+        whatever words came with it."""
         self.answer = answer
         self.run.output, self.run.answered = answer.data, True
+        self.run.final_text = json.dumps(answer.data, ensure_ascii=False)
         _RECENT_ANSWERS[self.run.id] = answer
         while len(_RECENT_ANSWERS) > _RECENT:
             _RECENT_ANSWERS.popitem(last=False)
-        self.run.final_text = None  # written from the answer when the run finishes
         self._run_dirty = True
 
     def forget_answer(self) -> None:
@@ -276,8 +277,6 @@ class RunRecorder:
         run.error = error
         run.ended_at = now()
         run.metrics.duration_ms = (run.ended_at - self._started) * 1000.0
-        if self.answer is None:
+        if self.answer is None:  # else the answer's JSON (``give``)
             run.final_text = next((s.content for s in reversed(self.steps) if s.role is StepRole.ASSISTANT), None)
-        elif run.final_text is None:  # a typed answer: its JSON, whatever words came with it
-            run.final_text = json.dumps(self.answer.data, ensure_ascii=False)
         self._run_dirty = True

@@ -8,7 +8,8 @@ from typing import Any, AsyncIterator, Callable
 import pydantic
 
 from ..agent import Agent
-from ..core import AgentRun, InvalidOperationError, RunMetrics, RunStatus, Step, StepEvent, StepEventType
+from ..core import (AgentRun, InvalidOperationError, RunMetrics, RunStatus, Step, StepEvent, StepEventType,
+                    gave_answer)
 from ..storage import Repository
 from ..tools.output import Answer
 from .handoff import reachable
@@ -82,7 +83,7 @@ def output_of(run: AgentRun, answer: Answer | None, agent: Agent | None) -> Any:
         return answer.value
     if run.output_type is None:
         return run.output if run.output is not None else run.final_text
-    if run.status is not RunStatus.COMPLETED or not run.answered:
+    if not gave_answer(run):
         return None
     kept = recent_answer(run.id)  # validated in this process: a validator that transforms runs once
     if kept is not None:

@@ -131,11 +131,11 @@ class OpenAIModel:
             return ModelError(self.redact(f"{where} returned HTTP {status}{tries}: {_detail(exc)}"),
                               retryable=False, status_code=status)
         if isinstance(exc, openai.APITimeoutError):
-            retries = self._client.max_retries
-            again = f", tried {retries + 1} times" if retries else ""
             limit = getattr(self._client.timeout, "read", self._client.timeout)  # seconds, or an httpx.Timeout
-            return ModelError(f"{where} timed out (timeout={limit:g} s{again})" if isinstance(limit, (int, float))
-                              else f"{where} timed out{again and f' ({again[2:]})'}")
+            said = [f"timeout={limit:g} s"] if isinstance(limit, (int, float)) else []
+            if self._client.max_retries:
+                said.append(f"tried {self._client.max_retries + 1} times")
+            return ModelError(f"{where} timed out" + (f" ({', '.join(said)})" if said else ""))
         transport = isinstance(exc, openai.APIConnectionError) or not isinstance(exc, openai.OpenAIError)
         if streamed and transport:
             return ModelError(self.redact(f"connection to {where} lost mid-stream after {streamed} chunk(s): "
