@@ -109,10 +109,16 @@ class FakeRay:
         import subprocess
         import sys
 
+        import psutil
+
         self.inits += 1
         if self.inits <= self.fail:
             # what a timed-out start leaves behind: a process ray.shutdown() does not know of
-            self.left.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "raylet"]))
+            process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "raylet"])
+            self.left.append(process)
+            # Ray's own processes have long been running when its start times out; wait until this one
+            # runs as itself (a busy machine may not yet have exec'd it, and a bare fork is not Ray's)
+            wait_until(lambda: "raylet" in psutil.Process(process.pid).cmdline(), 30, "the fake raylet to start")
             raise Exception(self.error)
 
     def shutdown(self):
