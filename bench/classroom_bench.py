@@ -50,7 +50,10 @@ def student(url: str, turns: int, model_s: float, spread: float = 0.0) -> None:
 
     draw = random.Random(zlib.crc32(url.encode()))
 
+    asked: list[float] = []  # when each model call began
+
     def reply(messages, tools):
+        asked.append(time.time())
         answer = Reply.call("add", a=2, b=3) if messages[-1]["role"] == "user" else Reply.say("five")
         answer.delay = model_s * (1 + spread * (2 * draw.random() - 1))
         return answer
@@ -71,7 +74,10 @@ def student(url: str, turns: int, model_s: float, spread: float = 0.0) -> None:
     sys.stdin.readline()  # all start together
     commits.timing = True
     for i in range(turns):
+        began, calls = time.time(), len(asked)
         m = runner.run_sync(None, f"turn {i}: what is 2 + 3?").run.metrics
+        if i == 0:  # the first turn, and its stretch before the model was first asked
+            print(json.dumps({"first": [began, asked[calls]]}), flush=True)
         # the engine's and the store's own time in the turn: all of it but the model's and the tool's
         print(json.dumps({"turn_ms": [i, m.duration_ms - m.model_ms - m.tool_ms]}), flush=True)
     print(json.dumps({"done": True}), flush=True)
@@ -103,6 +109,42 @@ def round_trips(url: str, pause_s: float, n: int = 20) -> tuple[float, float]:
     return statistics.median(times[0.0]), statistics.median(times[pause_s])
 
 
+def cpu_busy() -> tuple[float, float]:
+    """The machine's CPU time so far (busy, all), in seconds over all cores, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle and iowait
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
+class CpuSampler:
+    """How busy the machine's cores were in a window: /proc/stat read every few milliseconds meanwhile."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.samples: list[tuple[float, float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.005):
+            self.samples.append((time.time(), *cpu_busy()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def busy(self, start: float, end: float) -> float | None:
+        """The fraction of all cores' time that was busy from ``start`` to ``end`` (None: too short to tell)."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2:
+            return None
+        (_, b0, t0), (_, b1, t1) = inside[0], inside[-1]
+        return (b1 - b0) / (t1 - t0) if t1 > t0 else None
+
+
 def run_students(urls: list[str], turns: int, model_s: float, spread: float, env: dict[str, str],
                  on_line=None) -> dict[str, list]:
     procs = [subprocess.Popen([sys.executable, __file__, "--student", url, "--turns", str(turns),
@@ -110,10 +152,11 @@ def run_students(urls: list[str], turns: int, model_s: float, spread: float, env
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for url in urls]
     for p in procs:
         assert json.loads(p.stdout.readline()) == {"ready": True}
+    sampler = CpuSampler()
     for p in procs:
         p.stdin.write("go\n")
         p.stdin.flush()
-    found: dict[str, list] = {"turn_ms": [], "step": [], "done": []}
+    found: dict[str, list] = {"turn_ms": [], "step": [], "done": [], "first": [], "cpu": [sampler]}
     import threading
 
     def read(p, finished):
@@ -132,6 +175,7 @@ def run_students(urls: list[str], turns: int, model_s: float, spread: float, env
         r.start()
     for f in finished:  # a process's exit (its interpreter's teardown) is not part of a class: all end together
         assert f.wait(600), "a student did not finish its turns"
+    sampler.stop()
     for p in procs:
         p.stdin.write("exit\n")
         p.stdin.flush()
@@ -237,6 +281,12 @@ def main() -> None:
     print(f"{'ratio':<24} {c50 / a50:7.2f}x {c99 / a99:7.2f}x   (goal: within 2x)")
     print(f"{'  their first turns':<24} {pct(first, 50):8.1f} {pct(first, 99):8.1f}   (all {args.students} at the same instant)")
     print(f"{'  their later turns':<24} {pct(later, 50):8.1f} {pct(later, 99):8.1f}")
+    # the class's opening: from the first student's start to the last one's first model call
+    window = (min(b for b, _ in crowd["first"]), max(e for _, e in crowd["first"]))
+    busy = crowd["cpu"][0].busy(*window)
+    if busy is not None:
+        print(f"  from the first turns' start to the last one's model call ({(window[1] - window[0]) * 1000:.0f} ms),"
+              f" this machine's {os.cpu_count()} cores were {busy:.0%} busy")
     steps = len(crowd["step"])
     print(f"\ncommit to the teacher's panel: {len(seen)} of {steps} committed steps seen "
           f"({len(pending)} superseded by a newer page before a read)")

@@ -302,6 +302,33 @@ def test_a_released_claim_lingers_for_this_process_and_holds_others_off(store_ur
     here.close()
 
 
+def test_postgres_claims_are_kept_without_wal_and_an_older_store_gets_there_when_its_owner_opens_it(postgres_server):
+    """A claim lives only as long as its holder's connection: its row is written without WAL, so taking and
+    dropping a session waits for no disk flush. A store made before keeps a logged table until its owner
+    opens it with a version that upgrades it."""
+    import psycopg
+
+    url = postgres_server.new_database()
+
+    def persistence() -> str:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return conn.execute("SELECT relpersistence FROM pg_class WHERE relname = 'agio_claims'").fetchone()[0]
+
+    new_repository(url).close()
+    assert persistence() == "u"
+    with psycopg.connect(url, autocommit=True) as conn:  # as an older version left it
+        conn.execute("ALTER TABLE agio_claims SET LOGGED")
+        conn.execute("UPDATE agio_meta SET value = '1' WHERE key = 'revision'")
+    assert persistence() == "p"
+    repo = new_repository(url)
+    assert persistence() == "u"
+    repo.claim_session("s")
+    assert repo.session_holder("s") is not None
+    repo.release_session("s", linger=False)
+    assert repo.session_holder("s") is None
+    repo.close()
+
+
 def test_a_run_killed_mid_way_is_interrupted_then_resumed(store_url):
     died = subprocess.run([*ENGINE, store_url, "s", "die:tool", "1"], capture_output=True, text=True, timeout=120)
     assert died.returncode == -signal.SIGKILL
