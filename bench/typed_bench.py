@@ -6,7 +6,8 @@
   a user's turn costs); and a typed answer's validation alone, per call.
 
 Prints ms per run (median of interleaved rounds, the arms' order turned every round) and, for each pair,
-the median of the rounds' ratios.
+the median of the rounds' ratios. Where pydantic-ai is installed (the ``bench`` extra), its own plain and
+typed runs (``FunctionModel``, no store) go in the same rounds, for what a typed answer costs there.
 """
 
 from __future__ import annotations
@@ -38,6 +39,26 @@ def timed(fn, n: int = RUNS) -> float:
     return (time.perf_counter() - t0) * 1000.0 / n
 
 
+def pydantic_ai_arms() -> dict:
+    """pydantic-ai's plain and typed run of the same answer, if it is installed."""
+    try:
+        from pydantic_ai import Agent as PAgent
+        from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+        from pydantic_ai.models.function import FunctionModel as PFunctionModel
+    except ImportError:
+        return {}
+
+    def plain_reply(messages, info):
+        return ModelResponse(parts=[TextPart("tea is 3.5 EUR")])
+
+    def typed_reply(messages, info):
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"item": "tea", "price": 3.5})])
+
+    plain, typed = PAgent(PFunctionModel(plain_reply)), PAgent(PFunctionModel(typed_reply), output_type=Quote)
+    assert typed.run_sync("price of tea?").output == Quote(item="tea", price=3.5)
+    return {"pai_plain": lambda: plain.run_sync("price of tea?"), "pai_typed": lambda: typed.run_sync("price of tea?")}
+
+
 def main() -> None:
     store = tempfile.mkdtemp(prefix="agio-typed-bench-")
     os.environ["AGIO_STORE"] = store  # the short path's default store: TinyDB files, as StepRunner's below
@@ -52,6 +73,7 @@ def main() -> None:
             "typed": lambda: StepRunner(typed, repository=memory).run_sync(None, "price of tea?"),
             "plain_store": lambda: StepRunner(plain, repository=runner.repository).run_sync(None, "price of tea?"),
             "typed_store": lambda: StepRunner(typed, repository=runner.repository).run_sync(None, "price of tea?")}
+    arms.update(pydantic_ai_arms())
     rows: dict[str, list[float]] = {k: [] for k in arms}
     for round_ in range(ROUNDS):  # interleaved, so a busy moment hits every row alike; the order turns each
         order = list(arms) if round_ % 2 == 0 else list(reversed(arms))  # round (the store grows as it goes)
@@ -75,6 +97,11 @@ def main() -> None:
     print(f"typed / plain turn:      {paired['typed']:.3f}x in memory, {paired['typed_store']:.3f}x on the TinyDB store "
           "(medians of the rounds' ratios; target <= 1.1x)")
     print(f"a typed answer's validation and JSON form: {validation_us:.1f} us per call")
+    if "pai_plain" in rows:
+        ratio = statistics.median(a / b for a, b in zip(rows["pai_typed"], rows["pai_plain"]))
+        print(f"pydantic-ai, no store: plain {med['pai_plain']:.2f} ms, typed {med['pai_typed']:.2f} ms, {ratio:.3f}x "
+              f"(a typed answer adds {(med['pai_typed'] - med['pai_plain']) * 1000:.0f} us there, "
+              f"{(med['typed'] - med['plain']) * 1000:.0f} us here in memory)")
 
 
 if __name__ == "__main__":

@@ -144,6 +144,33 @@ def test_prose_that_names_a_scheme_is_never_taken_for_a_credential(tmp_path):
     repo.close()
 
 
+def test_a_basic_credential_is_masked_wherever_it_sits_and_however_it_was_encoded():
+    """Basic's credential is base64 of user:password: masked at the end of a sentence (the full stop is not
+    base64), in brackets, unpadded, with a Latin-1 password (as older clients send it) or a tab in it; the
+    words of this project's own docs and code after "Basic" stay as they are."""
+    import base64
+    import re
+
+    from agio_notebook.core import mask
+
+    def basic(pair: bytes) -> str:
+        return base64.b64encode(pair).decode()
+
+    assert mask("server rejected Basic dXNlcjpwYXNzd29yZA==.") == "server rejected Basic ***."
+    assert mask("rejected credentials (Basic dXNlcjpwYXNzd29yZA==).") == "rejected credentials (Basic ***)."
+    assert mask("header was Basic dXNlcjpwYXNzd29yZA") == "header was Basic ***"
+    assert mask(f"got Basic {basic('user:pässwort'.encode('latin-1'))}, refused") == "got Basic ***, refused"
+    assert mask(f"got Basic {basic(b'admin:s3cr3t' + bytes([9]) + b'x')}!") == "got Basic ***!"
+    assert mask(f"got Basic {basic(b':personal-access-token')}") == "got Basic ***"  # a token as the password
+    assert mask("Basic -----BEGIN, Basic ==abc=defgh") == "Basic -----BEGIN, Basic ==abc=defgh"
+    root = Path(__file__).resolve().parent.parent
+    words = set()
+    for path in [*root.glob("docs/*.md"), root / "README.md", *root.glob("agio_notebook/**/*.py")]:
+        words.update(re.findall(r"\b[A-Za-z][a-zA-Z]{5,}\b", path.read_text()))
+    assert len(words) > 3000
+    assert [w for w in sorted(words) if mask(f"Basic {w}") != f"Basic {w}"] == []
+
+
 def test_notebook_with_an_echoing_server_saves_no_key(kernelspec_dir, tmp_path):
     """A real kernel runs %%agio cells against the echoing server; the saved notebook and store stay clean."""
     nb = nbformat.v4.new_notebook()

@@ -75,6 +75,42 @@ def known_secrets() -> list[str]:
         _known = (key, sorted((s for s in found if len(s) >= MIN_SECRET), key=len, reverse=True))
     return _known[1]
 
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+def _mask_scheme(found: re.Match[str]) -> str:
+    """"Basic <credential>" or "Bearer <token>" with the credential masked; prose left as it was. Basic's
+    credential is base64, so what follows it ("…==." at the end of a sentence) is not part of it."""
+    scheme, word = found[1], found[2]
+    if scheme.lower() == "basic":
+        base64_part = _BASE64.match(word)
+        word = base64_part[0] if base64_part else ""
+    if not _credential(scheme, word):
+        return found[0]
+    return f"{scheme} {MASK}{found[2][len(word):]}"
+
+
+def _credential(scheme: str, word: str) -> bool:
+    """Whether the word after "Basic" or "Bearer" is a credential, not prose ("Basic arithmetic", "a basic
+    PostgreSQL setup", "Basic 2023-2024 figures"): Basic's is base64 of ``user:password`` (UTF-8, or Latin-1
+    as older clients send it), a bearer token is long, with letters and digits both."""
+    if scheme.lower() == "basic":
+        try:
+            raw = base64.b64decode(word + "=" * (-len(word) % 4), validate=True)
+        except ValueError:  # not base64
+            return False
+        try:
+            pair = raw.decode()
+        except UnicodeDecodeError:  # Latin-1, as older clients send a password: its user name in ASCII
+            pair = raw.decode("latin-1")
+            user = pair.partition(":")[0]
+            if not (user.isascii() and user.isprintable() and " " not in user and user):
+                return False  # what a word ("OutputSpec") or a random string decodes to, mostly
+        # a tab is a control character a credential should not hold, but may: masking it costs nothing
+        return ":" in pair and pair.replace("\t", " ").isprintable()
+    return len(word) >= 16 and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+
+
 # (pattern, replacement): the secret part of each match becomes MASK, its label stays readable.
 _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # "Authorization: Bearer abc", "'authorization': 'Basic abc'", "Proxy-Authorization=…"
@@ -82,8 +118,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
      lambda m: f"{m[1]}{m[2] + ' ' if m[2] else ''}{MASK}"),
     # a bare "Bearer <token>", "Basic <base64>" with a token's shape (see _token), so that prose ("Basic
     # arithmetic", "bearer instruments", "Basic Understanding") is never taken for one
-    (re.compile(r"(?i)\b(bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"),
-     lambda m: f"{m[1]} {MASK}" if _credential(m[1], m[2]) else m[0]),
+    (re.compile(r"(?i)\b(bearer|basic)\s+([A-Za-z0-9._~+/=-]{8,})"), _mask_scheme),
     # OpenAI-style keys: sk-…, sk-proj-…, and the partly masked form servers echo (sk-abc***xyz)
     (re.compile(r"\bsk-[A-Za-z0-9_*.-]{6,}"), "sk-" + MASK),
     # api_key=…, "x-api-key": "…", apikey: …
@@ -91,19 +126,6 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # credentials in URLs: scheme://user:password@host
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@"), r"\1" + MASK + "@"),
 )
-
-
-def _credential(scheme: str, word: str) -> bool:
-    """Whether the word after "Basic" or "Bearer" is a credential, not prose ("Basic arithmetic", "a basic
-    PostgreSQL setup", "Basic 2023-2024 figures"): Basic's is base64 of ``user:password``; a bearer token
-    is long, with letters and digits both."""
-    if scheme.lower() == "basic":
-        try:
-            pair = base64.b64decode(word + "=" * (-len(word) % 4), validate=True).decode()
-        except ValueError:  # not base64, or not text (UnicodeDecodeError is one)
-            return False
-        return ":" in pair and pair.isprintable()
-    return len(word) >= 16 and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
 
 
 def scrub(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
