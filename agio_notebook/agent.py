@@ -6,6 +6,8 @@ import hashlib
 import json
 import dataclasses
 import re
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -66,6 +68,28 @@ def _tool_name(name: str, what: str) -> str:
 
 
 HANDOFF_PREFIX = "transfer_to_"
+
+
+def _fits(wanted: Any, value: Any) -> bool | None:
+    """Whether ``value`` is of the type ``wanted``, as far as a check at run time can tell (None: it
+    cannot, as for a TypedDict or a Protocol): ``Optional[...]`` and unions take any of their members, a
+    parameterised type its origin (``dict[str, float]``: a dict; its items are the tools' business)."""
+    if wanted is Any:
+        return True
+    if wanted is None or wanted is type(None):
+        return value is None
+    origin = typing.get_origin(wanted)
+    if origin is typing.Union or origin is types.UnionType:
+        answers = [_fits(member, value) for member in typing.get_args(wanted)]
+        return True if True in answers else None if None in answers else False
+    if origin is typing.Annotated:
+        return _fits(typing.get_args(wanted)[0], value)
+    if origin is typing.Literal:
+        return value in typing.get_args(wanted)
+    try:
+        return isinstance(value, origin or wanted)
+    except TypeError:
+        return None
 
 
 def handoff_tool_name(agent: Agent) -> str:
@@ -163,12 +187,9 @@ class Agent:
         wanted = self.deps_type
         if wanted is None:
             return
-        try:
-            if isinstance(deps, wanted):  # Optional[Shop] takes None too
-                return
-        except TypeError:  # a TypedDict, a Protocol without runtime checks...: not checkable here
-            if deps is not None:
-                return
+        fits = _fits(wanted, deps)
+        if fits or (fits is None and deps is not None):  # what cannot be told here is let through
+            return
         if deps is None:
             raise ValueError(f"agent {self.name!r} needs deps of type {type_name(wanted)}: run(..., deps=...)")
         raise TypeError(f"agent {self.name!r} takes deps of type {type_name(wanted)}, got {type(deps).__qualname__}")

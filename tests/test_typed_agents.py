@@ -505,6 +505,15 @@ def test_optional_deps_and_the_deps_of_agents_handed_to_are_checked_first(repo):
     assert go(StepRunner(maybe, repository=repo).run(None, "?")).status is RunStatus.COMPLETED  # None fits
     with pytest.raises(TypeError, match=r"takes deps of type Optional\[Shop\], got int"):
         go(StepRunner(maybe, repository=repo).run(None, "?", deps=3))
+    for wanted in (Optional[dict[str, float]], dict[str, float] | None, Optional[list[str]]):  # parameterised
+        maybe = Agent(model=ScriptedModel(["ok"], loop=True), deps_type=wanted)
+        assert go(StepRunner(maybe, repository=repo).run(None, "?")).status is RunStatus.COMPLETED
+        with pytest.raises(TypeError, match="takes deps of type"):
+            go(StepRunner(maybe, repository=repo).run(None, "?", deps=3))
+    prices = Agent(model=ScriptedModel(["ok"], loop=True), deps_type=dict[str, float])
+    assert go(StepRunner(prices, repository=repo).run(None, "?", deps={"tea": 3.5})).status is RunStatus.COMPLETED
+    with pytest.raises(ValueError, match=r"needs deps of type dict\[str, float\]"):
+        go(StepRunner(prices, repository=repo).run(None, "?"))
     clerk = Agent(model=ScriptedModel(["ok"]), deps_type=Shop, name="clerk")
     triage = Agent(model=ScriptedModel([Reply.call("transfer_to_clerk")]), handoffs=[clerk], name="triage")
     before = len(repo.list_runs())
