@@ -496,6 +496,20 @@ def test_text_answers_in_a_fence_anywhere_or_a_dict_with_a_result_key(repo):
     for wrong in ("seven", "```\nseven\n```", '{"result": "seven"}'):
         with pytest.raises(OutputError):
             number.from_text(wrong)
+    class Quote(pydantic.BaseModel):
+        item: str
+        price: float
+
+    quote = OutputSpec(Quote)
+    answers = ['Worked out with:\n```python\nprice = 3.5\n```\nAnswer:\n```json\n{"item": "tea", "price": 3.5}\n```',
+               'The format is:\n```json\n{"item": "<name>"}\n```\nAnswer:\n```json\n{"item": "tea", "price": 3.5}\n```',
+               '~~~json\n{"item": "tea", "price": 3.5}\n~~~', '{"item": "tea", "price": 3.5}\nHope this helps!',
+               'An example:\n```json\n{"item": "coffee", "price": 1}\n```\nThe answer:\n```\n{"item": "tea", "price": 3.5}\n```']
+    assert [quote.from_text(t) for t in answers] == [Quote(item="tea", price=3.5)] * len(answers)
+    with pytest.raises(OutputError, match="price: Field required"):  # the last block's reason, not the first's
+        quote.from_text('```json\n{"price": "x"}\n```\nso:\n```json\n{"item": "tea"}\n```')
+    with pytest.raises(OutputError, match="not free text"):
+        quote.from_text("```python\nprice = 3.5\n```")
 
 
 def test_optional_deps_and_the_deps_of_agents_handed_to_are_checked_first(repo):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import pydantic
 
@@ -25,7 +25,7 @@ FINAL_RESULT = "final_result"
 RESULT_FIELD = "result"
 ACCEPTED = "Final result accepted."
 _EITHER_NAME = {"by_alias": True, "by_name": True}  # a field is read by its alias or its own name, whichever came
-_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)```", re.S)  # a fenced block, whatever its language tag
+_FENCE = re.compile(r"(```|~~~)[A-Za-z0-9_+-]*[ \t]*\n?(.*?)\1", re.S)  # a fenced block, whatever its language tag
 _QUOTED = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 _MODULES = re.compile(r"(?<![\w'\"])(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])")  # typing.Optional[app.Quote]: Optional[Quote]
 NOT_USED = "A final result was already accepted in this turn; this one was not used."
@@ -98,29 +98,22 @@ class OutputSpec:
             raise OutputError(f"the answer does not fit {self.name}: {_errors(exc)}") from None
 
     def from_text(self, text: str | None) -> Any:
-        """The typed value a text answer gives: JSON of the type (or of the tool's arguments), alone or in a
-        fenced block (```json, ```JSON, ``` after a sentence)."""
-        body = (text or "").strip()
-        try:
-            value = json.loads(body)
-        except json.JSONDecodeError:
-            fenced = _FENCE.search(body)
-            try:
-                value = json.loads(fenced[1]) if fenced is not None else None
-            except json.JSONDecodeError:
-                fenced = None
-            if fenced is None:
-                raise OutputError(f"answer by calling {FINAL_RESULT} (the answer must be {self.name}, not free "
-                                  "text)") from None
-        tries = [value]
-        if self.wrapped and isinstance(value, dict) and set(value) == {RESULT_FIELD}:
-            tries.append(value[RESULT_FIELD])  # the tool's arguments, as text
-        for candidate in tries:
-            try:
-                return self.adapter.validate_python(candidate, **_EITHER_NAME)
-            except pydantic.ValidationError as exc:
-                error = exc
-        raise OutputError(f"the answer does not fit {self.name}: {_errors(error)}") from None
+        """The typed value a text answer gives: JSON of the type (or of the tool's arguments), alone, in a
+        fenced block (```json, ```JSON, ~~~, ``` after a sentence; of several, the last that fits: an answer
+        comes after its examples), or at the start of the text with words after it."""
+        error: pydantic.ValidationError | None = None
+        for value in _json_values((text or "").strip()):
+            tries = [value]
+            if self.wrapped and isinstance(value, dict) and set(value) == {RESULT_FIELD}:
+                tries.append(value[RESULT_FIELD])  # the tool's arguments, as text
+            for candidate in tries:
+                try:
+                    return self.adapter.validate_python(candidate, **_EITHER_NAME)
+                except pydantic.ValidationError as exc:
+                    error = error or exc  # the likeliest candidate's reason is the one told
+        if error is None:
+            raise OutputError(f"answer by calling {FINAL_RESULT} (the answer must be {self.name}, not free text)")
+        raise OutputError(f"the answer does not fit {self.name}: {_errors(error)}")
 
     def answer(self, value: Any) -> Answer:
         """A validated value with its JSON form."""
@@ -143,6 +136,21 @@ class OutputSpec:
 
 async def _accepted(**_: Any) -> str:
     return ACCEPTED
+
+
+def _json_values(body: str) -> Iterator[Any]:
+    """The JSON values a text answer may hold, the likeliest first: the whole text, its fenced blocks from
+    the last one up, the value the text starts with (words after it)."""
+    for part in (body, *reversed([found[2] for found in _FENCE.finditer(body)])):
+        try:
+            yield json.loads(part)
+        except json.JSONDecodeError:
+            continue
+    if body[:1] in ("{", "["):
+        try:
+            yield json.JSONDecoder().raw_decode(body)[0]
+        except json.JSONDecodeError:
+            pass
 
 
 def output_spec(output_type: Any) -> OutputSpec | None:
