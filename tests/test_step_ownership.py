@@ -133,6 +133,21 @@ def test_a_fork_refused_for_ending_in_an_answer_stores_nothing(repo):
     assert result.steps[-1].content == "A2" and repo.get_session(result.session_id).forked_at == 3
 
 
+def test_a_query_or_session_of_the_wrong_type_is_refused_before_anything_is_stored(repo):
+    """A fork's query that is not text is refused before its copy is made; a session given as a number is
+    refused, not stored as a number that no later call could name."""
+    runner, session, _, _ = two_runs(repo)
+    before = snapshot(repo, session)
+    sessions = len(repo.list_sessions())
+    with pytest.raises(TypeError, match="query must be a string, got int"):
+        go(runner.fork(session, 1, 5))
+    with pytest.raises(TypeError, match="session must be a session id .*, got int"):
+        runner.run_sync(123, "q")
+    with pytest.raises(TypeError, match="session must be a session id .*, got list"):
+        go(runner.run([session], "q"))
+    assert snapshot(repo, session) == before and len(repo.list_sessions()) == sessions
+
+
 def test_percent_agio_retry_and_fork_in_a_kernel(tmp_path):
     store = tmp_path / "store"
     repo = TinyDBRepository(store)

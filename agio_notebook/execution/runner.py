@@ -84,8 +84,7 @@ class StepRunner:
         session only, it is stored first as the session's opening steps (of no run, like a fork's copies).
         A session handed off to another agent (``Agent(handoffs=...)``) goes on with the agent holding it.
         """
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        _check_query(query, session)
         history = _checked_history(history)
         self.agent.check_deps(deps)
         session_id = session.session_id if isinstance(session, AgentSession) else session or AgentSession().session_id
@@ -166,8 +165,7 @@ class StepRunner:
         ``"step:N"`` or ``N``, ``"reply"``, ``"result"``, or a function of the pause; ``[]`` stops nowhere
         until a pause asks to ``step()``. See :mod:`agio_notebook.execution.debug`.
         """
-        if not isinstance(query, str):
-            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        _check_query(query, session)
         parse_breakpoints(breakpoints)  # a bad breakpoint is one clear error before anything runs
         self.agent.check_deps(deps)
 
@@ -258,6 +256,8 @@ class StepRunner:
             return
         session_id = resolve_session_id(self.repository, session_id)
         at = step_number(at, "at")
+        if query is not None:
+            _check_query(query)
         self.agent.check_deps(deps)
         stored = self.repository.get_steps(session_id, include_superseded=True)
         if query is None:  # the copy is answered as it stands: refused before anything is copied
@@ -339,6 +339,15 @@ class StepRunner:
 
     async def _collect(self, stream: AsyncIterator[StepEvent]) -> RunResult:
         return await collect(stream, self.repository, self.agent, self._recorders.get)
+
+
+def _check_query(query: Any, session: Any = None) -> None:
+    """A run's query and session, of the types they must be, checked before anything is stored."""
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a string, got {type(query).__name__}")
+    if session is not None and not isinstance(session, (str, AgentSession)):
+        raise TypeError(f"session must be a session id (a string), an AgentSession or None, got "
+                        f"{type(session).__name__}")
 
 
 def _checked_history(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
