@@ -577,3 +577,81 @@ def test_a_none_answer_keeps_the_frames_fields_and_exports_tell_answers_from_non
     assert len(agio_notebook.outputs(repository=loaded)) == 2
     plain = next(r for r in loaded.list_runs() if r.query == "untyped")
     assert not plain.answered and "output" not in plain.to_dict()
+
+
+KILLED_AFTER_THE_ANSWER = """
+import os, sys
+import pydantic
+from agio_notebook import Agent, Reply, ScriptedModel, StepRunner, tool
+from agio_notebook.execution.hooks import AgentHook
+from agio_notebook.models import call
+from agio_notebook.storage import open_repository
+
+class Quote(pydantic.BaseModel):
+    item: str
+    price: float
+
+@tool
+def note(text: str) -> str:
+    \"\"\"Take a note.\"\"\"
+    return "noted"
+
+class Die(AgentHook):  # the turn's results are durable; the run's end is not yet written
+    async def on_step_end(self, run, step):
+        if step.name == "note":
+            os._exit(9)
+
+model = ScriptedModel([Reply.calls(call("final_result", item="oops"), call("final_result", item="tea", price=3.5),
+                                   call("note", text="x"))])
+agent = Agent(model=model, tools=[note], output_type=Quote)
+StepRunner(agent, hooks=[Die()], repository=open_repository(sys.argv[1])).run_sync("s", "How much is tea?")
+"""
+
+
+def test_a_typed_answer_accepted_by_a_run_killed_before_its_end_is_given_by_the_resume(tmp_path):
+    """The model answered (beside another tool) and the process died before the run's end was written: a
+    resume completes with the answer the store holds (the first call that fit), asking the model nothing;
+    once completed, the session ends with its answer and another resume, or a fork without a query, is refused."""
+    import subprocess
+    import sys
+
+    from agio_notebook.core import InvalidOperationError
+
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_AFTER_THE_ANSWER)
+    store = tmp_path / "store"
+    assert subprocess.run([sys.executable, str(script), str(store)], timeout=120).returncode == 9
+    repo = open_repository(str(store))
+    (killed,) = repo.list_runs("s")
+    assert killed.status is RunStatus.INTERRUPTED and killed.output is None
+    model = ScriptedModel([Reply.call(FINAL_RESULT, item="coffee", price=9.0)])
+    runner = StepRunner(Agent(model=model, output_type=Quote), repository=repo)
+    resumed = go(runner.resume("s"))
+    assert resumed.status is RunStatus.COMPLETED and resumed.output == Quote(item="tea", price=3.5)
+    assert model.calls == [] and repo.get_run(resumed.run_id).output == {"item": "tea", "price": 3.5}
+    steps = len(repo.get_steps("s"))
+    for again in (lambda: go(runner.resume("s")), lambda: go(runner.fork("s", steps))):
+        with pytest.raises(InvalidOperationError, match="already ends with an answer"):
+            again()
+    assert len(repo.get_steps("s")) == steps and len(repo.list_sessions()) == 1 and model.calls == []
+    repo.close()
+
+
+def test_a_completed_typed_session_is_not_resumed_or_forked_without_a_query(repo):
+    model = ScriptedModel([Reply.call(FINAL_RESULT, item="tea", price=3.5), Reply.call(FINAL_RESULT, item="x", price=1)])
+    runner = StepRunner(Agent(model=model, output_type=Quote), repository=repo)
+    done = go(runner.run(None, "How much is tea?"))
+    assert [s.role for s in done.steps][-2:] == [StepRole.ASSISTANT, StepRole.TOOL]
+    from agio_notebook.core import InvalidOperationError
+
+    for again in (lambda: go(runner.resume(done.session_id)), lambda: go(runner.fork(done.session_id, 3))):
+        with pytest.raises(InvalidOperationError, match=r"already ends with an answer \(step 2\)"):
+            again()
+    assert len(model.calls) == 1 and len(repo.list_sessions()) == 1
+    forked = go(runner.fork(done.session_id, 3, "And coffee?"))  # with a query, it goes on
+    assert forked.output.item == "x"
+
+
+class Quote(pydantic.BaseModel):
+    item: str
+    price: float

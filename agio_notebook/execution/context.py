@@ -14,6 +14,7 @@ from ..core import Step, StepRole
 from ..core.conversation import is_memory_step, to_messages
 from ..storage.base import Repository
 from ..storage.ids import resolve_session_id
+from ..tools.output import ACCEPTED, FINAL_RESULT
 
 
 def steps_to_messages(steps: Iterable[Step], system_prompt: str | None = None) -> list[dict[str, Any]]:
@@ -80,3 +81,24 @@ def pending_tool_calls(steps: list[Step]) -> tuple[Step | None, list[str]]:
         else:
             return None, []
     return None, []
+
+
+def answered_by(steps: list[Step]) -> Step | None:
+    """The reply the steps end with as their answer, or None (they end in a question or an open call):
+    a last reply without calls, or a typed agent's last reply whose ``final_result`` call was accepted
+    (every call of it answered, nothing asked since). The one rule for "this conversation has its answer"."""
+    if not steps or pending_tool_calls(steps)[0] is not None:
+        return None
+    last = steps[-1]
+    if last.role is StepRole.ASSISTANT:
+        return last
+    answers: set[str] = set()
+    for step in reversed(steps):
+        if step.role is StepRole.TOOL:
+            if step.name == FINAL_RESULT and step.status == "ok" and step.content == ACCEPTED and step.tool_call_id:
+                answers.add(step.tool_call_id)
+            continue
+        if step.role is StepRole.ASSISTANT and any(c.id in answers for c in step.tool_calls):
+            return step
+        return None
+    return None

@@ -15,7 +15,7 @@ from ..core import AgentRun, InvalidOperationError, NotFoundError, RunStatus, St
 from ..core.conversation import is_memory_step
 from ..storage.base import Repository
 from ..storage.ids import resolve_run_id, resolve_session_id
-from .context import pending_tool_calls
+from .context import answered_by, pending_tool_calls
 
 
 @dataclass
@@ -55,10 +55,11 @@ def step_number(value: Any, what: str = "step") -> int:
 
 
 def check_resumable(steps: list[Step], where: str) -> None:
-    """Steps a run can go on from without a new query: they end in a user step or unanswered tool calls."""
-    dangling, _ = pending_tool_calls(steps)
-    if dangling is None and steps and steps[-1].role is StepRole.ASSISTANT:
-        raise InvalidOperationError(f"{where} already ends with an answer (step {steps[-1].sequence}); "
+    """Steps a run can go on from without a new query: they end in a user step or unanswered tool calls,
+    not with an answer (a last reply, or a typed agent's accepted ``final_result``)."""
+    answer = answered_by(steps)
+    if answer is not None:
+        raise InvalidOperationError(f"{where} already ends with an answer (step {answer.sequence}); "
                                     "send a new query or retry instead")
 
 
@@ -166,9 +167,20 @@ def attempt_family(repository: Repository, run: AgentRun) -> list[AgentRun]:
 def plan_resume(repository: Repository, session_id: str) -> ResumePlan:
     session_id = resolve_session_id(repository, session_id)
     steps = session_steps(repository, session_id)
+    answer = answered_by(steps)
+    if answer is not None and answer.tool_calls and not _ended_with_answer(repository, session_id):
+        # a typed answer accepted by a run that stopped before it ended (killed): the resume gives it
+        return ResumePlan(session_id, _last_query(steps), steps, (answer, []))
     check_resumable(steps, f"session {session_id}")
     dangling, missing = pending_tool_calls(steps)
     return ResumePlan(session_id, _last_query(steps), steps, (dangling, missing) if dangling is not None else None)
+
+
+def _ended_with_answer(repository: Repository, session_id: str) -> bool:
+    """Whether the session's last run completed (with the answer its steps end with), or it has no run of
+    its own (a fork's copy)."""
+    runs = repository.list_runs(session_id)
+    return not runs or max(runs, key=lambda r: r.started_at).status is RunStatus.COMPLETED
 
 
 def _last_query(steps: list[Step]) -> str | None:

@@ -332,8 +332,9 @@ class StepExecutor:
             recording = getattr(self.model, "recording", None)
         budget, tree = Budget(self.config), join_tree(rec.run, self.config)
         if pending is not None:  # resume: answer the dangling tool calls before asking the model again
-            async for event in self._run_tools(rec, pending[0], set(pending[1]), recording):
-                yield event
+            if pending[1]:  # none dangle when a typed answer was accepted but its run stopped before it ended
+                async for event in self._run_tools(rec, pending[0], set(pending[1]), recording):
+                    yield event
             spec = self.agent.output
             given = rec.answer or (self._final_result(rec, pending[0], spec) if spec is not None else None)
             if isinstance(given, Answer):  # a dangling call was a typed answer that fits
@@ -411,7 +412,12 @@ class StepExecutor:
         answered = {s.tool_call_id: s for s in rec.steps if s.role is StepRole.TOOL and s.run_id == rec.run.id}
         for call in calls:
             result = answered.get(call.id)
-            if result is not None and result.status == "ok":
+            if result is None:  # answered by the run a resume goes on from: the first that fits was its answer
+                try:
+                    return spec.answer(spec.from_arguments(json.loads(call.arguments or "{}")))
+                except (OutputError, ValueError):
+                    continue
+            if result.status == "ok":
                 return spec.answer(spec.from_arguments(json.loads(call.arguments or "{}")))
         last = answered.get(calls[-1].id)
         return OutputError(last.error if last is not None and last.error else "the answer was refused")
