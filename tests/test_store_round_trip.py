@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 import pytest
@@ -93,6 +94,12 @@ def fill(repo) -> dict[str, str]:
     progress.append([("progress", {"learner": "ana", "exercise": "e2", "passed": True})],  # updated in place
                     deletes=[("progress", "bo:e1")])  # and one removed: it must not come back
     progress.close()
+    # typed runs: an answer, an Optional answer that is None, and a plan only (no tool run, no answer)
+    answers = ScriptedModel([Reply.call("final_result", result=3), Reply.call("final_result", result=None),
+                             Reply.call("final_result", result=4)])
+    for query, config in (("three", None), ("none", None), ("plan", ExecutionConfig(execute_tools=False))):
+        typed = Agent(model=answers, name="typed", output_type=Optional[int])
+        StepRunner(typed, repository=repo, config=config).run_sync(None, query)
     return {"first": first.run_id, "second": second.run_id, "fork": fork.session_id}
 
 
@@ -134,6 +141,7 @@ def frames_of(repo) -> dict[str, pd.DataFrame]:
         "skills": tidy(memory.skills(repository=repo), ["id"]),
         "experiences": tidy(memory.experiences(repository=repo), ["id"]),
         "feedback": tidy(memory.feedback(repository=repo), ["id"]),
+        "outputs": tidy(frames.outputs(repository=repo), ["run_id"]),
     }
 
 
@@ -156,6 +164,8 @@ def check_source(data: dict, ids: dict[str, str]) -> None:
     blobs = [p for p in data["files"] if p.startswith("workspaces/blobs/")]
     assert {data["files"][p] for p in blobs} >= {b"first", b"second"}
     assert any(p.startswith("workspaces/sessions/") for p in data["files"])
+    typed = {r["query"]: r for r in data["runs"] if r.get("agent_name") == "typed"}
+    assert typed["three"]["output"] == 3 and typed["none"]["output"] is None and "output" not in typed["plan"]
 
 
 def assert_same(source, target) -> None:
@@ -164,6 +174,7 @@ def assert_same(source, target) -> None:
         assert got[table] == want[table], f"table {table} differs"
     fa, fb = frames_of(source), frames_of(target)
     assert not fa["executions"].empty and not fa["actions"].empty and not fa["feedback"].empty
+    assert len(fa["outputs"]) == 2  # the typed runs that gave an answer: 3, and None
     for name in fa:
         pd.testing.assert_frame_equal(fb[name], fa[name], check_like=True, obj=name)
 

@@ -68,6 +68,9 @@ def export_jsonl(repository: Repository, path: str | os.PathLike[str], session_i
     return len(lines)
 
 
+_ABSENT = "_agio_absent"  # a Parquet table's column naming the keys each record did not have
+
+
 def _pyarrow() -> Any:
     try:
         import pyarrow
@@ -94,8 +97,13 @@ def export_parquet(repository: Repository, directory: str | os.PathLike[str],
         for doc in docs:
             for key in doc:
                 columns.setdefault(key, [])
+        # a table's columns hold every key any of its records has; which ones a record lacked is kept
+        # apart, so that it comes back as it was (a run's "output": absent, or an answer that was None)
+        absent = [[k for k in columns if k not in doc] or None for doc in docs]
         for key in columns:
             columns[key] = [doc.get(key) for doc in docs]
+        if any(absent):
+            columns[_ABSENT] = absent
         nested = sorted(k for k, values in columns.items() if any(isinstance(v, (dict, list)) for v in values))
         for key in nested:
             columns[key] = [None if v is None else json.dumps(v) for v in columns[key]]
@@ -126,7 +134,10 @@ def _parquet_records(directory: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         meta = tbl.schema.metadata or {}
         nested = set(json.loads(meta.get(b"agio_json_columns", b"[]")))
         for row in tbl.to_pylist():
-            yield table, {k: (json.loads(v) if k in nested and v is not None else v) for k, v in row.items()}
+            doc = {k: (json.loads(v) if k in nested and v is not None else v) for k, v in row.items()}
+            for key in doc.pop(_ABSENT, None) or ():
+                doc.pop(key, None)
+            yield table, doc
 
 
 def load_export(path: str | os.PathLike[str], files_root: str | os.PathLike[str] | None = None) -> InMemoryRepository:
