@@ -168,7 +168,7 @@ def plan_resume(repository: Repository, session_id: str) -> ResumePlan:
     session_id = resolve_session_id(repository, session_id)
     steps = session_steps(repository, session_id)
     answer = answered_by(steps)
-    if answer is not None and answer.tool_calls and not _ended_with_answer(repository, session_id):
+    if answer is not None and answer.tool_calls and not _ended_with(repository, session_id, answer):
         # a typed answer accepted by a run that stopped before it ended (killed): the resume gives it
         return ResumePlan(session_id, _last_query(steps), steps, (answer, []))
     check_resumable(steps, f"session {session_id}")
@@ -176,11 +176,12 @@ def plan_resume(repository: Repository, session_id: str) -> ResumePlan:
     return ResumePlan(session_id, _last_query(steps), steps, (dangling, missing) if dangling is not None else None)
 
 
-def _ended_with_answer(repository: Repository, session_id: str) -> bool:
-    """Whether the session's last run completed (with the answer its steps end with), or it has no run of
-    its own (a fork's copy)."""
+def _ended_with(repository: Repository, session_id: str, answer: Step) -> bool:
+    """Whether a run ended with ``answer``: the run that gave it completed, or a resume of it did (a step
+    copied by a fork, of no run here, ended its run where it was made)."""
     runs = repository.list_runs(session_id)
-    return not runs or max(runs, key=lambda r: r.started_at).status is RunStatus.COMPLETED
+    owner = next((r for r in runs if r.id == answer.run_id), None)
+    return owner is None or any(r.status is RunStatus.COMPLETED and r.started_at >= owner.started_at for r in runs)
 
 
 def _last_query(steps: list[Step]) -> str | None:
