@@ -186,6 +186,32 @@ def test_a_context_of_another_agent_is_refused_and_nothing_of_it_is_read(tmp_pat
     assert not seen and len(repo.get_steps(foreign.session_id)) == 2
 
 
+def test_a_context_another_agent_took_while_this_one_waited_is_refused_once_claimed(tmp_path):
+    """A client names a new context id to two served agents at once: the first makes the session, the second
+    checked it was free before the first stored it. Asked again once the session is claimed, the second is
+    refused with the line an unknown id gets, and reads nothing of it (its model is never called)."""
+    from agio_notebook.serve.access import Access, NotServedError
+    from agio_notebook.serve.runs import run_agent
+
+    repo = TinyDBRepository(tmp_path / "store")
+    seen = []
+    writer = Agent(model=FunctionModel(lambda m, t: "noted", name="w"), name="writer")
+    diary = Agent(model=FunctionModel(lambda m, t: seen.append(m) or "ok", name="d"), name="diary")
+    access = Access({"writer": writer, "diary": diary}, repo, via="a2a")
+    context = uuid.uuid4().hex
+    checked_free = access.new_session(diary, context)  # what the check before the claim decided
+    asyncio.run(run_agent(access, writer, "the code is 4242", access.new_session(writer, context), None, _ignore))
+    with pytest.raises(NotServedError, match=f"no session '{context}' among the sessions of agent 'diary'"):
+        asyncio.run(run_agent(access, diary, "what was the code?", checked_free, None, _ignore))
+    assert seen == [] and [r.agent_name for r in repo.list_runs(context)] == ["writer"]
+    again = asyncio.run(run_agent(access, writer, "and now?", context, None, _ignore))  # its owner goes on
+    assert again.ok and len(repo.get_steps(context)) == 4
+
+
+async def _ignore(progress) -> None:
+    return None
+
+
 def test_the_token_host_and_origin_guard_every_request(tmp_path):
     with served(team, TinyDBRepository(tmp_path / "store")) as server:
         card_url = server.urls["writer"] + "/.well-known/agent-card.json"

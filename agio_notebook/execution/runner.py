@@ -59,6 +59,9 @@ class StepRunner:
         self.config = config or agent.config or ExecutionConfig()
         self.repository = repository if repository is not None else open_repository()
         self.approver = approver
+        # what may be continued: called with a stored session once it is claimed, it raises if this runner
+        # may not go on in it (a server's: only its agent's own sessions; None: any session)
+        self.session_guard: Callable[[AgentSession], None] | None = None
         self._hook_caller = HookCaller(self.hooks)
         self._executor = StepExecutor(agent, self.config, self._hook_caller, approver)
         # the recorders of this runner's runs, by run id, while something holds them (their streams)
@@ -70,6 +73,7 @@ class StepRunner:
             return self
         other = StepRunner(agent, self.hooks, self.config, self.repository, self.approver)
         other._executor.debugger = self._executor.debugger
+        other.session_guard = self.session_guard
         other._recorders = self._recorders  # its runs' results are collected here
         return other
 
@@ -105,7 +109,10 @@ class StepRunner:
         new session records which agent made it, and a given history becomes its opening steps.
         ``made_here``: the id was drawn for this run, so the store cannot hold it yet (no read to ask)."""
         repo = self.repository
-        stored = not made_here and repo.get_session(session_id) is not None
+        found = None if made_here else repo.get_session(session_id)
+        stored = found is not None
+        if found is not None and self.session_guard is not None:  # asked now it is claimed: no race between
+            self.session_guard(found)  # a check and the claim lets another's session in
         new_session = None if stored else session if isinstance(session, AgentSession) else AgentSession(
             session_id=session_id)
         if new_session is not None:

@@ -52,6 +52,12 @@ class Access:
         session = AgentSession() if session_id is None else AgentSession(session_id=session_id)
         return stamp_owner(session, agent, via=self.via)
 
+    def check_owned(self, agent: Agent, session: AgentSession) -> None:
+        """The one line a stored session ``agent`` does not own gets (made meanwhile by another agent under
+        the id a client chose, say): the same as for an id that does not exist."""
+        if self.owner(session) is not agent:
+            raise NotServedError(f"no session {session.session_id!r} among the sessions of agent {agent.name!r}")
+
     def continued_session(self, agent: Agent, session_id: Any) -> str:
         """The full id of a session ``agent`` owns that ``session_id`` names; one line otherwise."""
         return self._resolve("session", session_id, lambda i: self.owner(self._session(i)) is agent,

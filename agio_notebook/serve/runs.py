@@ -70,6 +70,7 @@ async def run_agent(access: Access, agent: Agent, query: str, session: AgentSess
     if not isinstance(query, str):
         raise AgioError(f"query must be a string, got {type(query).__name__}")
     runner = runner_for(access, agent, limits)
+    runner.session_guard = lambda found: access.check_owned(agent, found)
     if session is None:
         session = access.new_session(agent)
     elif not isinstance(session, AgentSession):
