@@ -403,7 +403,7 @@ def test_malformed_caller_metadata_is_one_line(tmp_path):
     async def go(client):
         out = []
         for caller in ({"depth": -1}, {"depth": "deep"}, {"depth": 1, "max_tokens": -5}, "nonsense",
-                       {"depth": 1, "max_cost": -0.5}):
+                       {"depth": 1, "max_cost": -0.5}, {"depth": 1, "max_runs": True}):
             out.append(await client.call_tool("writer", {"query": "x"}, meta={"agio-notebook/caller": caller}))
         out.append(await client.call_tool("writer", {"query": "x"},
                                           meta={"agio-notebook/caller": {"depth": MAX_DEPTH}}))
@@ -417,4 +417,53 @@ def test_malformed_caller_metadata_is_one_line(tmp_path):
     assert "max_tokens must be a whole number >= 0, got -5" in texts[2]
     assert "must be an object, got str" in texts[3]
     assert "max_cost must be a number >= 0" in texts[4]
-    assert texts[5].startswith(f"agent 'writer' not run: agents may nest {MAX_DEPTH} levels deep")
+    assert "max_runs must be a whole number >= 0, got True" in texts[5]
+    assert texts[6].startswith(f"agent 'writer' not run: agents may nest {MAX_DEPTH} levels deep")
+
+
+def test_parallel_calls_to_a_served_agent_share_the_outermost_budget_and_nested_runs(tmp_path):
+    """Four calls made at once to an agent served over MCP are each lent an equal share of what the outermost
+    run has left, set aside while they run: together they stay within its max_tokens (each alone was handed
+    all of it before). And an agent calling itself twice at once through its own server starts no more runs
+    than the outermost max_nested_runs, across processes as in one."""
+    from agio_notebook import Reply, tool
+    from agio_notebook.models.scripted import call
+
+    @tool
+    def fetch(page: int) -> str:
+        """Fetch a page of a long document."""
+        return f"page {page}: " + "lorem ipsum dolor sit amet " * 60
+
+    def read(messages, tools):
+        pages = sum(m["role"] == "tool" for m in messages)
+        return Reply.call("fetch", page=pages + 1) if pages < 30 else "I read it all."
+
+    def plan(messages, tools):
+        if messages[-1]["role"] == "user":
+            return Reply(tool_calls=[call("reader", query=f"part {i}") for i in range(4)])
+        return "done"
+
+    repo = TinyDBRepository(tmp_path / "store")
+    reader = Agent(model=FunctionModel(read, name="reader-model"), tools=[fetch], name="reader")
+    with served(reader, repo) as server:
+        planner = Agent(model=FunctionModel(plan, name="planner-model"), name="planner",
+                        tools=mcp_tools(server.url, headers=server.headers, timeout=120))
+        result = StepRunner(planner, repository=repo, config=ExecutionConfig(max_tokens=3000)).run_sync(None, "go")
+    runs = [r for r in repo.list_runs() if r.parent_run_id == result.run_id]
+    assert len(runs) == 4 and all(r.status.value == "budget_exceeded" for r in runs)
+    caps = {int(re.search(r"max_tokens=(\d+)", r.error).group(1)) for r in runs}
+    assert len(caps) == 1 and 4 * caps.pop() <= 3000  # one share each, of what was left when they started
+    assert result.run.metrics.total_tokens + sum(r.metrics.total_tokens for r in runs) <= 3000
+
+    def fan_out(messages, tools):
+        if messages[-1]["role"] == "user":
+            return Reply(tool_calls=[call("fractal", query=f"{messages[-1]['content']}.{i}") for i in range(2)])
+        return "ok"
+
+    repo = TinyDBRepository(tmp_path / "fractal")
+    fractal = Agent(model=FunctionModel(fan_out, name="m"), name="fractal")
+    with served(fractal, repo) as server:
+        fractal.registry.add(mcp_tools(server.url, headers=server.headers, timeout=120)[0])
+        outer = StepRunner(fractal, repository=repo, config=ExecutionConfig(max_nested_runs=3)).run_sync(None, "q")
+    under = [r for r in repo.list_runs() if r.id != outer.run_id]
+    assert 1 <= len(under) <= 3, [(r.depth, r.status.value) for r in under]

@@ -18,7 +18,7 @@ from ..agent import AgentCall
 from ..core import AgentRun, AgentSession, ExecutionConfig, RunStatus, StepEvent, StepEventType
 from ..tools.context import get_call
 from .handoff import hand_off
-from .remote import add_spent, caller_limits
+from .remote import remote_call
 from .runner import StepRunner
 from .nested import MAX_DEPTH, ParentLink, Scope, current_agents, current_scope, forward, tree_of
 
@@ -120,7 +120,6 @@ def _answer(name: str, run: AgentRun) -> str:
                          + (f": {run.error}" if run.error else ""))
 
 
-# what a run hands its tools as their engine (ToolCallContext.engine): agents as tools, handoffs, and the
-# limits a call to an agent in another process carries there and brings back
-outbound_meta, take_inbound_meta = caller_limits, add_spent
-__all__ = ["NestedRunError", "call_agent", "hand_off", "outbound_meta", "take_inbound_meta"]
+# what a run hands its tools as their engine (ToolCallContext.engine): agents as tools, handoffs, and calls
+# to agents in other processes (the limits they carry there and the spend they bring back)
+__all__ = ["NestedRunError", "call_agent", "hand_off", "remote_call"]

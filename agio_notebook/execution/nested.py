@@ -47,6 +47,20 @@ class ParentLink:
 FIRST_ANSWER_GUESS = 256  # tokens a nested call is expected to answer with when nothing is known yet
 
 
+@dataclass(frozen=True)
+class Loan:
+    """What a call to an agent in another process was lent of its outermost run's budget (None: unlimited)."""
+
+    tokens: int | None
+    cost: float | None
+    runs: int
+
+
+def least(a: Any, b: Any) -> Any:
+    """The smaller of two limits, None being no limit."""
+    return b if a is None else a if b is None else min(a, b)
+
+
 @dataclass(frozen=True, slots=True)
 class Reservation:
     """What one model call set aside from its tree's budget before it was made."""
@@ -79,6 +93,8 @@ class Tree:
     reserved_cost: float = 0.0
     nested_runs: int = 0
     longest_completion: int = 0
+    reserved_runs: int = 0  # lent to calls to agents in other processes, in flight
+    _shares: dict[tuple[str, ...], Loan] = field(default_factory=dict)  # by tool batch: each remote call's share
 
     @property
     def limited(self) -> bool:
@@ -135,6 +151,34 @@ class Tree:
         self.spent_cost += cost
         self.nested_tokens += tokens
         self.nested_cost += cost
+
+    def lend(self, batch: tuple[str, ...]) -> Loan:
+        """What a call to an agent in another process may spend (that process counts against it, and
+        reports back what it spent): of what the tree has left, an equal share for each call of the tool
+        batch it is part of, set aside until it answers, so that calls made in parallel cannot each be
+        handed all of it (the first of a batch fixes the share)."""
+        tokens = None if self.max_tokens is None else max(self.max_tokens - self.spent_tokens - self.reserved_tokens, 0)
+        cost = None if self.max_cost is None else max(self.max_cost - self.spent_cost - self.reserved_cost, 0.0)
+        runs = max(self.max_runs - self.nested_runs - self.reserved_runs, 0)
+        share = self._shares.get(batch)
+        if share is None:
+            n = max(len(batch), 1)
+            share = self._shares[batch] = Loan(None if tokens is None else tokens // n,
+                                               None if cost is None else cost / n, max(runs // n, min(runs, 1)))
+        loan = Loan(least(share.tokens, tokens), least(share.cost, cost), min(share.runs, runs))
+        self.reserved_tokens += loan.tokens or 0
+        self.reserved_cost += loan.cost or 0.0
+        self.reserved_runs += loan.runs
+        return loan
+
+    def repaid(self, loan: Loan, tokens: int, cost: float, runs: int) -> None:
+        """A remote call ended: what it was lent is no longer set aside; what it reported spent (its runs
+        included) counts."""
+        self.reserved_tokens -= loan.tokens or 0
+        self.reserved_cost -= loan.cost or 0.0
+        self.reserved_runs -= loan.runs
+        self.spent_elsewhere(tokens, cost)
+        self.nested_runs += runs
 
     def start_nested(self) -> str | None:
         """A nested run is about to start; why not (a line) past ``max_nested_runs``."""

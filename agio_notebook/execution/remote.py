@@ -2,13 +2,14 @@
 
 An agent that calls another agent over MCP or A2A would start a fresh tree there, at depth 0 with a
 budget of its own, so an agent calling itself through its own server would never stop. So a tool that
-calls a remote agent from inside a run sends, in the call's metadata (MCP ``_meta``, A2A message
-``metadata``), :func:`caller_limits`: the calling run's depth and what is left of its outermost run's
-``max_tokens`` and ``max_cost``. The server (``serve/``) reads them with :meth:`CallerLimits.from_meta`,
-refuses a call past :data:`MAX_DEPTH`, starts its run one level deeper with its budget capped by what is
-left (:func:`served_config`, :class:`RemoteParent`), and answers with what that run and everything it called
-spent (:meth:`RemoteParent.spent_meta`); the caller adds that to its tree (:func:`add_spent`), so the outermost budget
-counts the remote work too.
+calls a remote agent from inside a run does it in :func:`remote_call`: the call's metadata (MCP ``_meta``,
+A2A message ``metadata``) carries the calling run's depth and its share of what is left of its outermost
+run's ``max_tokens``, ``max_cost`` and ``max_nested_runs`` (set aside in the tree until the call ends, so
+parallel calls cannot each be handed all of it). The server (``serve/``) reads them with
+:meth:`CallerLimits.from_meta`, refuses a call past :data:`MAX_DEPTH` or past its share, starts its run one
+level deeper with its limits capped by that share (:func:`served_config`, :class:`RemoteParent`), and answers
+with what that run and everything it called spent, its runs included (:meth:`RemoteParent.spent_meta`); the
+caller counts that in its tree (:meth:`RemoteCall.answered`), so the outermost budget holds across processes.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..core import AgentRun, AgioError, ExecutionConfig
 from ..tools.context import get_call
-from .nested import MAX_DEPTH, Tree, current_scope, tree_of
+from .nested import MAX_DEPTH, Loan, Tree, least, current_scope, tree_of
 
 CALLER_KEY = "agio-notebook/caller"  # in the request's metadata: who calls, how deep, with what budget left
 SPENT_KEY = "agio-notebook/spent"  # in the answer's metadata: what the served run and its tree spent
@@ -52,6 +54,7 @@ class CallerLimits:
     max_tokens: int | None = None
     max_cost: float | None = None
     traceparent: str | None = None  # the calling tool call's span, when its process exports traces
+    max_runs: int | None = None  # runs it may start: the served run itself and those nested in it
 
     def to_meta(self) -> dict[str, Any]:
         return {CALLER_KEY: {k: v for k, v in dataclasses.asdict(self).items() if v is not None}}
@@ -74,6 +77,9 @@ class CallerLimits:
         if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))
                                  or not math.isfinite(cost) or cost < 0):
             raise RemoteLimitError(f"metadata {CALLER_KEY!r}: max_cost must be a number >= 0, got {cost!r}")
+        runs = value.get("max_runs")
+        if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 0):
+            raise RemoteLimitError(f"metadata {CALLER_KEY!r}: max_runs must be a whole number >= 0, got {runs!r}")
         ids = {k: value.get(k) for k in ("run_id", "tool_call_id")}
         for key, text in ids.items():
             if text is not None and (not isinstance(text, str) or not 0 < len(text) <= 128):
@@ -81,7 +87,8 @@ class CallerLimits:
         parent = value.get("traceparent")
         if parent is not None and (not isinstance(parent, str) or not _TRACEPARENT.match(parent)):
             raise RemoteLimitError(f"metadata {CALLER_KEY!r}: traceparent must be a W3C traceparent")
-        return cls(depth, ids["run_id"], ids["tool_call_id"], tokens, None if cost is None else float(cost), parent)
+        return cls(depth, ids["run_id"], ids["tool_call_id"], tokens, None if cost is None else float(cost), parent,
+                   runs)
 
     def check(self, agent_name: str) -> None:
         """Refuse a call that would nest past :data:`MAX_DEPTH` or has no budget left (one line each)."""
@@ -93,18 +100,19 @@ class CallerLimits:
                                    "is used up")
         if self.max_cost == 0:
             raise RemoteLimitError(f"agent {agent_name!r} not run: the calling run's outermost max_cost is used up")
+        if self.max_runs == 0:
+            raise RemoteLimitError(f"agent {agent_name!r} not run: the calling run's outermost run already started "
+                                   "its max_nested_runs nested runs")
 
 
 def served_config(config: ExecutionConfig, limits: CallerLimits | None) -> ExecutionConfig:
     """``config`` with its budget capped by what the caller has left."""
     if limits is None:
         return config
-    return dataclasses.replace(config, max_tokens=_least(config.max_tokens, limits.max_tokens),
-                               max_cost=_least(config.max_cost, limits.max_cost))
-
-
-def _least(own: Any, left: Any) -> Any:
-    return left if own is None else own if left is None else min(own, left)
+    runs = None if limits.max_runs is None else max(limits.max_runs - 1, 0)  # the served run is one of them
+    return dataclasses.replace(config, max_tokens=least(config.max_tokens, limits.max_tokens),
+                               max_cost=least(config.max_cost, limits.max_cost),
+                               max_nested_runs=least(config.max_nested_runs, runs))
 
 
 class RemoteParent:
@@ -136,38 +144,59 @@ class RemoteParent:
 
     def spent_meta(self, run: dict[str, Any]) -> dict[str, Any]:
         tree = self._tree
+        runs = 1 + (tree.nested_runs if tree is not None else 0)  # the run, and every run it started
         if tree is not None and tree.limited:  # every call of the tree settled into it, remote ones too
-            return {SPENT_KEY: {"tokens": tree.spent_tokens, "cost": tree.spent_cost}}
+            return {SPENT_KEY: {"tokens": tree.spent_tokens, "cost": tree.spent_cost, "runs": runs}}
         m = run.get("metrics") or {}  # no budget here: only the run's own usage is known
-        return {SPENT_KEY: {"tokens": m.get("total_tokens") or 0, "cost": m.get("cost")}}
+        return {SPENT_KEY: {"tokens": m.get("total_tokens") or 0, "cost": m.get("cost"), "runs": runs}}
 
 
-def caller_limits() -> dict[str, Any] | None:
-    """The metadata a remote call made from the current tool call carries (None outside a run)."""
+class RemoteCall:
+    """A call to an agent in another process made from inside a run (:func:`remote_call`): ``meta`` is what
+    it carries (None outside a run), :meth:`answered` counts what its answer says was spent."""
+
+    def __init__(self, tree: Tree | None, loan: Loan | None, meta: dict[str, Any] | None):
+        self.meta, self._tree, self._loan = meta, tree, loan
+        self._spent: tuple[int, float, int] | None = None
+
+    def answered(self, meta: Any) -> None:
+        """The remote call answered (or was refused, or failed, after its runs spent something): what it
+        reports spent, its runs too, counts against the calling run's tree; nothing reported counts one run."""
+        spent = meta.get(SPENT_KEY) if isinstance(meta, dict) else None
+        spent = spent if isinstance(spent, dict) else {}
+        tokens, cost, runs = spent.get("tokens"), spent.get("cost"), spent.get("runs", 1)
+        self._spent = (tokens if _count(tokens) else 0,
+                       float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0
+                       else 0.0, runs if _count(runs) else 1)
+
+    def end(self) -> None:
+        if self._tree is not None and self._loan is not None:
+            tokens, cost, runs = self._spent or (0, 0.0, 0)  # never answered: none of its spend is known
+            self._tree.repaid(self._loan, tokens, cost, runs)
+            self._loan = None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+@contextmanager
+def remote_call() -> Iterator[RemoteCall]:
+    """A call to an agent in another process, from the current tool call: its metadata carries the calling
+    run's depth and its share of what is left of the outermost run's budget (``max_tokens``, ``max_cost``,
+    ``max_nested_runs``), set aside in the tree until the call ends, however it ends."""
     scope, call = current_scope.get(), get_call()
     if scope is None:
-        return None
+        yield RemoteCall(None, None, None)
+        return
     run, tree = scope.run, tree_of(scope.run)
-    tokens = cost = None
-    if tree is not None:  # what the outermost run has left: spent and set aside by calls in flight taken off
-        if tree.max_tokens is not None:
-            tokens = max(tree.max_tokens - tree.spent_tokens - tree.reserved_tokens, 0)
-        if tree.max_cost is not None:
-            cost = max(tree.max_cost - tree.spent_cost - tree.reserved_cost, 0.0)
+    loan = tree.lend(tuple(call.batch_call_ids) if call is not None else ()) if tree is not None else None
     call_id = call.tool_call_id if call else None
     parent = next((tp for named in trace_parent_of if (tp := named(run.id, call_id))), None)
-    return CallerLimits(run.depth, run.id, call_id, tokens, cost, parent).to_meta()
-
-
-def add_spent(meta: Any) -> None:
-    """A remote call answered: what it reports its runs spent counts against the calling run's tree."""
-    spent = meta.get(SPENT_KEY) if isinstance(meta, dict) else None
-    scope = current_scope.get()
-    tree = tree_of(scope.run) if scope is not None else None
-    if tree is None or not isinstance(spent, dict):
-        return
-    tokens, cost = spent.get("tokens"), spent.get("cost")
-    tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else 0
-    cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0 else 0.0
-    tree.spent_elsewhere(tokens, cost)
-
+    limits = CallerLimits(run.depth, run.id, call_id, loan.tokens if loan else None, loan.cost if loan else None,
+                          parent, loan.runs if loan else None)
+    remote = RemoteCall(tree, loan, limits.to_meta())
+    try:
+        yield remote
+    finally:
+        remote.end()

@@ -28,7 +28,7 @@ import pydantic
 
 from ..core import AgentRun, AgioError, RunStatus, Step, StepEvent, StepEventType, StepRole, mask
 from ..execution.nested import Scope, current_scope, forward
-from ..execution.remote import add_spent, caller_limits
+from ..execution.remote import RemoteCall, remote_call
 from ..tools import Tool
 from ..tools.context import get_call
 from ..tools.mcp import one_line, register_header_secrets
@@ -113,15 +113,21 @@ class RemoteAgent:
         return f"RemoteAgent({self.card.name!r} at {self.url})"
 
     async def __call__(self, query: str) -> str:
-        from a2a.client import ClientConfig, ClientFactory
-        from a2a.types import Message, Part, Role, SendMessageRequest
+        from a2a.types import Message, Part, Role
 
         card = NestedCard.open(self, query)
         message = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=query)])
-        limits = caller_limits()
-        if limits:
-            message.metadata.update(limits)
-        follow = _Follow(self, card)
+        with remote_call() as budget:  # what the calling run lends this call of its budget, until it ends
+            if budget.meta:
+                message.metadata.update(budget.meta)
+            follow = _Follow(self, card)
+            await self._send(message, follow, card)
+            return follow.answer(card, budget)
+
+    async def _send(self, message: Any, follow: _Follow, card: NestedCard) -> None:
+        from a2a.client import ClientConfig, ClientFactory
+        from a2a.types import SendMessageRequest
+
         async with httpx.AsyncClient(headers=self.headers, timeout=httpx.Timeout(self.connect_timeout, read=None),
                                      follow_redirects=False, transport=ZonedTimestamps()) as http:
             client = ClientFactory(ClientConfig(httpx_client=http, streaming=True)).create(self.card)
@@ -144,7 +150,6 @@ class RemoteAgent:
                 line = f"A2A agent {self.card.name!r} at {self.url} failed: {_one_line(exc)}"
                 card.end(RunStatus.FAILED, line)
                 raise A2AError(line) from None
-        return follow.answer(card)
 
 
 class _Follow:
@@ -229,10 +234,10 @@ class _Follow:
         except Exception:  # noqa: BLE001 - the caller's outcome stands; the line says the cancel failed
             return False
 
-    def answer(self, card: NestedCard) -> str:
+    def answer(self, card: NestedCard, budget: RemoteCall) -> str:
         from a2a.types import TaskState
 
-        add_spent(self.meta)
+        budget.answered(self.meta)
         name = self.remote.card.name
         text = "\n".join(t for t in self.texts if t)
         if self.state in ("message", TaskState.TASK_STATE_COMPLETED):

@@ -10,7 +10,7 @@ Outside a run (a tool called by hand) there is no context and ``get_call()`` is 
 from __future__ import annotations
 
 import warnings
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, TypeVar
@@ -103,17 +103,20 @@ def history_changed(session_id: str, repository: Any) -> None:
             warnings.warn(f"after the retry in session {session_id}: {type(exc).__name__}: {exc}", stacklevel=2)
 
 
-# A tool that calls an agent in another process (over MCP or A2A) passes its run's limits along, through
-# the engine its call was handed (``ToolCallContext.engine``), so this layer needs nothing above it.
-def outbound_meta() -> dict[str, Any] | None:
-    """What a remote call made from this context carries: the calling run's depth and what is left of its
-    outermost run's budget (None outside a run)."""
-    ctx = get_call()
-    return ctx.engine.outbound_meta() if ctx is not None and ctx.engine is not None else None
-
-
-def take_inbound_meta(meta: Any) -> None:
-    """A remote call answered: what the remote runs spent (in its metadata) counts against this run's tree."""
+# A tool that calls an agent in another process passes its run's limits along, through the engine its call
+# was handed (``ToolCallContext.engine``), so this layer needs nothing above it.
+def remote_call() -> AbstractContextManager[Any]:
+    """Around a call to an agent in another process: ``.meta`` is what the call carries (the calling run's
+    depth and its share of the outermost budget; None outside a run), ``.answered(meta)`` counts what the
+    answer says was spent. See ``execution.remote.remote_call``."""
     ctx = get_call()
     if ctx is not None and ctx.engine is not None:
-        ctx.engine.take_inbound_meta(meta)
+        return ctx.engine.remote_call()
+    return nullcontext(_OutsideARun())
+
+
+class _OutsideARun:
+    meta = None
+
+    def answered(self, meta: Any) -> None:
+        """Outside a run nothing counts what a remote call spent."""

@@ -28,7 +28,7 @@ import pydantic
 from ..core import AgioError
 from ..core.redact import register_secret
 from .base import Tool
-from .context import outbound_meta, take_inbound_meta
+from .context import remote_call
 from .mcp_checks import MAX_RESULT_CHARS, bad_name, bad_schema, cap
 
 
@@ -301,13 +301,14 @@ def _as_tool(connection: MCPConnection, spec: Any, prefix: str) -> Tool:
     remote = spec.name
 
     async def call(**arguments: Any) -> str:
-        try:
-            text, meta = await connection.call(remote, arguments, outbound_meta())
-        except MCPToolError as exc:
-            take_inbound_meta(exc.meta)  # a refused or failed remote run still spent what it spent
-            raise
-        take_inbound_meta(meta)
-        return text
+        with remote_call() as budget:
+            try:
+                text, meta = await connection.call(remote, arguments, budget.meta)
+            except MCPToolError as exc:
+                budget.answered(exc.meta)  # a refused or failed remote run still spent what it spent
+                raise
+            budget.answered(meta)
+            return text
 
     call.needs_scope = True  # type: ignore[attr-defined] - sees its run: the depth and budget go along
     return Tool(name=f"{prefix}{remote}", description=spec.description or remote, parameters=schema,
