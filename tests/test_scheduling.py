@@ -243,6 +243,42 @@ def test_cancel_one_item_and_the_batch_and_not_a_finished_batch(repo, ex):
     assert ex.cancel_execution(running.id) is False
 
 
+def test_an_item_whose_agent_raises_cancelled_error_itself_fails_and_the_batch_ends(repo):
+    """A CancelledError nothing sent to the item (a tool awaited a job cancelled elsewhere, a model raised it)
+    is the item's failure, not the executor's shutdown: its slot is freed and the batch ends."""
+    from agio_notebook import Reply
+
+    @tool
+    async def flaky() -> str:
+        """Awaits a shared job that something else cancels."""
+        job = asyncio.ensure_future(asyncio.sleep(10))
+        asyncio.get_running_loop().call_soon(job.cancel)
+        return await job
+
+    def uses_tool(messages, tools):
+        return Reply.call("flaky") if messages[-1]["role"] == "user" else "done"
+
+    async def raises(messages, tools):
+        raise asyncio.CancelledError()
+
+    ex = Executor(repo, max_concurrency=1)
+    for agent in (Agent(model=FunctionModel(uses_tool, name="m"), tools=[flaky], name="t",
+                        config=ExecutionConfig(enable_retry=False)),
+                  Agent(model=FunctionModel(raises, name="m"), name="r", config=ExecutionConfig(enable_retry=False))):
+        h = batch(agent, ["x", "y", "z"], concurrency=1, retries=2, executor=ex).wait(30)
+        assert h.done and h.status == "finished"
+        m = h.metrics()
+        assert (m["total"], m["done"], m["failed"], m["cancelled"], m["concurrency"]) == (3, 3, 3, 0, 0)
+        assert [r.attempts for r in h.records()] == [1, 1, 1]  # not retried: nothing says a second try helps
+        assert {r.error for r in h.records()} == {
+            "the run raised CancelledError though nothing cancelled the item (it awaited a task that was "
+            "cancelled elsewhere)"}
+        assert ex.get_queue_status()["running"] == 0
+    # the executor's one slot was given back: another batch runs on it
+    after = batch(slow_agent(Probe(), 0.0), ["ok"], executor=ex).wait(30)
+    assert after.metrics()["completed"] == 1
+
+
 def test_resume_runs_only_unfinished_items(repo):
     ex = Executor(repo)
     probe = Probe()

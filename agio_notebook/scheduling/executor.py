@@ -315,10 +315,15 @@ class Executor:
         except TimeoutError as exc:
             status, error = ExecStatus.TIMED_OUT, exc
             message = f"timed out after {req.timeout:g}s"
-        except asyncio.CancelledError:
-            if not job.cancel_requested:
+        except asyncio.CancelledError as exc:
+            if job.cancel_requested:
+                status, message = ExecStatus.CANCELLED, "cancelled"
+            elif _cancelled_from_outside():
                 raise  # the executor itself is shutting down
-            status, message = ExecStatus.CANCELLED, "cancelled"
+            else:  # the agent, a model or a tool raised it on its own (it awaited something cancelled elsewhere)
+                status, error = ExecStatus.FAILED, exc
+                message = ("the run raised CancelledError though nothing cancelled the item "
+                           "(it awaited a task that was cancelled elsewhere)")
         except Exception as exc:  # noqa: BLE001 - every failure is recorded on the item, never lost
             status, error = ExecStatus.FAILED, exc
             message = f"{type(exc).__name__}: {exc}"
@@ -679,6 +684,12 @@ def _budget(per_item: int | None, state: BatchState) -> int | None:
     if per_item is None:
         return left
     return per_item if left is None else min(per_item, left)
+
+
+def _cancelled_from_outside() -> bool:
+    """This task is being cancelled (``task.cancel()``), not merely handed a CancelledError someone raised."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 @contextlib.asynccontextmanager
