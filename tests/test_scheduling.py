@@ -302,6 +302,35 @@ def test_resume_runs_only_unfinished_items(repo):
         assert 1 <= n <= attempts[q], (q, n, attempts[q])
 
 
+def test_a_batch_running_in_this_kernel_is_not_started_again_by_resume_or_jobs(repo):
+    probe = Probe()
+    agent = slow_agent(probe, 0.2)
+    inputs = [f"t{i}" for i in range(6)]
+    h = batch(agent, inputs, name="twice", concurrency=2, executor=Executor(repo))
+    wait_until(lambda: h.metrics()["completed"] >= 2, what="two done")
+    h.cancel()
+    h.wait(30)
+    ex = Executor(repo)
+    first = resume_batch("twice", agent, executor=ex)
+    line = "batch 'twice' is already running in this kernel; wait for it or cancel it"
+    for start in (lambda: resume_batch("twice", agent, executor=ex),
+                  lambda: batch(agent, inputs, name="twice", executor=ex),
+                  lambda: agio.scheduling.run_jobs([(agent, None, "t0")], name="twice", executor=ex)):
+        with pytest.raises(SchedulingError) as refused:
+            start()
+        assert str(refused.value) == line
+    first.wait(60)
+    assert first.metrics()["completed"] == 6 and first.metrics()["total"] == 6
+    assert len(ex.store.records("twice")) == 6
+    # each unfinished item ran once more, in one new session: none ran twice in the resume
+    sessions = {s.session_id for s in repo.list_sessions() if s.session_id.startswith("twice-")}
+    for r in first.records():
+        assert len(repo.list_runs(r.session_id)) == 1
+        assert len([s for s in sessions if s.startswith(f"twice-{r.index:05d}")]) == r.attempts
+    # once it ended, the name is free again
+    assert resume_batch("twice", agent, executor=ex).wait(30).metrics()["completed"] == 6
+
+
 def test_single_tool_execution_and_seed_calls(ex):
     @tool
     def double(x: int) -> int:

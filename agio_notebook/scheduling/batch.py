@@ -224,10 +224,8 @@ def batch(agent: Agent, inputs: Any, *, prompt: str | None = None, name: str | N
     executor = executor or _executor_for(repository, backend, address, agent)
     name = name or f"batch-{new_id()[:8]}"
     fingerprint = _fingerprint(queries)
+    executor.refuse_running(name)
     stored = executor.store.get_batch(name)
-    running = executor.batches.get(name)
-    if running is not None and not running.done.done():
-        raise SchedulingError(f"batch {name!r} is already running in this kernel; wait for it or cancel it")
     if stored is not None and stored.get("fingerprint") != fingerprint:
         raise SchedulingError(f"a batch named {name!r} already exists with different inputs "
                               f"({stored.get('n')} items stored, {len(queries)} given); choose another name")
@@ -369,6 +367,7 @@ def resume_batch(name: str, agent: Agent | None = None, *, executor: Executor | 
     """
     executor = executor or default_executor(repository)
     name = resolve_filter(lambda _, n: executor.store.resolve_batch(n), None, name)  # as shown, or a prefix
+    executor.refuse_running(name)  # a second start would run every unfinished item twice
     stored = executor.store.get_batch(name)
     if stored is None:
         known = ", ".join(executor.store.batch_names()[-5:]) or "none"
@@ -413,6 +412,7 @@ def run_jobs(jobs: Sequence[tuple[Agent, str | None, str]], *, name: str | None 
     concurrency = check.whole("concurrency", concurrency, minimum=1)
     executor = executor or default_executor(repository)
     name = check.name(name) or f"jobs-{new_id()[:8]}"
+    executor.refuse_running(name)
     columns = ["agent", "session", "query"]
     requests: list[tuple[ExecutionRequest, ExecutionRecord | None]] = [
         (ExecutionRequest(agent=agent, query=query, batch=name, index=i, session_id=session,

@@ -175,6 +175,7 @@ class Executor:
         self._dirty = False
         self._waiters: dict[str, list[asyncio.Future[ExecutionRecord]]] = {}
         self._totals = {"submitted": 0, "completed": 0, "failed": 0, "cancelled": 0, "timed_out": 0}
+        self._held: dict[str, concurrent.futures.Future[Any]] = {}  # plan name -> its driver, while it runs
         self.scheduler = Scheduler(self)
         self.pool = WorkerPool(self)
 
@@ -189,6 +190,19 @@ class Executor:
                                                          max_cost=max_cost)
             return state
         return sched_loop.call(make)
+
+    def refuse_running(self, name: str) -> None:
+        """Refuse to start a batch, jobs or a plan under a name this executor is still running something of."""
+        held = self._held.get(name)
+        if held is not None and not held.done():
+            raise SchedulingError(f"plan {name!r} is already running in this kernel; wait for it or cancel it")
+        state = self.batches.get(name)
+        if state is not None and not state.done.done():
+            raise SchedulingError(f"batch {name!r} is already running in this kernel; wait for it or cancel it")
+
+    def hold(self, name: str, running: concurrent.futures.Future[Any]) -> None:
+        """``name`` is in use until ``running`` ends (a plan: between its tasks none of its items may run)."""
+        self._held[name] = running
 
     def check(self, request: ExecutionRequest) -> None:
         """Refuse a request that could not run, in one line, before anything of it is stored or queued."""
