@@ -224,6 +224,73 @@ def test_cost_budget_per_batch_stops_the_rest(repo, ex):
         set_prices({}, replace=True)
 
 
+def test_a_resumed_batch_spends_only_what_is_left_of_its_token_budget(repo):
+    """The budget is the batch's across all its starts: a resume gets what is left, and the items the budget
+    cancelled stay cancelled (a second resume runs nothing and spends nothing)."""
+    probe = Probe()
+    agent = slow_agent(probe, 0.3)
+    budget = 60
+    h = batch(agent, [f"item{i}" for i in range(12)], name="capped", concurrency=1, batch_max_tokens=budget,
+              executor=Executor(repo))
+    wait_until(lambda: h.metrics()["completed"] >= 2, what="two done")
+    h.cancel()
+    h.wait(30)
+    first = h.metrics()
+    per_item = first["tokens"] // first["completed"]
+    assert per_item > 0 and first["tokens"] == per_item * first["completed"] < budget
+
+    h2 = resume_batch("capped", agent, executor=Executor(repo)).wait(60)
+    second = h2.metrics()
+    assert budget - per_item < second["tokens"] <= budget  # the earlier start's tokens count against the budget
+    assert second["tokens"] == per_item * second["completed"]
+    assert second["completed"] + second["cancelled"] == 12
+    cut = [r for r in h2.records() if r.status is ExecStatus.CANCELLED]
+    assert {r.error.split(":")[0] for r in cut} == {"the batch's token budget (60) is spent"}
+    calls, attempts = dict(probe.calls), {r.index: r.attempts for r in h2.records()}
+
+    h3 = resume_batch("capped", agent, executor=Executor(repo)).wait(30)
+    third = h3.metrics()
+    assert (third["tokens"], third["completed"], third["cancelled"]) == (
+        second["tokens"], second["completed"], second["cancelled"])
+    assert dict(probe.calls) == calls and {r.index: r.attempts for r in h3.records()} == attempts
+    assert [r.error for r in h3.records()] == [r.error for r in h2.records()]
+
+
+def test_a_resumed_batch_whose_cost_budget_is_spent_runs_nothing_more(repo):
+    """Cost counts across a resume too: with the budget spent, an item cancelled by hand is cancelled for the
+    budget instead of run, and the batch's cost stays what it was."""
+    from agio_notebook import Reply
+    from agio_notebook.models.base import Usage
+    from agio_notebook.models.pricing import set_prices
+
+    gate = threading.Event()
+
+    async def dear(messages, tools):
+        while not gate.is_set():
+            await asyncio.sleep(0.01)
+        return Reply("ok", usage=Usage(100_000, 0, 100_000))  # $0.10 a run
+
+    set_prices({"dear": {"prompt": 1.0, "completion": 1.0}})
+    try:
+        agent = Agent(model=FunctionModel(dear, name="dear"), name="dear", config=ExecutionConfig(enable_retry=False))
+        ex = Executor(repo)
+        h = batch(agent, [f"i{i}" for i in range(4)], name="priced", concurrency=2, batch_max_cost=0.25, executor=ex)
+        wait_until(lambda: h.metrics()["concurrency"] == 2, what="two running")
+        assert ex.cancel_execution(h.records()[3].id) is True  # cancelled by hand while queued
+        gate.set()
+        h.wait(30)
+        assert [(r.status.value, r.error) for r in h.records()] == [("completed", None)] * 3 + [("cancelled", "cancelled")]
+        assert h.metrics()["cost"] == pytest.approx(0.3)
+
+        again = resume_batch("priced", agent, executor=Executor(repo)).wait(30)
+        assert again.done and again.metrics()["cost"] == pytest.approx(0.3)
+        assert [(r.status.value, r.error, r.attempts, r.run_id) for r in again.records()] == [
+            (r.status.value, r.error, r.attempts, r.run_id) for r in h.records()[:3]] + [
+            ("cancelled", "the batch's cost budget ($0.25) is spent", 0, None)]
+    finally:
+        set_prices({}, replace=True)
+
+
 def test_cancel_one_item_and_the_batch_and_not_a_finished_batch(repo, ex):
     probe = Probe()
     h = batch(slow_agent(probe, 30.0), [f"c{i}" for i in range(5)], concurrency=2, executor=ex)
