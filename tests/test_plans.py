@@ -127,6 +127,24 @@ def test_cancel_a_running_plan(ex):
     assert h.status == "cancelled" and {s.status for s in h.tasks.values()} == {"cancelled"}
 
 
+def test_a_plan_running_in_this_kernel_is_not_started_again(ex):
+    spans: dict[str, tuple[float, float]] = {}
+    plan = Plan(name="once").add("a", "first").add("b", "second {a}", depends_on=["a"])
+    runner = PlanExecutor(worker(spans, 0.3), executor=ex)
+    h = runner.execute_plan(plan)
+    with pytest.raises(SchedulingError) as refused:
+        runner.execute_plan(Plan(name="once").add("x", "other"))
+    assert str(refused.value) == "plan 'once' is already running in this kernel; wait for it or cancel it"
+    deadline = time.monotonic() + 30
+    while h.tasks["b"].status != "running" and time.monotonic() < deadline:  # between its tasks too
+        time.sleep(0.01)
+    with pytest.raises(SchedulingError, match="plan 'once' is already running"):
+        runner.execute_plan(Plan(name="once").add("x", "other"))
+    h.wait(60)
+    assert h.status == "completed" and set(spans) == {"first", "second done(first)"}
+    assert runner.execute_plan(Plan(name="once").add("x", "other")).wait(60).status == "completed"
+
+
 @pytest.mark.parametrize("build,message", [
     (lambda: Plan().add("a", "x", depends_on=["zzz"]), "depends on 'zzz'"),
     (lambda: Plan().add("a", "x", depends_on=["b"]).add("b", "y", depends_on=["a"]), "dependency cycle"),

@@ -224,6 +224,73 @@ def test_cost_budget_per_batch_stops_the_rest(repo, ex):
         set_prices({}, replace=True)
 
 
+def test_a_resumed_batch_spends_only_what_is_left_of_its_token_budget(repo):
+    """The budget is the batch's across all its starts: a resume gets what is left, and the items the budget
+    cancelled stay cancelled (a second resume runs nothing and spends nothing)."""
+    probe = Probe()
+    agent = slow_agent(probe, 0.3)
+    budget = 60
+    h = batch(agent, [f"item{i}" for i in range(12)], name="capped", concurrency=1, batch_max_tokens=budget,
+              executor=Executor(repo))
+    wait_until(lambda: h.metrics()["completed"] >= 2, what="two done")
+    h.cancel()
+    h.wait(30)
+    first = h.metrics()
+    per_item = first["tokens"] // first["completed"]
+    assert per_item > 0 and first["tokens"] == per_item * first["completed"] < budget
+
+    h2 = resume_batch("capped", agent, executor=Executor(repo)).wait(60)
+    second = h2.metrics()
+    assert budget - per_item < second["tokens"] <= budget  # the earlier start's tokens count against the budget
+    assert second["tokens"] == per_item * second["completed"]
+    assert second["completed"] + second["cancelled"] == 12
+    cut = [r for r in h2.records() if r.status is ExecStatus.CANCELLED]
+    assert {r.error.split(":")[0] for r in cut} == {"the batch's token budget (60) is spent"}
+    calls, attempts = dict(probe.calls), {r.index: r.attempts for r in h2.records()}
+
+    h3 = resume_batch("capped", agent, executor=Executor(repo)).wait(30)
+    third = h3.metrics()
+    assert (third["tokens"], third["completed"], third["cancelled"]) == (
+        second["tokens"], second["completed"], second["cancelled"])
+    assert dict(probe.calls) == calls and {r.index: r.attempts for r in h3.records()} == attempts
+    assert [r.error for r in h3.records()] == [r.error for r in h2.records()]
+
+
+def test_a_resumed_batch_whose_cost_budget_is_spent_runs_nothing_more(repo):
+    """Cost counts across a resume too: with the budget spent, an item cancelled by hand is cancelled for the
+    budget instead of run, and the batch's cost stays what it was."""
+    from agio_notebook import Reply
+    from agio_notebook.models.base import Usage
+    from agio_notebook.models.pricing import set_prices
+
+    gate = threading.Event()
+
+    async def dear(messages, tools):
+        while not gate.is_set():
+            await asyncio.sleep(0.01)
+        return Reply("ok", usage=Usage(100_000, 0, 100_000))  # $0.10 a run
+
+    set_prices({"dear": {"prompt": 1.0, "completion": 1.0}})
+    try:
+        agent = Agent(model=FunctionModel(dear, name="dear"), name="dear", config=ExecutionConfig(enable_retry=False))
+        ex = Executor(repo)
+        h = batch(agent, [f"i{i}" for i in range(4)], name="priced", concurrency=2, batch_max_cost=0.25, executor=ex)
+        wait_until(lambda: h.metrics()["concurrency"] == 2, what="two running")
+        assert ex.cancel_execution(h.records()[3].id) is True  # cancelled by hand while queued
+        gate.set()
+        h.wait(30)
+        assert [(r.status.value, r.error) for r in h.records()] == [("completed", None)] * 3 + [("cancelled", "cancelled")]
+        assert h.metrics()["cost"] == pytest.approx(0.3)
+
+        again = resume_batch("priced", agent, executor=Executor(repo)).wait(30)
+        assert again.done and again.metrics()["cost"] == pytest.approx(0.3)
+        assert [(r.status.value, r.error, r.attempts, r.run_id) for r in again.records()] == [
+            (r.status.value, r.error, r.attempts, r.run_id) for r in h.records()[:3]] + [
+            ("cancelled", "the batch's cost budget ($0.25) is spent", 0, None)]
+    finally:
+        set_prices({}, replace=True)
+
+
 def test_cancel_one_item_and_the_batch_and_not_a_finished_batch(repo, ex):
     probe = Probe()
     h = batch(slow_agent(probe, 30.0), [f"c{i}" for i in range(5)], concurrency=2, executor=ex)
@@ -241,6 +308,42 @@ def test_cancel_one_item_and_the_batch_and_not_a_finished_batch(repo, ex):
     with pytest.raises(InvalidOperationError, match="already finished"):
         h.cancel()
     assert ex.cancel_execution(running.id) is False
+
+
+def test_an_item_whose_agent_raises_cancelled_error_itself_fails_and_the_batch_ends(repo):
+    """A CancelledError nothing sent to the item (a tool awaited a job cancelled elsewhere, a model raised it)
+    is the item's failure, not the executor's shutdown: its slot is freed and the batch ends."""
+    from agio_notebook import Reply
+
+    @tool
+    async def flaky() -> str:
+        """Awaits a shared job that something else cancels."""
+        job = asyncio.ensure_future(asyncio.sleep(10))
+        asyncio.get_running_loop().call_soon(job.cancel)
+        return await job
+
+    def uses_tool(messages, tools):
+        return Reply.call("flaky") if messages[-1]["role"] == "user" else "done"
+
+    async def raises(messages, tools):
+        raise asyncio.CancelledError()
+
+    ex = Executor(repo, max_concurrency=1)
+    for agent in (Agent(model=FunctionModel(uses_tool, name="m"), tools=[flaky], name="t",
+                        config=ExecutionConfig(enable_retry=False)),
+                  Agent(model=FunctionModel(raises, name="m"), name="r", config=ExecutionConfig(enable_retry=False))):
+        h = batch(agent, ["x", "y", "z"], concurrency=1, retries=2, executor=ex).wait(30)
+        assert h.done and h.status == "finished"
+        m = h.metrics()
+        assert (m["total"], m["done"], m["failed"], m["cancelled"], m["concurrency"]) == (3, 3, 3, 0, 0)
+        assert [r.attempts for r in h.records()] == [1, 1, 1]  # not retried: nothing says a second try helps
+        assert {r.error for r in h.records()} == {
+            "the run raised CancelledError though nothing cancelled the item (it awaited a task that was "
+            "cancelled elsewhere)"}
+        assert ex.get_queue_status()["running"] == 0
+    # the executor's one slot was given back: another batch runs on it
+    after = batch(slow_agent(Probe(), 0.0), ["ok"], executor=ex).wait(30)
+    assert after.metrics()["completed"] == 1
 
 
 def test_resume_runs_only_unfinished_items(repo):
@@ -264,6 +367,35 @@ def test_resume_runs_only_unfinished_items(repo):
     attempts = dict(zip(h2.results()["input"], h2.results()["attempts"]))
     for q, n in probe.calls.items():  # an attempt cancelled before its model call made no call
         assert 1 <= n <= attempts[q], (q, n, attempts[q])
+
+
+def test_a_batch_running_in_this_kernel_is_not_started_again_by_resume_or_jobs(repo):
+    probe = Probe()
+    agent = slow_agent(probe, 0.2)
+    inputs = [f"t{i}" for i in range(6)]
+    h = batch(agent, inputs, name="twice", concurrency=2, executor=Executor(repo))
+    wait_until(lambda: h.metrics()["completed"] >= 2, what="two done")
+    h.cancel()
+    h.wait(30)
+    ex = Executor(repo)
+    first = resume_batch("twice", agent, executor=ex)
+    line = "batch 'twice' is already running in this kernel; wait for it or cancel it"
+    for start in (lambda: resume_batch("twice", agent, executor=ex),
+                  lambda: batch(agent, inputs, name="twice", executor=ex),
+                  lambda: agio.scheduling.run_jobs([(agent, None, "t0")], name="twice", executor=ex)):
+        with pytest.raises(SchedulingError) as refused:
+            start()
+        assert str(refused.value) == line
+    first.wait(60)
+    assert first.metrics()["completed"] == 6 and first.metrics()["total"] == 6
+    assert len(ex.store.records("twice")) == 6
+    # each unfinished item ran once more, in one new session: none ran twice in the resume
+    sessions = {s.session_id for s in repo.list_sessions() if s.session_id.startswith("twice-")}
+    for r in first.records():
+        assert len(repo.list_runs(r.session_id)) == 1
+        assert len([s for s in sessions if s.startswith(f"twice-{r.index:05d}")]) == r.attempts
+    # once it ended, the name is free again
+    assert resume_batch("twice", agent, executor=ex).wait(30).metrics()["completed"] == 6
 
 
 def test_single_tool_execution_and_seed_calls(ex):

@@ -23,7 +23,8 @@ from ..storage.ids import resolve_filter
 from . import loop as sched_loop
 from . import options as check
 from .errors import SchedulingError
-from .executor import BatchState, ExecutionRequest, Executor, default_executor, figures
+from .executor import (BatchState, ExecutionRequest, Executor, budget_spent, cancelled_for_budget, default_executor,
+                       figures)
 from .limits import RateLimit
 from .records import ExecStatus, ExecutionRecord, active_seconds, item_session
 
@@ -224,10 +225,8 @@ def batch(agent: Agent, inputs: Any, *, prompt: str | None = None, name: str | N
     executor = executor or _executor_for(repository, backend, address, agent)
     name = name or f"batch-{new_id()[:8]}"
     fingerprint = _fingerprint(queries)
+    executor.refuse_running(name)
     stored = executor.store.get_batch(name)
-    running = executor.batches.get(name)
-    if running is not None and not running.done.done():
-        raise SchedulingError(f"batch {name!r} is already running in this kernel; wait for it or cancel it")
     if stored is not None and stored.get("fingerprint") != fingerprint:
         raise SchedulingError(f"a batch named {name!r} already exists with different inputs "
                               f"({stored.get('n')} items stored, {len(queries)} given); choose another name")
@@ -278,12 +277,18 @@ def _start(executor: Executor, agent: Agent, name: str, rows: list[dict[str, Any
     stored = [] if definition is not None else executor.store.records(name)
     done = {r.index: r for r in _reconcile(executor, name, len(rows), stored)} if definition is None else {}
     earlier = active_seconds(list(done.values()))  # before queuing again resets what these records say
+    # the budget is the whole batch's: what its earlier starts spent counts, a resume gets only what is left
+    spent = BatchState(name, max_tokens=options["batch_max_tokens"], max_cost=options.get("batch_max_cost"),
+                       tokens=sum(r.total_tokens for r in done.values()),
+                       cost=_sum_known(r.cost for r in done.values()))
+    out_of_budget = budget_spent(spent)
     finished: list[ExecutionRecord] = []
     todo: list[tuple[ExecutionRequest, ExecutionRecord | None]] = []
     for index, (row, query) in enumerate(zip(rows, queries)):
         rec = done.get(index)
-        if rec is not None and rec.status in (ExecStatus.COMPLETED, ExecStatus.FAILED, ExecStatus.TIMED_OUT):
-            finished.append(rec)  # finished in an earlier kernel: kept, not run again
+        if rec is not None and (rec.status in (ExecStatus.COMPLETED, ExecStatus.FAILED, ExecStatus.TIMED_OUT)
+                                or cancelled_for_budget(rec)):
+            finished.append(rec)  # finished in an earlier kernel (or cancelled for the budget): kept, not run again
             continue
         request = ExecutionRequest(agent=agent, query=query, batch=name, index=index, inputs=row,
                                    priority=options["priority"], timeout=options["timeout"],
@@ -294,6 +299,13 @@ def _start(executor: Executor, agent: Agent, name: str, rows: list[dict[str, Any
         executor.check(request)
     if definition is not None:
         executor.store.put_batch(definition)  # fails loudly (a locked store) before anything is queued
+    if out_of_budget is not None:  # nothing may start: what is unfinished is cancelled for the budget, not run
+        for _, rec in todo:
+            rec.status, rec.error, rec.ended_at = ExecStatus.CANCELLED, out_of_budget, now()
+            executor.store.put(rec)
+            executor.store.log(rec, f"not run again: {out_of_budget}", "error")
+            finished.append(rec)
+        todo = []
     for _, rec in todo:
         executor.store.put(rec)
         executor.store.log(rec, f"queued with priority {rec.priority}" if rec.attempts == 0 else
@@ -302,7 +314,7 @@ def _start(executor: Executor, agent: Agent, name: str, rows: list[dict[str, Any
     executor.store.flush()  # the definition and every record are durable before the first item starts
     state = executor.batch_state(name, concurrency=options["concurrency"], max_tokens=options["batch_max_tokens"],
                                  max_cost=options.get("batch_max_cost"))
-    state.earlier_s = earlier
+    state.earlier_s, state.tokens, state.cost = earlier, spent.tokens, spent.cost
     for rec in finished:
         executor.records[rec.id] = rec
         state.ids.append(rec.id)
@@ -312,6 +324,11 @@ def _start(executor: Executor, agent: Agent, name: str, rows: list[dict[str, Any
     else:
         executor.call_done(state)
     return handle
+
+
+def _sum_known(values: Any) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def _reconcile(executor: Executor, name: str, n: int, records: list[ExecutionRecord]) -> list[ExecutionRecord]:
@@ -369,6 +386,7 @@ def resume_batch(name: str, agent: Agent | None = None, *, executor: Executor | 
     """
     executor = executor or default_executor(repository)
     name = resolve_filter(lambda _, n: executor.store.resolve_batch(n), None, name)  # as shown, or a prefix
+    executor.refuse_running(name)  # a second start would run every unfinished item twice
     stored = executor.store.get_batch(name)
     if stored is None:
         known = ", ".join(executor.store.batch_names()[-5:]) or "none"
@@ -413,6 +431,7 @@ def run_jobs(jobs: Sequence[tuple[Agent, str | None, str]], *, name: str | None 
     concurrency = check.whole("concurrency", concurrency, minimum=1)
     executor = executor or default_executor(repository)
     name = check.name(name) or f"jobs-{new_id()[:8]}"
+    executor.refuse_running(name)
     columns = ["agent", "session", "query"]
     requests: list[tuple[ExecutionRequest, ExecutionRecord | None]] = [
         (ExecutionRequest(agent=agent, query=query, batch=name, index=i, session_id=session,

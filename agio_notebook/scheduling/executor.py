@@ -175,6 +175,7 @@ class Executor:
         self._dirty = False
         self._waiters: dict[str, list[asyncio.Future[ExecutionRecord]]] = {}
         self._totals = {"submitted": 0, "completed": 0, "failed": 0, "cancelled": 0, "timed_out": 0}
+        self._held: dict[str, concurrent.futures.Future[Any]] = {}  # plan name -> its driver, while it runs
         self.scheduler = Scheduler(self)
         self.pool = WorkerPool(self)
 
@@ -189,6 +190,19 @@ class Executor:
                                                          max_cost=max_cost)
             return state
         return sched_loop.call(make)
+
+    def refuse_running(self, name: str) -> None:
+        """Refuse to start a batch, jobs or a plan under a name this executor is still running something of."""
+        held = self._held.get(name)
+        if held is not None and not held.done():
+            raise SchedulingError(f"plan {name!r} is already running in this kernel; wait for it or cancel it")
+        state = self.batches.get(name)
+        if state is not None and not state.done.done():
+            raise SchedulingError(f"batch {name!r} is already running in this kernel; wait for it or cancel it")
+
+    def hold(self, name: str, running: concurrent.futures.Future[Any]) -> None:
+        """``name`` is in use until ``running`` ends (a plan: between its tasks none of its items may run)."""
+        self._held[name] = running
 
     def check(self, request: ExecutionRequest) -> None:
         """Refuse a request that could not run, in one line, before anything of it is stored or queued."""
@@ -296,10 +310,9 @@ class Executor:
         run = None
         try:
             budget = _budget(req.max_tokens, state)
-            if budget is not None and budget <= 0:
-                raise _BudgetSpent(f"the batch's token budget ({state.max_tokens}) is spent")
-            if _cost_left(state) == 0.0:
-                raise _BudgetSpent(_cost_spent(state))
+            spent = budget_spent(state)
+            if spent is not None:
+                raise _BudgetSpent(spent)
             async with _item_timeout(req.timeout):
                 if req.tool is not None:
                     status, result, message = await self._run_tool(req)
@@ -307,7 +320,7 @@ class Executor:
                     status, result, message, run = await self._run_agent(req, rec, catcher, budget, _cost_left(state))
                     if _too_little_left(run, budget, req.max_tokens):
                         tokens_spent = True
-                        raise _BudgetSpent(f"the batch's token budget ({state.max_tokens}) is spent: {budget} "
+                        raise _BudgetSpent(f"{_tokens_spent(state.max_tokens)}: {budget} "
                                            "left, less than the next model call needs")
             error = catcher.error
         except _BudgetSpent as exc:
@@ -315,10 +328,15 @@ class Executor:
         except TimeoutError as exc:
             status, error = ExecStatus.TIMED_OUT, exc
             message = f"timed out after {req.timeout:g}s"
-        except asyncio.CancelledError:
-            if not job.cancel_requested:
+        except asyncio.CancelledError as exc:
+            if job.cancel_requested:
+                status, message = ExecStatus.CANCELLED, "cancelled"
+            elif _cancelled_from_outside():
                 raise  # the executor itself is shutting down
-            status, message = ExecStatus.CANCELLED, "cancelled"
+            else:  # the agent, a model or a tool raised it on its own (it awaited something cancelled elsewhere)
+                status, error = ExecStatus.FAILED, exc
+                message = ("the run raised CancelledError though nothing cancelled the item "
+                           "(it awaited a task that was cancelled elsewhere)")
         except Exception as exc:  # noqa: BLE001 - every failure is recorded on the item, never lost
             status, error = ExecStatus.FAILED, exc
             message = f"{type(exc).__name__}: {exc}"
@@ -360,10 +378,9 @@ class Executor:
             job.retry_handle = asyncio.get_running_loop().call_later(delay, self._retry_now, job, state)
         else:
             self._finish(job, state, status, result, message, (t1 - t0) * 1000.0)
-        if state.max_tokens is not None and (tokens_spent or state.tokens >= state.max_tokens):
-            self._cancel_queued(state, f"the batch's token budget ({state.max_tokens}) is spent")
-        if _cost_left(state) == 0.0:
-            self._cancel_queued(state, _cost_spent(state))
+        spent = _tokens_spent(state.max_tokens) if tokens_spent else budget_spent(state)
+        if spent is not None:
+            self._cancel_queued(state, spent)
         self._pump()
         self._maybe_done(state)
 
@@ -664,8 +681,29 @@ def _cost_left(state: BatchState) -> float | None:
     return None if state.max_cost is None else max(0.0, state.max_cost - (state.cost or 0.0))
 
 
-def _cost_spent(state: BatchState) -> str:
-    return f"the batch's cost budget (${state.max_cost:g}) is spent"
+_TOKEN_BUDGET, _COST_BUDGET = "the batch's token budget (", "the batch's cost budget ("
+
+
+def _tokens_spent(max_tokens: int | None) -> str:
+    return f"{_TOKEN_BUDGET}{max_tokens}) is spent"
+
+
+def _cost_spent(max_cost: float | None) -> str:
+    return f"{_COST_BUDGET}${max_cost:g}) is spent"
+
+
+def budget_spent(state: BatchState) -> str | None:
+    """Why the batch may start nothing more (its token or cost budget is spent), or None."""
+    if state.max_tokens is not None and state.tokens >= state.max_tokens:
+        return _tokens_spent(state.max_tokens)
+    if _cost_left(state) == 0.0:
+        return _cost_spent(state.max_cost)
+    return None
+
+
+def cancelled_for_budget(rec: ExecutionRecord) -> bool:
+    """The item was cancelled because its batch's budget was spent (a resume leaves it so)."""
+    return rec.status is ExecStatus.CANCELLED and (rec.error or "").startswith((_TOKEN_BUDGET, _COST_BUDGET))
 
 
 def _too_little_left(run: Any, budget: int | None, per_item: int | None) -> bool:
@@ -679,6 +717,12 @@ def _budget(per_item: int | None, state: BatchState) -> int | None:
     if per_item is None:
         return left
     return per_item if left is None else min(per_item, left)
+
+
+def _cancelled_from_outside() -> bool:
+    """This task is being cancelled (``task.cancel()``), not merely handed a CancelledError someone raised."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 @contextlib.asynccontextmanager

@@ -252,6 +252,7 @@ class PlanExecutor:
         for t in plan.tasks.values():
             if (t.agent or self.agent) is None:
                 raise SchedulingError(f"task {t.name!r} has no agent; give the task one or PlanExecutor(agent)")
+        self.executor.refuse_running(plan.name)
         handle = PlanHandle(plan, self.executor)
         self.executor.store.put_batch(handle.to_dict())
         self.executor.batch_state(plan.name, concurrency=self.concurrency)
@@ -261,6 +262,7 @@ class PlanExecutor:
             await asyncio.shield(handle._driver)  # type: ignore[attr-defined]
 
         handle._future = sched_loop.submit(start())
+        self.executor.hold(plan.name, handle._future)
         return handle
 
     # -- on the scheduler loop ------------------------------------------------------------------
