@@ -394,3 +394,21 @@ def test_a_run_in_flight_when_the_database_restarts_waits_or_fails_in_one_line_a
         after = ran(repo, "helper", "after the restart")
         assert repo.get_run(after).status is RunStatus.COMPLETED and repo.get_run(kept).status is RunStatus.COMPLETED
         repo.close()
+
+
+def test_names_of_the_class_groups_and_postgres_own_roles_are_refused(klass):
+    with psycopg.connect(klass.url) as conn:
+        database = conn.execute("SELECT current_database()").fetchone()[0]
+    teachers = f"agio_{database}_teachers"
+    for name in (teachers, f"agio_{database}_students", "agio_other", "pg_read_all_data", "pg_foo", "public", "none",
+                 "user", "current_user", "session_user", "current_role"):
+        with pytest.raises(ClassroomError, match=f"'{name}' cannot be a student of a class: names starting with "
+                                                 "pg_ or agio_") as caught:
+            add_student(klass.url, [name], klass.secrets)
+        assert "\n" not in str(caught.value)
+    with pytest.raises(ClassroomError, match="cannot be the teacher"):
+        init(klass.url, teachers, klass.students, klass.secrets)
+    with psycopg.connect(klass.url) as conn:
+        assert conn.execute("SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (teachers,)).fetchone() == (False,)
+        assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname IN ('user', 'current_user')").fetchone() == (0,)
+    assert set(klass.book.passwords) == {klass.teacher, *klass.students}
