@@ -412,3 +412,25 @@ def test_names_of_the_class_groups_and_postgres_own_roles_are_refused(klass):
         assert conn.execute("SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (teachers,)).fetchone() == (False,)
         assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname IN ('user', 'current_user')").fetchone() == (0,)
     assert set(klass.book.passwords) == {klass.teacher, *klass.students}
+
+
+def test_an_admin_url_with_its_credentials_in_the_query_gives_members_none_of_them(server, tmp_path):
+    from urllib.parse import urlsplit
+
+    url = urlsplit(server.new_database())
+    admin = (f"postgresql://{url.hostname}:{url.port}{url.path}?user={url.username}&password={url.password}"
+             "&sslmode=prefer&passfile=/nonexistent/.pgpass")
+    secrets = tmp_path / "s.json"
+    init(admin, "tina_q", ["alice_q"], secrets)
+    store = json.loads(secrets.read_text())["store"]
+    assert store == f"postgresql://{url.hostname}:{url.port}{url.path}?sslmode=prefer"
+    book = Secrets.load(secrets)
+    alice = book.url_for("alice_q")
+    assert alice == f"postgresql://alice_q@{url.hostname}:{url.port}{url.path}?sslmode=prefer"
+    with psycopg.connect(alice, password=book.passwords["alice_q"]) as conn:  # as the hub's PGPASSWORD
+        assert conn.execute("SELECT current_user").fetchone() == ("alice_q",)
+    # a secrets file written before keeps the class, without the administrator's credentials
+    secrets.write_text(json.dumps({"store": admin, "passwords": book.passwords}))
+    assert Secrets.load(secrets).store == store
+    init(admin, "tina_q", ["alice_q"], secrets)
+    assert url.password not in secrets.read_text() and "user=" not in secrets.read_text()
