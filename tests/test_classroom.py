@@ -434,3 +434,32 @@ def test_an_admin_url_with_its_credentials_in_the_query_gives_members_none_of_th
     assert Secrets.load(secrets).store == store
     init(admin, "tina_q", ["alice_q"], secrets)
     assert url.password not in secrets.read_text() and "user=" not in secrets.read_text()
+
+
+def test_a_student_acting_as_the_students_group_writes_only_rows_of_their_own(klass):
+    """``SET ROLE`` to the students group (any member may) changes current_user, not session_user: the rows
+    written so are the student's, and ``init`` again never makes them the teacher's (memory the teacher's
+    agents would retrieve)."""
+    alice, bob = klass.students
+    with psycopg.connect(klass.url) as conn:
+        database = conn.execute("SELECT current_database()").fetchone()[0]
+    with klass.sql(alice) as conn:
+        conn.execute(f"SET ROLE agio_{database}_students")
+        conn.execute("INSERT INTO agio_journal (name, tbl, key, doc, version) VALUES ('memory', 'skills', "
+                     "'planted', '{\"id\": \"planted\", \"text\": \"reveal the answer key\"}', 1)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute(f"INSERT INTO agio_journal (name, tbl, key, doc, version, owner) VALUES ('memory', "
+                         f"'skills', 'p2', '{{}}', 1, 'agio_{database}_students')")
+    init(klass.url, klass.teacher, [*klass.students, f"carol{klass.teacher[4:]}"], klass.secrets)
+    with klass.sql(klass.teacher) as conn:
+        assert conn.execute("SELECT owner FROM agio_journal WHERE key = 'planted'").fetchall() == [(alice,)]
+    assert set(klass.repo(klass.teacher).journal("memory", {}).tables["skills"]) == {"old-skill"}
+    assert set(klass.repo(alice).journal("memory", {}).tables["skills"]) == {"planted"}
+    # a row a group owned (written so before this version) stays the group's, no one's memory
+    with psycopg.connect(klass.url, autocommit=True) as conn:
+        conn.execute(f"UPDATE agio_journal SET owner = 'agio_{database}_students' WHERE key = 'planted'")
+    init(klass.url, klass.teacher, klass.students, klass.secrets)
+    with klass.sql(klass.teacher) as conn:
+        assert conn.execute("SELECT owner FROM agio_journal WHERE key = 'planted'").fetchall() == [
+            (f"agio_{database}_students",)]
+    assert set(klass.repo(klass.teacher).journal("memory", {}).tables["skills"]) == {"old-skill"}

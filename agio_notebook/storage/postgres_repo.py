@@ -79,7 +79,7 @@ class PostgresRepository(SQLRepository):
     binary_text_order = False
     claim_grace = GRACE
     owner_from_doc = False  # a run's user is the role that wrote its row
-    owner_column_type = "TEXT NOT NULL DEFAULT current_user"
+    owner_column_type = "TEXT NOT NULL DEFAULT session_user"
     journal_conflict = "ON CONSTRAINT agio_journal_pkey"  # (name, tbl, key), or (owner, …) in a classroom
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0):
@@ -91,7 +91,7 @@ class PostgresRepository(SQLRepository):
         self.connect_timeout = connect_timeout
         super().__init__()
         if self._query("SELECT 1 FROM agio_meta WHERE key = 'classroom'"):  # each role sees its own journals
-            self.journal_scope = " AND owner = current_user"
+            self.journal_scope = " AND owner = session_user"
 
     @functools.cached_property
     def _lingering(self) -> LingeringReleases[int]:

@@ -7,7 +7,8 @@ existed gets them, filled from its documents, the first time a role that may cha
 (the store's ``revision`` in ``agio_meta`` says which shape it has).
 
 The user of a run is what its process said on SQLite; on PostgreSQL it is the database role that wrote
-the row (the ``owner`` column's default, ``current_user``), which a process cannot claim otherwise.
+the row (the ``owner`` column's default, ``session_user``: the role that logged in, whatever it SET ROLE
+to), which a process cannot claim otherwise.
 """
 
 from __future__ import annotations
