@@ -440,7 +440,7 @@ def test_a_student_acting_as_the_students_group_writes_only_rows_of_their_own(kl
     """``SET ROLE`` to the students group (any member may) changes current_user, not session_user: the rows
     written so are the student's, and ``init`` again never makes them the teacher's (memory the teacher's
     agents would retrieve)."""
-    alice, bob = klass.students
+    alice = klass.students[0]
     with psycopg.connect(klass.url) as conn:
         database = conn.execute("SELECT current_database()").fetchone()[0]
     with klass.sql(alice) as conn:
@@ -463,3 +463,35 @@ def test_a_student_acting_as_the_students_group_writes_only_rows_of_their_own(kl
         assert conn.execute("SELECT owner FROM agio_journal WHERE key = 'planted'").fetchall() == [
             (f"agio_{database}_students",)]
     assert set(klass.repo(klass.teacher).journal("memory", {}).tables["skills"]) == {"old-skill"}
+
+
+def test_a_table_a_student_locks_stalls_others_for_a_bounded_time_in_one_line(klass, monkeypatch):
+    """LOCK TABLE (allowed by the UPDATE and DELETE grants) in a transaction left open: the teacher's page
+    and another student's store open fail after ``LOCK_WAIT_S`` with one line, and go on once it ends."""
+    import time
+
+    from agio_notebook.storage import postgres_repo
+
+    monkeypatch.setattr(postgres_repo, "LOCK_WAIT_S", 1.0)
+    alice, bob = klass.students
+    t = klass.repo(klass.teacher)
+    squatter = psycopg.connect(klass.member_url(alice))
+    try:
+        squatter.execute("LOCK TABLE agio_runs, agio_steps, agio_journal IN ACCESS EXCLUSIVE MODE")
+        for attempt in (t.query_runs, lambda: klass.repo(bob)):
+            started = time.monotonic()
+            with pytest.raises(StoreError, match="stayed locked by another connection for 1 s; nothing was read: "
+                                                 "try again, and if it lasts.*pg_terminate_backend") as caught:
+                attempt()
+            assert time.monotonic() - started < 5 and "\n" not in str(caught.value)
+    finally:
+        squatter.rollback()
+        squatter.close()
+    assert [r.query for r in t.query_runs().runs] == ["written before the class"]
+    assert klass.repo(bob).query_runs().runs == []
+    # a student's role ends a transaction it leaves open, by default
+    with psycopg.connect(klass.url) as conn:
+        config = conn.execute("SELECT rolconfig FROM pg_roles WHERE rolname = %s", (alice,)).fetchone()[0]
+    assert set(config) == {"idle_in_transaction_session_timeout=60s", "lock_timeout=10s"}
+    with klass.sql(alice) as conn:
+        assert conn.execute("SHOW idle_in_transaction_session_timeout").fetchone() == ("1min",)

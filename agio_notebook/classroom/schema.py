@@ -27,6 +27,11 @@ from .roles import META_KEY, Roster
 
 # every table holding someone's work; agio_meta (the schema's version, the roster) is read-only to the class
 DATA_TABLES = ("agio_sessions", "agio_runs", "agio_steps", "agio_events", "agio_claims", "agio_journal")
+# a student's connections, by default: a transaction left open (say in psql, holding a table's lock) ends
+# after a minute, and a statement waits for a lock 10 s. A student may SET other values for their own
+# connections; what bounds everyone else's wait is the store's own lock_timeout (``postgres_repo.LOCK_WAIT_S``)
+STUDENT_IDLE = "60s"
+STUDENT_LOCK_WAIT = "10s"
 
 
 def _sql() -> Any:
@@ -99,6 +104,10 @@ def apply(cur: Any, roster: Roster) -> dict[str, int]:
                             "JOIN pg_roles g ON g.oid = m.roleid WHERE m.member = r.oid AND g.rolname = ANY(%s)))")
                     .format(sql.Identifier(table)), (roster.teacher, keep, groups, groups))
         moved[table] = max(cur.rowcount, 0)
+    for name in roster.students:  # a transaction a student's own SQL leaves open (and its locks) ends by itself
+        for setting, value in (("idle_in_transaction_session_timeout", STUDENT_IDLE), ("lock_timeout", STUDENT_LOCK_WAIT)):
+            cur.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(sql.Identifier(name), sql.Identifier(setting),
+                                                                   sql.Literal(value)))
     cur.execute("SELECT current_database()")
     database = sql.Identifier(cur.fetchone()[0])
     cur.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(database))

@@ -160,6 +160,7 @@ class SQLRepository(SQLRunQuery):
                 rows = self._execute(cur, statement, params).fetchall()
             except Exception as exc:
                 self._check_connection(exc)
+                self._check_locked(exc, "read")
                 raise
             finally:
                 cur.close()
@@ -179,6 +180,7 @@ class SQLRepository(SQLRunQuery):
             except Exception as exc:
                 self._check_connection(exc)
                 self._conn.rollback()
+                self._check_locked(exc, "written")
                 if session_id is not None and self._is_unique_violation(exc) and "agio_steps" in str(exc):
                     raise StoreError(f"session {session_id}: a sequence in this batch is already taken by a current "
                                      "step (another run wrote to this session); nothing was written") from None
@@ -208,6 +210,10 @@ class SQLRepository(SQLRunQuery):
     def _check_connection(self, exc: Exception) -> None:
         """Raise one StoreError line if ``exc`` means the connection is gone (the next call connects again)."""
 
+    def _check_locked(self, exc: Exception, what: str) -> None:
+        """Raise one StoreError line if ``exc`` means a table stayed locked by another connection too long
+        (PostgreSQL: ``lock_timeout``); ``what``: what did not happen ("read", "written", "changed")."""
+
     def _setup(self) -> None:
         """Make or upgrade the tables, unless the store already has this shape: then nothing is changed,
         so a role that may only read and write rows (a classroom's student) opens it too."""
@@ -228,6 +234,7 @@ class SQLRepository(SQLRunQuery):
             self._conn.commit()
         except Exception as exc:
             self._conn.rollback()
+            self._check_locked(exc, "changed")
             raise StoreError(f"cannot set up the store at {self.root}: {_one_line(exc)}{self._setup_hint(exc)}") from None
         finally:
             cur.close()
