@@ -495,3 +495,53 @@ def test_a_table_a_student_locks_stalls_others_for_a_bounded_time_in_one_line(kl
     assert set(config) == {"idle_in_transaction_session_timeout=60s", "lock_timeout=10s"}
     with klass.sql(alice) as conn:
         assert conn.execute("SHOW idle_in_transaction_session_timeout").fetchone() == ("1min",)
+
+
+def test_rows_a_student_writes_by_hand_are_reported_and_left_out_never_stopping_the_teacher(klass):
+    """A student's own rows may hold anything plain SQL puts there: the teacher's store opens, lists, pages
+    and summarises the class all the same, each damaged row named in a StoreDamageWarning."""
+    from agio_notebook.storage import StoreDamageWarning
+
+    alice, bob = klass.students
+    b = klass.repo(bob)
+    run_b = ran(b, "helper", "bob asks")
+    assert exercise(b, convert_currency) is None
+    with klass.sql(alice) as conn:
+        for n, (status, doc) in enumerate((("running", "not json"), ("completed", "[]"), ("completed", "not json"),
+                                           ("completed", '{"id": "x", "session_id": "s", "status": "bogus"}'))):
+            conn.execute("INSERT INTO agio_runs (id, session_id, started_at, status, doc) VALUES (%s, 's-a', %s, %s, "
+                         "%s)", (f"bad{n}", 4e9 + n, status, doc))
+        for n, doc in enumerate(("not json", "[1]", '{"exercise": "tool_docstring", "passed": true, "time": 1e300}',
+                                 '{"exercise": "tool_docstring", "passed": true, "time": "9999-12-31T23:59:59"}')):
+            conn.execute("INSERT INTO agio_journal (name, tbl, key, doc, version) VALUES ('exercises', 'checks', %s, "
+                         "%s, 1)", (f"k{n}", doc))
+    with pytest.warns(StoreDamageWarning, match="agio_runs bad0: unreadable, left out"):
+        t = klass.repo(klass.teacher)  # the open recovers interrupted runs: alice's `running` row is left as it is
+    with pytest.warns(StoreDamageWarning) as caught:
+        page = t.query_runs()
+    assert [r.query for r in page.runs] == ["bob asks", "written before the class"]
+    assert sorted(str(w.message).split(": ", 1)[1].split(" (written")[0] for w in caught) == [
+        "agio_runs bad0", "agio_runs bad1", "agio_runs bad2", "agio_runs bad3"]
+    assert all(f"(written by {alice}): unreadable, left out" in str(w.message) for w in caught)
+    with pytest.warns(StoreDamageWarning):  # a page of one: each page goes on after the rows it left out
+        pages, cursor = [], None
+        while True:
+            page = t.query_runs(limit=1, cursor=cursor)
+            pages += [r.query for r in page.runs]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+    assert pages == ["bob asks", "written before the class"]
+    with pytest.warns(StoreDamageWarning):
+        assert {r.id for r in t.list_runs()} == {run_b, *(r.id for r in t.list_runs("before"))}
+        assert t.get_run("bad2") is None
+    with pytest.warns(StoreDamageWarning, match=f"the exercises record 'k0' of {alice}: unreadable") as caught:
+        frame = progress(t)
+        board = dashboard(t)
+        reasons = failing_reasons(t)
+    assert {str(w.message).split("record ")[1].split(" of")[0] for w in caught if "exercises record" in str(w.message)
+            } == {"'k0'", "'k1'", "'k2'", "'k3'"}
+    assert frame[["user", "exercise", "passed", "attempts"]].astype(object).values.tolist() == [
+        [bob, "tool_docstring", True, 1]]
+    assert [r.id for r in board["latest_runs"][bob]] == [run_b] and board["latest_runs"][alice] == []
+    assert reasons.empty
