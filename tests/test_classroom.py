@@ -545,3 +545,29 @@ def test_rows_a_student_writes_by_hand_are_reported_and_left_out_never_stopping_
         [bob, "tool_docstring", True, 1]]
     assert [r.id for r in board["latest_runs"][bob]] == [run_b] and board["latest_runs"][alice] == []
     assert reasons.empty
+
+
+def test_a_role_of_another_class_on_the_same_server_is_refused_and_kept_as_it_was(klass, server, tmp_path):
+    alice = klass.students[0]
+    other = server.new_database()
+    with pytest.raises(ClassroomError, match=f"the database role '{alice}' already exists on this server and is not "
+                                             "in this class") as caught:
+        init(other, f"tom{klass.teacher[4:]}", [alice], tmp_path / "other.json")
+    assert "\n" not in str(caught.value)
+    with klass.sql(alice) as conn:  # the first class's alice logs in with her password, in her class only
+        assert conn.execute("SELECT current_user").fetchone() == (alice,)
+    with psycopg.connect(klass.url) as conn:
+        groups = {r[0] for r in conn.execute("SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON "
+                                             "g.oid = m.roleid JOIN pg_roles r ON r.oid = m.member WHERE "
+                                             "r.rolname = %s", (alice,)).fetchall()}
+    assert groups == {f"agio_{klass.url.rsplit('/', 1)[1]}_students"}
+    with psycopg.connect(klass.url, autocommit=True) as conn:  # a role someone made by hand
+        conn.execute("DROP ROLE IF EXISTS someone_else")
+        conn.execute("CREATE ROLE someone_else LOGIN PASSWORD 'theirs'")
+    with pytest.raises(ClassroomError, match="'someone_else' already exists on this server"):
+        add_student(klass.url, ["someone_else"], klass.secrets)
+    psycopg.connect(klass.url.replace(klass.url.split("//")[1].split("@")[0], "someone_else:theirs"),
+                    dbname="postgres").close()  # its password unchanged
+    passwords = klass.book.passwords
+    report = init(klass.url, klass.teacher, klass.students, klass.secrets)  # this class again: its own roles
+    assert not any("made the role" in line for line in report.lines) and klass.book.passwords == passwords

@@ -59,6 +59,12 @@ def ensure_login(cur: Any, name: str, password: str | None, group: str, other_gr
     if found is not None and any(found):
         raise ClassroomError(f"the database role {name!r} already exists with more rights than a class member "
                              "(superuser, createrole or bypassrls): choose another name")
+    if found is not None:  # roles are the server's: one of another class, or of someone else, is not ours to take
+        cur.execute("SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles r ON "
+                    "r.oid = m.member WHERE g.rolname IN (%s, %s) AND r.rolname = %s", (group, other_group, name))
+        if cur.fetchone() is None:
+            raise ClassroomError(f"the database role {name!r} already exists on this server and is not in this class "
+                                 "(another class's student, or someone else's role): choose another name")
     if found is None:
         cur.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(role, sql.Literal(password)))
     elif password is not None:
