@@ -571,3 +571,16 @@ def test_a_role_of_another_class_on_the_same_server_is_refused_and_kept_as_it_wa
     passwords = klass.book.passwords
     report = init(klass.url, klass.teacher, klass.students, klass.secrets)  # this class again: its own roles
     assert not any("made the role" in line for line in report.lines) and klass.book.passwords == passwords
+
+
+def test_what_a_student_set_with_their_own_sql_does_not_block_their_removal(klass):
+    alice, bob = klass.students
+    with klass.sql(alice) as conn:
+        conn.execute(f"ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO {bob}")
+        conn.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {bob}")
+    report = remove_student(klass.url, alice, klass.secrets)
+    assert report.lines[-1] == f"{alice} left {klass.url.rsplit('/', 1)[1]}"
+    with psycopg.connect(klass.url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", (alice,)).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM pg_default_acl").fetchone() == (0,)
+    assert alice not in klass.book.passwords

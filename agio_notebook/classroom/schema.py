@@ -78,11 +78,19 @@ def ensure_login(cur: Any, name: str, password: str | None, group: str, other_gr
 
 
 def drop_login(cur: Any, name: str) -> None:
-    """Close the role's connections and drop it (its rows stay, under its name, unless deleted first)."""
+    """Close the role's connections and drop it (its rows stay, under its name, unless deleted first).
+    Whatever the role made or set with its own SQL in the class's database (objects, default privileges,
+    grants) goes first, objects to the administrator, so nothing a student did can block their removal."""
     sql = _sql()
+    role = sql.Identifier(name)
     cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s AND pid <> pg_backend_pid()",
                 (name,))
-    cur.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+    cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,))
+    if cur.fetchone() is None:
+        return
+    cur.execute(sql.SQL("REASSIGN OWNED BY {} TO CURRENT_USER").format(role))
+    cur.execute(sql.SQL("DROP OWNED BY {}").format(role))
+    cur.execute(sql.SQL("DROP ROLE {}").format(role))
 
 
 def apply(cur: Any, roster: Roster) -> dict[str, int]:
