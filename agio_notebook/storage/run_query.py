@@ -132,7 +132,8 @@ def decode_cursor(cursor: Any) -> tuple[float, str]:
     try:
         text = cursor + "=" * (-len(cursor) % 4)
         started_at, run_id = orjson.loads(base64.urlsafe_b64decode(text.encode()))
-        if isinstance(started_at, bool) or not isinstance(started_at, (int, float)) or not isinstance(run_id, str):
+        if isinstance(started_at, bool) or not isinstance(started_at, (int, float)) or not isinstance(run_id, str) \
+                or "\x00" in run_id:  # no store holds an id with a NUL (PostgreSQL's text cannot)
             raise ValueError
         return float(started_at), run_id
     except (TypeError, ValueError, binascii.Error, orjson.JSONDecodeError):
