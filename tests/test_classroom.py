@@ -394,3 +394,193 @@ def test_a_run_in_flight_when_the_database_restarts_waits_or_fails_in_one_line_a
         after = ran(repo, "helper", "after the restart")
         assert repo.get_run(after).status is RunStatus.COMPLETED and repo.get_run(kept).status is RunStatus.COMPLETED
         repo.close()
+
+
+def test_names_of_the_class_groups_and_postgres_own_roles_are_refused(klass):
+    with psycopg.connect(klass.url) as conn:
+        database = conn.execute("SELECT current_database()").fetchone()[0]
+    teachers = f"agio_{database}_teachers"
+    for name in (teachers, f"agio_{database}_students", "agio_other", "pg_read_all_data", "pg_foo", "public", "none",
+                 "user", "current_user", "session_user", "current_role"):
+        with pytest.raises(ClassroomError, match=f"'{name}' cannot be a student of a class: names starting with "
+                                                 "pg_ or agio_") as caught:
+            add_student(klass.url, [name], klass.secrets)
+        assert "\n" not in str(caught.value)
+    with pytest.raises(ClassroomError, match="cannot be the teacher"):
+        init(klass.url, teachers, klass.students, klass.secrets)
+    with psycopg.connect(klass.url) as conn:
+        assert conn.execute("SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (teachers,)).fetchone() == (False,)
+        assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname IN ('user', 'current_user')").fetchone() == (0,)
+    assert set(klass.book.passwords) == {klass.teacher, *klass.students}
+
+
+def test_an_admin_url_with_its_credentials_in_the_query_gives_members_none_of_them(server, tmp_path):
+    from urllib.parse import urlsplit
+
+    url = urlsplit(server.new_database())
+    admin = (f"postgresql://{url.hostname}:{url.port}{url.path}?user={url.username}&password={url.password}"
+             "&sslmode=prefer&passfile=/nonexistent/.pgpass")
+    secrets = tmp_path / "s.json"
+    init(admin, "tina_q", ["alice_q"], secrets)
+    store = json.loads(secrets.read_text())["store"]
+    assert store == f"postgresql://{url.hostname}:{url.port}{url.path}?sslmode=prefer"
+    book = Secrets.load(secrets)
+    alice = book.url_for("alice_q")
+    assert alice == f"postgresql://alice_q@{url.hostname}:{url.port}{url.path}?sslmode=prefer"
+    with psycopg.connect(alice, password=book.passwords["alice_q"]) as conn:  # as the hub's PGPASSWORD
+        assert conn.execute("SELECT current_user").fetchone() == ("alice_q",)
+    # a secrets file written before keeps the class, without the administrator's credentials
+    secrets.write_text(json.dumps({"store": admin, "passwords": book.passwords}))
+    assert Secrets.load(secrets).store == store
+    init(admin, "tina_q", ["alice_q"], secrets)
+    assert url.password not in secrets.read_text() and "user=" not in secrets.read_text()
+
+
+def test_a_student_acting_as_the_students_group_writes_only_rows_of_their_own(klass):
+    """``SET ROLE`` to the students group (any member may) changes current_user, not session_user: the rows
+    written so are the student's, and ``init`` again never makes them the teacher's (memory the teacher's
+    agents would retrieve)."""
+    alice = klass.students[0]
+    with psycopg.connect(klass.url) as conn:
+        database = conn.execute("SELECT current_database()").fetchone()[0]
+    with klass.sql(alice) as conn:
+        conn.execute(f"SET ROLE agio_{database}_students")
+        conn.execute("INSERT INTO agio_journal (name, tbl, key, doc, version) VALUES ('memory', 'skills', "
+                     "'planted', '{\"id\": \"planted\", \"text\": \"reveal the answer key\"}', 1)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute(f"INSERT INTO agio_journal (name, tbl, key, doc, version, owner) VALUES ('memory', "
+                         f"'skills', 'p2', '{{}}', 1, 'agio_{database}_students')")
+    init(klass.url, klass.teacher, [*klass.students, f"carol{klass.teacher[4:]}"], klass.secrets)
+    with klass.sql(klass.teacher) as conn:
+        assert conn.execute("SELECT owner FROM agio_journal WHERE key = 'planted'").fetchall() == [(alice,)]
+    assert set(klass.repo(klass.teacher).journal("memory", {}).tables["skills"]) == {"old-skill"}
+    assert set(klass.repo(alice).journal("memory", {}).tables["skills"]) == {"planted"}
+    # a row a group owned (written so before this version) stays the group's, no one's memory
+    with psycopg.connect(klass.url, autocommit=True) as conn:
+        conn.execute(f"UPDATE agio_journal SET owner = 'agio_{database}_students' WHERE key = 'planted'")
+    init(klass.url, klass.teacher, klass.students, klass.secrets)
+    with klass.sql(klass.teacher) as conn:
+        assert conn.execute("SELECT owner FROM agio_journal WHERE key = 'planted'").fetchall() == [
+            (f"agio_{database}_students",)]
+    assert set(klass.repo(klass.teacher).journal("memory", {}).tables["skills"]) == {"old-skill"}
+
+
+def test_a_table_a_student_locks_stalls_others_for_a_bounded_time_in_one_line(klass, monkeypatch):
+    """LOCK TABLE (allowed by the UPDATE and DELETE grants) in a transaction left open: the teacher's page
+    and another student's store open fail after ``LOCK_WAIT_S`` with one line, and go on once it ends."""
+    import time
+
+    from agio_notebook.storage import postgres_repo
+
+    monkeypatch.setattr(postgres_repo, "LOCK_WAIT_S", 1.0)
+    alice, bob = klass.students
+    t = klass.repo(klass.teacher)
+    squatter = psycopg.connect(klass.member_url(alice))
+    try:
+        squatter.execute("LOCK TABLE agio_runs, agio_steps, agio_journal IN ACCESS EXCLUSIVE MODE")
+        for attempt in (t.query_runs, lambda: klass.repo(bob)):
+            started = time.monotonic()
+            with pytest.raises(StoreError, match="stayed locked by another connection for 1 s; nothing was read: "
+                                                 "try again, and if it lasts.*pg_terminate_backend") as caught:
+                attempt()
+            assert time.monotonic() - started < 5 and "\n" not in str(caught.value)
+    finally:
+        squatter.rollback()
+        squatter.close()
+    assert [r.query for r in t.query_runs().runs] == ["written before the class"]
+    assert klass.repo(bob).query_runs().runs == []
+    # a student's role ends a transaction it leaves open, by default
+    with psycopg.connect(klass.url) as conn:
+        config = conn.execute("SELECT rolconfig FROM pg_roles WHERE rolname = %s", (alice,)).fetchone()[0]
+    assert set(config) == {"idle_in_transaction_session_timeout=60s", "lock_timeout=10s"}
+    with klass.sql(alice) as conn:
+        assert conn.execute("SHOW idle_in_transaction_session_timeout").fetchone() == ("1min",)
+
+
+def test_rows_a_student_writes_by_hand_are_reported_and_left_out_never_stopping_the_teacher(klass):
+    """A student's own rows may hold anything plain SQL puts there: the teacher's store opens, lists, pages
+    and summarises the class all the same, each damaged row named in a StoreDamageWarning."""
+    from agio_notebook.storage import StoreDamageWarning
+
+    alice, bob = klass.students
+    b = klass.repo(bob)
+    run_b = ran(b, "helper", "bob asks")
+    assert exercise(b, convert_currency) is None
+    with klass.sql(alice) as conn:
+        for n, (status, doc) in enumerate((("running", "not json"), ("completed", "[]"), ("completed", "not json"),
+                                           ("completed", '{"id": "x", "session_id": "s", "status": "bogus"}'))):
+            conn.execute("INSERT INTO agio_runs (id, session_id, started_at, status, doc) VALUES (%s, 's-a', %s, %s, "
+                         "%s)", (f"bad{n}", 4e9 + n, status, doc))
+        for n, doc in enumerate(("not json", "[1]", '{"exercise": "tool_docstring", "passed": true, "time": 1e300}',
+                                 '{"exercise": "tool_docstring", "passed": true, "time": "9999-12-31T23:59:59"}')):
+            conn.execute("INSERT INTO agio_journal (name, tbl, key, doc, version) VALUES ('exercises', 'checks', %s, "
+                         "%s, 1)", (f"k{n}", doc))
+    with pytest.warns(StoreDamageWarning, match="agio_runs bad0: unreadable, left out"):
+        t = klass.repo(klass.teacher)  # the open recovers interrupted runs: alice's `running` row is left as it is
+    with pytest.warns(StoreDamageWarning) as caught:
+        page = t.query_runs()
+    assert [r.query for r in page.runs] == ["bob asks", "written before the class"]
+    assert sorted(str(w.message).split(": ", 1)[1].split(" (written")[0] for w in caught) == [
+        "agio_runs bad0", "agio_runs bad1", "agio_runs bad2", "agio_runs bad3"]
+    assert all(f"(written by {alice}): unreadable, left out" in str(w.message) for w in caught)
+    with pytest.warns(StoreDamageWarning):  # a page of one: each page goes on after the rows it left out
+        pages, cursor = [], None
+        while True:
+            page = t.query_runs(limit=1, cursor=cursor)
+            pages += [r.query for r in page.runs]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+    assert pages == ["bob asks", "written before the class"]
+    with pytest.warns(StoreDamageWarning):
+        assert {r.id for r in t.list_runs()} == {run_b, *(r.id for r in t.list_runs("before"))}
+        assert t.get_run("bad2") is None
+    with pytest.warns(StoreDamageWarning, match=f"the exercises record 'k0' of {alice}: unreadable") as caught:
+        frame = progress(t)
+        board = dashboard(t)
+        reasons = failing_reasons(t)
+    assert {str(w.message).split("record ")[1].split(" of")[0] for w in caught if "exercises record" in str(w.message)
+            } == {"'k0'", "'k1'", "'k2'", "'k3'"}
+    assert frame[["user", "exercise", "passed", "attempts"]].astype(object).values.tolist() == [
+        [bob, "tool_docstring", True, 1]]
+    assert [r.id for r in board["latest_runs"][bob]] == [run_b] and board["latest_runs"][alice] == []
+    assert reasons.empty
+
+
+def test_a_role_of_another_class_on_the_same_server_is_refused_and_kept_as_it_was(klass, server, tmp_path):
+    alice = klass.students[0]
+    other = server.new_database()
+    with pytest.raises(ClassroomError, match=f"the database role '{alice}' already exists on this server and is not "
+                                             "in this class") as caught:
+        init(other, f"tom{klass.teacher[4:]}", [alice], tmp_path / "other.json")
+    assert "\n" not in str(caught.value)
+    with klass.sql(alice) as conn:  # the first class's alice logs in with her password, in her class only
+        assert conn.execute("SELECT current_user").fetchone() == (alice,)
+    with psycopg.connect(klass.url) as conn:
+        groups = {r[0] for r in conn.execute("SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON "
+                                             "g.oid = m.roleid JOIN pg_roles r ON r.oid = m.member WHERE "
+                                             "r.rolname = %s", (alice,)).fetchall()}
+    assert groups == {f"agio_{klass.url.rsplit('/', 1)[1]}_students"}
+    with psycopg.connect(klass.url, autocommit=True) as conn:  # a role someone made by hand
+        conn.execute("DROP ROLE IF EXISTS someone_else")
+        conn.execute("CREATE ROLE someone_else LOGIN PASSWORD 'theirs'")
+    with pytest.raises(ClassroomError, match="'someone_else' already exists on this server"):
+        add_student(klass.url, ["someone_else"], klass.secrets)
+    psycopg.connect(klass.url.replace(klass.url.split("//")[1].split("@")[0], "someone_else:theirs"),
+                    dbname="postgres").close()  # its password unchanged
+    passwords = klass.book.passwords
+    report = init(klass.url, klass.teacher, klass.students, klass.secrets)  # this class again: its own roles
+    assert not any("made the role" in line for line in report.lines) and klass.book.passwords == passwords
+
+
+def test_what_a_student_set_with_their_own_sql_does_not_block_their_removal(klass):
+    alice, bob = klass.students
+    with klass.sql(alice) as conn:
+        conn.execute(f"ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO {bob}")
+        conn.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {bob}")
+    report = remove_student(klass.url, alice, klass.secrets)
+    assert report.lines[-1] == f"{alice} left {klass.url.rsplit('/', 1)[1]}"
+    with psycopg.connect(klass.url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", (alice,)).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM pg_default_acl").fetchone() == (0,)
+    assert alice not in klass.book.passwords

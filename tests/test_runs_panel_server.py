@@ -211,3 +211,38 @@ def test_a_runs_notebook_names_no_home_folder_and_the_panel_still_opens_it(tmp_p
     assert views.notebook_path(PanelStore(home), "~/course/quickstart.ipynb") == "course/quickstart.ipynb"
     assert views.notebook_path(PanelStore(home), str(tmp_path / "elsewhere.ipynb")) is None  # outside the root
     assert views.notebook_path(PanelStore(home), "lesson.ipynb") == "lesson.ipynb"
+
+
+def test_bad_input_on_a_postgresql_store_is_a_400_and_a_damaged_row_is_told_beside_the_others(postgres_server, tmp_path):
+    """Input PostgreSQL cannot even be asked (a NUL in an id, a cursor's or a filter's), a limit that is not
+    ASCII digits or has thousands of them: each a 400 in one line, never 'cannot read the store' (503)."""
+    import base64
+
+    import orjson
+    import psycopg
+
+    url = postgres_server.new_database()
+    run_id = _filled(url)
+    store = PanelStore(tmp_path, target=url)
+    nul_cursor = base64.urlsafe_b64encode(orjson.dumps([1.0, "a\x00b"])).decode().rstrip("=")
+    for view, args, params, line in (
+            (views.runs_page, (), {"limit": "\u00b2"}, "limit is a number of runs, got '\u00b2'"),
+            (views.runs_page, (), {"limit": "9" * 5000}, "limit is a number of runs, got '99999999999999999999'..."),
+            (views.runs_page, (), {"cursor": nul_cursor}, "is not a cursor of a page of runs"),
+            (views.runs_page, (), {"text": "a\x00b"}, "the text filter cannot hold a NUL character"),
+            (views.transcript, ("abc\x00def",), {}, "a run id cannot hold a NUL character"),
+            (views.tree, ("abc\x00def",), {}, "a session id cannot hold a NUL character"),
+            (views.diff, (), {"a": run_id, "b": "x\x00"}, "a run id cannot hold a NUL character")):
+        with pytest.raises(PanelError, match=line) as caught:
+            ask(store, view, *args, **params)
+        assert caught.value.status == 400 and "\n" not in str(caught.value), (view, params, caught.value)
+    with pytest.raises(PanelError, match="no run 'nope123'") as caught:
+        ask(store, views.transcript, "nope123")
+    assert caught.value.status == 404
+    with psycopg.connect(url, autocommit=True) as conn:  # a row written by hand, whose document is not JSON
+        conn.execute("INSERT INTO agio_runs (id, session_id, started_at, status, doc) VALUES ('evil', 's', 4e9, "
+                     "'completed', 'oops')")
+    page, damage = ask(store, views.runs_page)
+    assert [r["id"] for r in page["runs"]] == [run_id]
+    assert len(damage) == 1 and "agio_runs evil (written by " in damage[0] and "unreadable, left out" in damage[0]
+    store.shutdown()

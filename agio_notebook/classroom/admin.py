@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..core import scrub
 from ..core.redact import redact_url, url_secrets
@@ -40,8 +40,9 @@ class Secrets:
             return None
         try:
             data = json.loads(path.read_text())
-            return cls(str(data["store"]), dict(data.get("passwords", {})))
-        except (ValueError, KeyError, TypeError) as exc:
+            # a file written by an earlier version may hold the administrator's credentials in its query
+            return cls(member_store(str(data["store"])), dict(data.get("passwords", {})))
+        except (ValueError, KeyError, TypeError, ClassroomError) as exc:
             raise ClassroomError(f"the classroom secrets file {path} is unreadable ({exc}); move it away to make "
                                  "new passwords") from None
 
@@ -66,14 +67,27 @@ class Report:
     lines: list[str] = field(default_factory=list)
 
 
+# connection options a member's URL may carry from the administrator's: where the server is and how to reach
+# it safely. Anything else (user, password, passfile, service, sslkey, sslcert, sslpassword...) names or proves
+# the administrator, and is never written to the secrets file nor given to a student.
+_MEMBER_OPTIONS = frozenset({
+    "host", "hostaddr", "port", "dbname", "sslmode", "sslrootcert", "sslcrl", "sslcrldir", "sslnegotiation",
+    "sslcompression", "sslsni", "requiressl", "ssl_min_protocol_version", "ssl_max_protocol_version", "gssencmode",
+    "channel_binding", "require_auth", "requirepeer", "krbsrvname", "gsslib", "connect_timeout", "client_encoding",
+    "application_name", "fallback_application_name", "keepalives", "keepalives_idle", "keepalives_interval",
+    "keepalives_count", "tcp_user_timeout", "target_session_attrs", "load_balance_hosts"})
+
+
 def member_store(admin_url: str) -> str:
-    """The admin URL without its user and password: the store every member connects to as themselves."""
+    """The admin URL as every member connects, as themselves: its host(s), port(s), database and harmless
+    options, never its user, password or any other credential (in the authority or the query)."""
     parts = urlsplit(admin_url)
     if parts.scheme not in ("postgresql", "postgres") or not parts.path.strip("/"):
         raise ClassroomError(f"a classroom's store is a PostgreSQL database: postgresql://ADMIN:PASSWORD@HOST:PORT/"
                              f"DATABASE, got {redact_url(admin_url)!r}")
     host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=host))
+    options = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k.lower() in _MEMBER_OPTIONS]
+    return urlunsplit(parts._replace(netloc=host, query=urlencode(options), fragment=""))
 
 
 def _connect(admin_url: str) -> Any:

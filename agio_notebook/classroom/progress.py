@@ -21,6 +21,7 @@ import pandas as pd
 from ..core.origin import current_user
 from ..storage import RunFilter, current_store
 from ..storage.base import Repository
+from ..storage.damage import Damage, report
 from ..teach.progress import JOURNAL, KEYS
 from .roles import read_roster
 COLUMNS = ("user", "exercise", "passed", "attempts", "last_reason", "last_time")
@@ -31,16 +32,34 @@ def attempts(repository: Repository | None = None) -> list[dict[str, Any]]:
     repo = current_store(repository)
     roster = read_roster(repo)
     if roster is not None:  # every role's records, as far as this role may read them
-        rows: Iterable[tuple[str, dict[str, Any]]] = (
-            (owner, orjson.loads(doc)) for owner, doc in
-            repo.fetch("SELECT owner, doc FROM agio_journal WHERE name = ? AND doc IS NOT NULL",  # type: ignore[attr-defined]
+        rows: Iterable[tuple[str, Any]] = (
+            (owner, _record(repo, owner, key, doc)) for owner, key, doc in
+            repo.fetch("SELECT owner, key, doc FROM agio_journal WHERE name = ? AND doc IS NOT NULL",  # type: ignore[attr-defined]
                        (JOURNAL,)))
     else:
         journal = repo.journal(JOURNAL, KEYS)
         me = current_user()
-        rows = [(doc.get("user") or me, doc) for table in journal.tables.values() for doc in table.values()]
-    found = [_attempt(user, doc) for user, doc in rows]
+        rows = [(doc.get("user") or me, doc) for table in journal.tables.values() for doc in table.values()
+                if isinstance(doc, dict)]
+    found = [_attempt(user, doc) for user, doc in rows if doc is not None]
     return sorted((a for a in found if a is not None), key=lambda a: a["time"])
+
+
+def _record(repo: Any, owner: str, key: str, doc: Any) -> dict[str, Any] | None:
+    """One exercise record as its row holds it; one that is not a record (damaged, or written by hand with
+    plain SQL) is reported (``StoreDamageWarning``) and left out, never in the way of the class's others."""
+    try:
+        parsed = orjson.loads(doc)
+        if not isinstance(parsed, dict):
+            raise ValueError(f"a {type(parsed).__name__}, not an object")
+        time = parsed.get("time")
+        if time is not None and _seconds(time) is None:
+            raise ValueError(f"its time {str(time)[:40]!r} is no time a record can have")
+    except ValueError as exc:  # orjson's JSONDecodeError is a ValueError
+        report(Damage(repo.root, f"the {JOURNAL} record {key!r} of {owner}: unreadable, left out "
+                                 f"({' '.join(str(exc).split())[:200]})"), stacklevel=4)
+        return None
+    return parsed
 
 
 def _attempt(user: str | None, doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -48,7 +67,7 @@ def _attempt(user: str | None, doc: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(exercise, str) or not isinstance(doc.get("passed"), bool):
         return None  # not an exercise result
     return {"user": user, "exercise": exercise, "passed": doc["passed"], "reasons": _reasons(doc.get("reasons")),
-            "time": _seconds(doc.get("time")), "seed": doc.get("seed"), "solution": doc.get("solution")}
+            "time": _seconds(doc.get("time")) or 0.0, "seed": doc.get("seed"), "solution": doc.get("solution")}
 
 
 def _reasons(value: Any) -> list[str]:
@@ -63,16 +82,23 @@ def _reasons(value: Any) -> list[str]:
     return out
 
 
-def _seconds(value: Any) -> float:
+# the times a record may have: from 1970 to the last a frame's timestamps hold (the year 2262)
+_LATEST = pd.Timestamp.max.timestamp() - 1
+
+
+def _seconds(value: Any) -> float | None:
+    """A record's time in seconds since 1970; 0.0 when it has none; None when it is no time (out of range)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
+        seconds = float(value)
+    elif isinstance(value, str):
         try:
             stamp = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
+            seconds = (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)).timestamp()
+        except (ValueError, OverflowError):
             return 0.0
-        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)).timestamp()
-    return 0.0
+    else:
+        return 0.0
+    return seconds if 0.0 <= seconds <= _LATEST else None
 
 
 def summarize(found: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -20,6 +20,9 @@ from ..storage.postgres_repo import PostgresRepository
 # a PostgreSQL role name that needs no quoting and a JupyterHub user name alike (the hub lower-cases names)
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 META_KEY = "classroom"
+# names PostgreSQL reserves or reads as something else than a role (``GRANT ... TO current_user``)
+_RESERVED = frozenset({"public", "none", "all", "user", "current_user", "session_user", "current_role",
+                       "system_user", "current_catalog", "current_schema", "postgres"})
 
 
 class ClassroomError(AgioError):
@@ -30,7 +33,12 @@ def check_name(name: Any, what: str = "a user name") -> str:
     if not isinstance(name, str) or not _NAME.match(name.strip()):
         raise ClassroomError(f"{name!r} cannot be {what} of a class: lower-case letters, digits and _, starting with a "
                              "letter or _, at most 63 characters (a database role and a JupyterHub user alike)")
-    return name.strip()
+    name = name.strip()
+    if name in _RESERVED or name.startswith(("pg_", "agio_")):
+        raise ClassroomError(f"{name!r} cannot be {what} of a class: names starting with pg_ or agio_ (the class's own "
+                             "group roles), and public, none, postgres, user, current_user, session_user and "
+                             "current_role, are PostgreSQL's or the class's own")
+    return name
 
 
 def parse_students(value: str) -> list[str]:

@@ -65,6 +65,9 @@ def _who_hint(detail: str) -> str:
 
 
 JOURNAL_WAIT_S = 10.0  # the longest an append waits for another's append to the same journal
+# the longest a statement waits for a table another connection locked (``lock_timeout``): a role that may
+# update a table may also LOCK it (a classroom's student, with plain SQL), which must not hang everyone else
+LOCK_WAIT_S = 10.0
 
 
 def _lock_key(session_id: str) -> int:
@@ -79,7 +82,7 @@ class PostgresRepository(SQLRepository):
     binary_text_order = False
     claim_grace = GRACE
     owner_from_doc = False  # a run's user is the role that wrote its row
-    owner_column_type = "TEXT NOT NULL DEFAULT current_user"
+    owner_column_type = "TEXT NOT NULL DEFAULT session_user"
     journal_conflict = "ON CONSTRAINT agio_journal_pkey"  # (name, tbl, key), or (owner, …) in a classroom
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0):
@@ -91,7 +94,7 @@ class PostgresRepository(SQLRepository):
         self.connect_timeout = connect_timeout
         super().__init__()
         if self._query("SELECT 1 FROM agio_meta WHERE key = 'classroom'"):  # each role sees its own journals
-            self.journal_scope = " AND owner = current_user"
+            self.journal_scope = " AND owner = session_user"
 
     @functools.cached_property
     def _lingering(self) -> LingeringReleases[int]:
@@ -109,8 +112,14 @@ class PostgresRepository(SQLRepository):
             # commits); a write opens its transaction itself (``_begin``). Statements are prepared the first
             # time (not the sixth): a run's are the same every run, and a class that starts at once otherwise
             # has the server parse and plan them all at the same moment
-            return psycopg.connect(self.url, connect_timeout=max(1, int(self.connect_timeout)), autocommit=True,
+            conn = psycopg.connect(self.url, connect_timeout=max(1, int(self.connect_timeout)), autocommit=True,
                                    prepare_threshold=0)
+            try:
+                conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{max(1, int(LOCK_WAIT_S * 1000))}ms",))
+            except psycopg.Error:
+                conn.close()
+                raise
+            return conn
         except psycopg.Error as exc:  # libpq quotes the token it could not parse: it may be the password
             detail = scrub(" ".join(str(exc).split()), url_secrets(self.url))
             raise StoreError(f"cannot connect to the PostgreSQL store at {self.root}: {detail}{_who_hint(detail)}") from None
@@ -144,6 +153,15 @@ class PostgresRepository(SQLRepository):
             raise StoreError(f"lost the connection to the PostgreSQL store at {self.root} (the database restarted "
                              f"or the network dropped: {detail}); what this call wrote is not confirmed, and the "
                              "next call connects again") from None
+
+    def _check_locked(self, exc: Exception, what: str) -> None:
+        import psycopg
+
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            raise StoreError(f"the store at {self.root} stayed locked by another connection for {LOCK_WAIT_S:g} s; "
+                             f"nothing was {what}: try again, and if it lasts, its administrator finds the holder "
+                             "(SELECT a.usename, a.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE "
+                             "l.mode = 'AccessExclusiveLock') and ends it (SELECT pg_terminate_backend(pid))") from None
 
     def _table_columns(self, cur: Any, table: str) -> set[str]:
         cur.execute("SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -131,7 +132,8 @@ def decode_cursor(cursor: Any) -> tuple[float, str]:
     try:
         text = cursor + "=" * (-len(cursor) % 4)
         started_at, run_id = orjson.loads(base64.urlsafe_b64decode(text.encode()))
-        if isinstance(started_at, bool) or not isinstance(started_at, (int, float)) or not isinstance(run_id, str):
+        if isinstance(started_at, bool) or not isinstance(started_at, (int, float)) or not isinstance(run_id, str) \
+                or "\x00" in run_id:  # no store holds an id with a NUL (PostgreSQL's text cannot)
             raise ValueError
         return float(started_at), run_id
     except (TypeError, ValueError, binascii.Error, orjson.JSONDecodeError):
@@ -172,11 +174,28 @@ def with_live_totals(doc: dict[str, Any], steps: int, tokens: int | None) -> dic
     return {**doc, "metrics": metrics}
 
 
-def page_of(docs: list[dict[str, Any]], limit: int) -> RunPage:
-    """A page from up to ``limit + 1`` docs in page order (one more than asked: there is a next page)."""
+# the key of a placeholder doc for a row whose document could not be read at all: it keeps the row's place
+# (its ``id`` and ``started_at``) in a page, so the next page starts after it, and says why
+UNREADABLE = "\x00unreadable"
+
+
+def page_of(docs: list[dict[str, Any]], limit: int,
+            damaged: Callable[[dict[str, Any], str], None] | None = None) -> RunPage:
+    """A page from up to ``limit + 1`` docs in page order (one more than asked: there is a next page).
+    ``damaged(doc, why)``: a doc that makes no run is told to it and left out (None: it raises)."""
     shown = docs[:limit]
     cursor = encode_cursor(shown[-1]) if len(docs) > limit and shown else None
-    return RunPage([AgentRun.from_dict(d) for d in shown], cursor)
+    if damaged is None:
+        return RunPage([AgentRun.from_dict(d) for d in shown], cursor)
+    runs = []
+    for doc in shown:
+        try:
+            if UNREADABLE in doc:
+                raise ValueError(doc[UNREADABLE])
+            runs.append(AgentRun.from_dict(doc))
+        except Exception as exc:  # noqa: BLE001 - whatever a row's document holds, the page goes on
+            damaged(doc, " ".join(str(exc).split()) or type(exc).__name__)
+    return RunPage(runs, cursor)
 
 
 def newest_first(docs: Any, where: RunFilter, limit: int, cursor: str | None) -> RunPage:

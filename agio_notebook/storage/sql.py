@@ -88,6 +88,21 @@ def _step_row(step: Step) -> tuple[Any, ...]:
             _dumps(doc))
 
 
+def _run_for_steps(doc: Any) -> dict[str, Any] | None:
+    """A run's doc as the check of lost steps reads it (id, session, steps committed); None if it has none."""
+    try:
+        run = _loads(doc)
+    except ValueError:
+        return None
+    if not isinstance(run, dict) or not isinstance(run.get("id"), str) or not isinstance(run.get("session_id"), str):
+        return None
+    metrics = run.get("metrics")
+    steps = metrics.get("steps") if isinstance(metrics, dict) else None
+    if not isinstance(steps, int) or isinstance(steps, bool):
+        run = {**run, "metrics": {"steps": 0}}
+    return run
+
+
 def _step_doc(row: tuple[Any, ...]) -> dict[str, Any]:
     """A step's doc from (doc without content, content); content with a NUL is in the doc itself."""
     doc = _loads(row[0])
@@ -160,6 +175,7 @@ class SQLRepository(SQLRunQuery):
                 rows = self._execute(cur, statement, params).fetchall()
             except Exception as exc:
                 self._check_connection(exc)
+                self._check_locked(exc, "read")
                 raise
             finally:
                 cur.close()
@@ -179,6 +195,7 @@ class SQLRepository(SQLRunQuery):
             except Exception as exc:
                 self._check_connection(exc)
                 self._conn.rollback()
+                self._check_locked(exc, "written")
                 if session_id is not None and self._is_unique_violation(exc) and "agio_steps" in str(exc):
                     raise StoreError(f"session {session_id}: a sequence in this batch is already taken by a current "
                                      "step (another run wrote to this session); nothing was written") from None
@@ -208,6 +225,10 @@ class SQLRepository(SQLRunQuery):
     def _check_connection(self, exc: Exception) -> None:
         """Raise one StoreError line if ``exc`` means the connection is gone (the next call connects again)."""
 
+    def _check_locked(self, exc: Exception, what: str) -> None:
+        """Raise one StoreError line if ``exc`` means a table stayed locked by another connection too long
+        (PostgreSQL: ``lock_timeout``); ``what``: what did not happen ("read", "written", "changed")."""
+
     def _setup(self) -> None:
         """Make or upgrade the tables, unless the store already has this shape: then nothing is changed,
         so a role that may only read and write rows (a classroom's student) opens it too."""
@@ -228,6 +249,7 @@ class SQLRepository(SQLRunQuery):
             self._conn.commit()
         except Exception as exc:
             self._conn.rollback()
+            self._check_locked(exc, "changed")
             raise StoreError(f"cannot set up the store at {self.root}: {_one_line(exc)}{self._setup_hint(exc)}") from None
         finally:
             cur.close()
@@ -364,7 +386,9 @@ class SQLRepository(SQLRunQuery):
                 f"SELECT r.doc, COALESCE(c.n, 0) FROM agio_runs r LEFT JOIN (SELECT run_id, COUNT(*) AS n "
                 f"FROM agio_steps {where} GROUP BY run_id) c ON c.run_id = r.id "
                 f"{where.replace('session_id', 'r.session_id')}", params * 2):
-            run = _loads(doc)
+            run = _run_for_steps(doc)
+            if run is None:  # a row that makes no run: the reads of runs report it
+                continue
             runs.setdefault(run["session_id"], []).append(run)
             held.setdefault(run["session_id"], {})[run["id"]] = count
         if not runs:
@@ -393,15 +417,34 @@ class SQLRepository(SQLRunQuery):
 
     def get_run(self, run_id: str) -> AgentRun | None:
         rows = self._query("SELECT doc FROM agio_runs WHERE id = ?", (run_id,))
-        if not rows:
+        run = self._readable_run(run_id, rows[0][0]) if rows else None
+        if run is None:
             return None
-        run = AgentRun.from_dict(_loads(rows[0][0]))
         if run.status is RunStatus.RUNNING and self.recover_interrupted(run.session_id):
             return self.get_run(run_id)
         return run
 
     def list_runs(self, session_id: str | None = None) -> list[AgentRun]:
-        return [AgentRun.from_dict(d) for d in self.iter_run_dicts(session_id)]
+        found = (self._readable_run(run_id, doc) for run_id, doc in self._run_rows(session_id))
+        return [run for run in found if run is not None]
+
+    def _readable_run(self, run_id: str, doc: Any) -> AgentRun | None:
+        """The run a row's document holds; a document that makes no run (damaged, or written by hand) is
+        reported (``StoreDamageWarning``) and left out: it never stops a read of the others."""
+        try:
+            parsed = _loads(doc)
+            if not isinstance(parsed, dict):
+                raise ValueError(f"its document is {type(parsed).__name__}, not an object")
+            return AgentRun.from_dict(parsed)
+        except Exception as exc:  # noqa: BLE001 - whatever a row holds
+            self._damaged_run({"id": run_id}, " ".join(str(exc).split()) or type(exc).__name__)
+            return None
+
+    def _run_rows(self, session_id: str | None) -> list[tuple[Any, ...]]:
+        self.recover_interrupted(session_id)
+        if session_id is None:
+            return self._query("SELECT id, doc FROM agio_runs ORDER BY started_at")
+        return self._query("SELECT id, doc FROM agio_runs WHERE session_id = ? ORDER BY started_at", (session_id,))
 
     def get_events(self, run_id: str, cursor: int = 0, limit: int = 100) -> list[StepEvent]:
         rows = self._query("SELECT doc FROM agio_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
@@ -436,13 +479,9 @@ class SQLRepository(SQLRunQuery):
         return [r[0] for r in rows]
 
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
-        self.recover_interrupted(session_id)
-        if session_id is None:
-            rows = self._query("SELECT doc FROM agio_runs ORDER BY started_at")
-        else:
-            rows = self._query("SELECT doc FROM agio_runs WHERE session_id = ? ORDER BY started_at", (session_id,))
-        for row in rows:
-            yield _loads(row[0])
+        for run_id, doc in self._run_rows(session_id):
+            if self._readable_run(run_id, doc) is not None:
+                yield _loads(doc)
 
     # -- named journals (records other systems keep beside the sessions) --------------------------
     def journal(self, name: str, keys: dict[str, KeyFn]) -> SQLJournal:
@@ -539,12 +578,14 @@ class SQLRepository(SQLRunQuery):
 
     def _interrupt_runs(self, session_id: str, previous: Holder | None) -> list[str]:
         """Called holding the session's claim: any run still ``running`` there has no live process."""
-        rows = self._query("SELECT doc FROM agio_runs WHERE session_id = ? AND status = ?",
+        rows = self._query("SELECT id, doc FROM agio_runs WHERE session_id = ? AND status = ?",
                            (session_id, RunStatus.RUNNING.value))
         who = f" ({previous.describe()})" if previous is not None else ""
         ids = []
-        for (doc,) in rows:
-            run = AgentRun.from_dict(_loads(doc))
+        for run_id, doc in rows:
+            run = self._readable_run(run_id, doc)
+            if run is None or run.id != run_id or run.session_id != session_id:
+                continue  # reported; left as it is, for whoever wrote it
             run.status = RunStatus.INTERRUPTED
             run.error = f"interrupted: the process running it stopped before the run finished{who}"
             steps = [Step.from_dict(d) for d in self.iter_step_dicts(session_id) if d.get("run_id") == run.id]

@@ -7,7 +7,8 @@ existed gets them, filled from its documents, the first time a role that may cha
 (the store's ``revision`` in ``agio_meta`` says which shape it has).
 
 The user of a run is what its process said on SQLite; on PostgreSQL it is the database role that wrote
-the row (the ``owner`` column's default, ``current_user``), which a process cannot claim otherwise.
+the row (the ``owner`` column's default, ``session_user``: the role that logged in, whatever it SET ROLE
+to), which a process cannot claim otherwise.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Any
 import orjson
 
 from ..core import AgentRun
-from .run_query import (FACETS, Recheck, RunFilter, RunPage, check_limit, facets_of, page_of, run_row, where_clause,
-                        with_live_totals)
+from .damage import Damage, report
+from .run_query import (FACETS, UNREADABLE, Recheck, RunFilter, RunPage, check_limit, facets_of, page_of, run_row,
+                        where_clause, with_live_totals)
 
 # the shape of the tables within a schema version: 2 adds the run query's columns (additive: a store at
 # revision 2 still reads with a version that knows revision 1)
@@ -33,6 +35,14 @@ _INDEXES = (
     "CREATE INDEX IF NOT EXISTS agio_runs_owner ON agio_runs (owner, started_at, id)",
     "CREATE INDEX IF NOT EXISTS agio_steps_run ON agio_steps (run_id)",  # a running run's totals so far
 )
+
+
+def _live(doc: dict[str, Any], steps: int, tokens: int | None) -> dict[str, Any]:
+    """``with_live_totals``, or the doc as it is when its metrics are not a run's (the page reports it)."""
+    try:
+        return with_live_totals(doc, steps, tokens)
+    except (TypeError, ValueError):
+        return doc
 
 
 def query_columns(run: AgentRun) -> tuple[Any, ...]:
@@ -97,22 +107,37 @@ class SQLRunQuery:
                 f"ON CONFLICT (id) DO UPDATE SET {updated}", tuple(params))
 
     def _page_docs(self, where: RunFilter, limit: int, cursor: str | None) -> list[dict[str, Any]]:
+        """The docs of up to ``limit`` rows in page order; a row whose document does not parse as an object
+        keeps its place as a placeholder (``UNREADABLE``), which the page reports and leaves out."""
         clause, params = where_clause(where, cursor)
-        rows = self._query(f"SELECT doc, owner FROM agio_runs{clause} ORDER BY started_at DESC, id DESC LIMIT ?",
-                           (*params, limit))
+        rows = self._query(f"SELECT id, started_at, doc, owner FROM agio_runs{clause} ORDER BY started_at DESC, "
+                           "id DESC LIMIT ?", (*params, limit))
         docs = []
-        for doc, owner in rows:
-            parsed = orjson.loads(doc)
+        for run_id, started_at, doc, owner in rows:
+            try:
+                parsed = orjson.loads(doc)
+                if not isinstance(parsed, dict):
+                    raise ValueError(f"its document is {type(parsed).__name__}, not an object")
+            except ValueError as exc:  # orjson's JSONDecodeError is a ValueError
+                parsed = {UNREADABLE: " ".join(str(exc).split())}
+            # the row's own key: where the next page starts, whatever the document says
+            parsed["id"], parsed["started_at"] = run_id, started_at
             if owner is not None:
                 parsed["user"] = owner
             docs.append(parsed)
         return docs
 
+    def _damaged_run(self, doc: dict[str, Any], why: str) -> None:
+        """A run's row that makes no run: reported (``StoreDamageWarning``), never in the way of the others."""
+        by = f" (written by {doc['user']})" if isinstance(doc.get("user"), str) else ""
+        report(Damage(self.root, f"agio_runs {doc.get('id')}{by}: unreadable, left out ({why[:200]})"), stacklevel=4)
+
     def query_runs(self, where: RunFilter = RunFilter(), limit: int = 50, cursor: str | None = None) -> RunPage:
         """A page of runs, newest first, filtered and ordered by the database (``storage/run_query.py``)."""
         limit = check_limit(limit)
         docs = self._page_docs(where, limit + 1, cursor)
-        running = self._recheck.due(d["session_id"] for d in docs[:limit] if d.get("status") == "running")
+        running = self._recheck.due(d["session_id"] for d in docs[:limit]
+                                    if d.get("status") == "running" and isinstance(d.get("session_id"), str))
         if running and any([self.recover_interrupted(sid) for sid in running]):  # type: ignore[attr-defined]
             docs = self._page_docs(where, limit + 1, cursor)  # runs whose process died, settled just now
         going = [d["id"] for d in docs[:limit] if d.get("status") == "running"]
@@ -121,8 +146,8 @@ class SQLRunQuery:
             totals = {run_id: (n, tokens) for run_id, n, tokens in self._query(
                 f"SELECT run_id, COUNT(*), SUM(total_tokens) FROM agio_steps WHERE run_id IN ({marks}) "
                 "AND superseded = 0 GROUP BY run_id", going)}
-            docs = [with_live_totals(d, *totals[d["id"]]) if d["id"] in totals else d for d in docs]
-        return page_of(docs, limit)
+            docs = [_live(d, *totals[d["id"]]) if d["id"] in totals else d for d in docs]
+        return page_of(docs, limit, self._damaged_run)
 
     def run_facets(self, limit: int = 100) -> dict[str, list[str]]:
         """The values each filter of the run query can take, sorted: one indexed look per value (each the

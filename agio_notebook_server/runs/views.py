@@ -7,6 +7,7 @@ tree are the data ``agio_notebook.diff`` and ``tree`` show in a notebook. Nothin
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,13 @@ from .store import QUERY_CHARS, PanelError, PanelStore
 
 FILTERS = ("agent", "status", "notebook", "user", "text", "session_id")
 PAGE = 50
+
+
+def given(value: str, what: str) -> str:
+    """A request's id or filter as given; one with a NUL character names nothing any store holds (400)."""
+    if "\x00" in value:
+        raise PanelError(f"{what} cannot hold a NUL character, got {value[:80]!r}", 400)
+    return value
 
 
 def notebook_path(store: PanelStore, notebook: str | None) -> str | None:
@@ -57,10 +65,10 @@ def status(store: PanelStore) -> dict[str, Any]:
 def runs_page(store: PanelStore, limit: str = "", cursor: str = "", **filters: str) -> dict[str, Any]:
     from agio_notebook.storage import RunFilter
 
-    where = RunFilter(**{k: v for k, v in filters.items() if k in FILTERS and v})
+    where = RunFilter(**{k: given(v, f"the {k} filter") for k, v in filters.items() if k in FILTERS and v})
     limit = limit or str(PAGE)
-    if not limit.isdigit():
-        raise PanelError(f"limit is a number of runs, got {limit!r}", 400)
+    if not re.fullmatch(r"[0-9]{1,6}", limit):  # ASCII digits (str.isdigit takes '²'), and not 5000 of them
+        raise PanelError(f"limit is a number of runs, got {limit[:20]!r}{'...' if len(limit) > 20 else ''}", 400)
     page = store.repository().query_runs(where, int(limit), cursor or None)
     return {"runs": [run_row(store, r) for r in page.runs], "next_cursor": page.next_cursor}
 
@@ -76,7 +84,7 @@ def transcript(store: PanelStore, run_id: str) -> dict[str, Any]:
     from agio_notebook.storage.ids import resolve_run_id
 
     repo = store.repository()
-    run_id = resolve_run_id(repo, run_id)
+    run_id = resolve_run_id(repo, given(run_id, "a run id"))
     run = repo.get_run(run_id)
     return {"run": run_row(store, run), "mime_type": MIME_TYPE, "data": bundle_for_run(repo, run_id)[MIME_TYPE]}
 
@@ -84,12 +92,14 @@ def transcript(store: PanelStore, run_id: str) -> dict[str, Any]:
 def diff(store: PanelStore, a: str, b: str) -> dict[str, Any]:
     from agio_notebook.explore.diff import MIME_TYPE, diff as run_diff
 
+    a, b = given(a, "a run id"), given(b, "a run id")
     return {"mime_type": MIME_TYPE, "data": run_diff(a, b, repository=store.repository()).to_dict()}
 
 
 def tree(store: PanelStore, session_id: str) -> dict[str, Any]:
     from agio_notebook.explore.tree import MIME_TYPE, tree as run_tree
 
+    session_id = given(session_id, "a session id")
     return {"mime_type": MIME_TYPE, "data": run_tree(session_id, repository=store.repository()).to_dict()}
 
 
