@@ -15,8 +15,9 @@ PostgreSQL enforces them for every client, so plain SQL with a student's credent
 student's steps. Each statement here does nothing where it is already done, so ``classroom init`` can run
 again; rows that belong to nobody in the class (an existing store's, written before it was a class, or
 the administrator's) become the teacher's. Rows owned by a class member, a former one or one of the class's
-group roles are never adopted: what a student wrote stays theirs, never the teacher's. Named journals are keyed by owner too (two students' journals of one name never
-collide), and each role's own journals are the ones its processes read (``PostgresRepository.journal_scope``).
+group roles are never adopted: what a student wrote stays theirs, never the teacher's. Named journals are
+keyed by owner too (two students' journals of one name never collide), and each role's own journals are the
+ones its processes read (``PostgresRepository.journal_scope``).
 """
 
 from __future__ import annotations
