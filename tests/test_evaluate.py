@@ -283,6 +283,8 @@ def test_bad_input_is_one_line_and_stores_nothing(repo, kwargs, line):
                        "a score must be a finite number or a bool"),
     (lambda run: math.nan, "scorer '<lambda>' returned nan (float) for sample 'q0', epoch 1 of variant 'careful'; "
                            "a score must be a finite number or a bool"),
+    (lambda run: 10 ** 400, "scorer '<lambda>' returned 1000000000000000000000000000000000000000 (int) for sample "
+                            "'q0', epoch 1 of variant 'careful'; a score must be a finite number or a bool"),
 ])
 def test_a_scorer_that_raises_or_returns_no_number_stores_no_evaluation_and_keeps_the_runs(repo, scorer, line):
     with pytest.raises(EvaluationError) as err:
@@ -322,3 +324,33 @@ def test_a_name_reused_for_another_dataset_is_refused(repo):
     assert str(err.value) == ("an evaluation named 'named' already exists with another dataset_fingerprint, samples; "
                               "choose another name")
     assert json.dumps(load("named", repo).doc) == stored
+
+
+def test_scores_of_numpy_pandas_and_fractions_count_as_the_numbers_they_are(repo):
+    """A scorer built on numpy or pandas returns their scalars (``(a == b).all()`` is ``np.True_``)."""
+    import fractions
+
+    import numpy as np
+
+    given = iter([np.True_, np.int64(1), np.float32(0.5), fractions.Fraction(1, 2), np.False_, np.bool_(True)])
+    ev = agio.evaluate({"careful": agents()["careful"]}, DATA[:6], {"s": lambda run: next(given)},
+                       prompt="{question}", concurrency=1, name="numpy", repository=repo)
+    assert sorted(ev.frame["score_s"].tolist()) == [0.0, 0.5, 0.5, 1.0, 1.0, 1.0]
+
+
+def test_a_sample_whose_scores_did_not_change_is_neither_better_nor_worse(repo):
+    """The same scores in another epoch order are the same mean: exact sums, never a 1e-17 'worse'."""
+    def table(scores):
+        given = {q: iter(v) for q, v in scores.items()}
+        return {"s": lambda run, sample: next(given[sample["question"]])}
+
+    data = [{"question": q} for q in ("a", "b")]
+    echo = Agent(model=FunctionModel(lambda m, t: m[-1]["content"], name="echo"), name="echo")
+    one = agio.evaluate(echo, data, table({"a": [0.1, 0.2, 0.3], "b": [1, 1, 1]}), epochs=3, prompt="{question}",
+                        concurrency=1, name="one", repository=repo)
+    two = agio.evaluate(echo, data, table({"a": [0.3, 0.2, 0.1], "b": [1, 1, 1]}), epochs=3, prompt="{question}",
+                        concurrency=1, name="two", repository=repo)
+    compared = agio.compare(one, two)
+    row = compared.summary.iloc[0]
+    assert (row["difference"], row["better"], row["worse"]) == (0.0, 0, 0)
+    assert compared.changed().empty

@@ -189,6 +189,14 @@ def test_min_score_leaves_out_weak_hits(tmp_path):
     store = MemoryStore(tmp_path / "m")
     store.add(Experience("Sorting a list of names with accents", lesson="use locale-aware collation"))
     assert retrieve(store, "tell me a joke about cats").experiences  # hybrid: always the nearest k
+    unlike = MemoryStore(tmp_path / "unlike")  # records pointing away from the query: fused scores below 0
+    unlike.add(Experience("The user asked for the speed of light", lesson="give speeds in km/s", scope="tutor"))
+    unlike.add(Experience("Watering tomato plants in summer", lesson="water in the early morning", scope="tutor"))
+    far = retrieve(unlike, "alphabetise people's names that have diacritics", scope="tutor", skills=0, experiences=2)
+    assert far.mode == "hybrid" and min(score for _, score in far.experiences) < 0 and len(far.experiences) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an empty query embeds to nothing: no NaN, no warning, no hit
+        assert [retrieve(store, q).experiences for q in ("", "   ")] == [[], []]
     assert not retrieve(store, "tell me a joke about cats", min_score=0.3).experiences
     assert retrieve(store, "sort names with accents", min_score=0.3).experiences
 

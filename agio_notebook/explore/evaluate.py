@@ -18,6 +18,7 @@ import hashlib
 import inspect
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -274,7 +275,7 @@ class Evaluation:
         sums: dict[str, list[float]] = {}
         for v, s in zip(values, samples):
             sums.setdefault(s, []).append(v)
-        return {s: sum(v) / len(v) for s, v in sums.items()}
+        return {s: math.fsum(v) / len(v) for s, v in sums.items()}  # exact sums: the order of epochs never counts
 
     def runs_of(self, variant: str, sample: str) -> list[str]:
         """The runs of a sample in a variant, epoch by epoch."""
@@ -451,10 +452,15 @@ def compare(eval_a: Evaluation | str, eval_b: Evaluation | str, *, scorer: str |
 
 # -- running ---------------------------------------------------------------------------------------------------
 def _number(name: str, value: Any, where: str) -> float:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)) and not isinstance(value, complex) and math.isfinite(value):
-        return float(value)
+    """A score as a float: a bool or a real number of any kind (numpy's and pandas' too: ``np.True_``,
+    ``np.int64``, ``np.float32``, ``Fraction``), finite; anything else is one clear line."""
+    if isinstance(value, numbers.Real) or getattr(getattr(value, "dtype", None), "kind", None) == "b":
+        try:
+            number = float(value)
+        except (OverflowError, TypeError, ValueError):
+            number = math.inf
+        if math.isfinite(number):
+            return number
     shown = f"{value!r:.40}"
     raise EvaluationError(f"scorer {name!r} returned {shown} ({type(value).__name__}) for {where}; a score must be "
                           "a finite number or a bool")

@@ -180,7 +180,7 @@ def retrieve(store: MemoryStore, query: str, *, scope: str | None = None, skills
     scopes = scopes_for(scope)
     model = _model_for(store, embeddings)
     query_vec = None
-    if model is not None:
+    if model is not None and query.strip():  # an empty query has no direction to embed: nothing is near it
         try:
             query_vec = model.embed([query])[0]
         except EmbeddingsError:
@@ -237,7 +237,8 @@ def _fuse(store: MemoryStore, table: str, query: str, lexical: list[tuple[str, f
         hits[rid] = Hit(found, bm25=bm25.get(rid), cosine=cos, coverage=coverage[rid])
         scored.append((rid, score))
     scored.sort(key=lambda h: -h[1])
-    return [(rid, score) for rid, score in scored[:k] if score >= min_score]
+    # 0 (the default) keeps the top k whatever their scores: a fused score is below 0 when the cosine is
+    return [(rid, score) for rid, score in scored[:k] if min_score <= 0 or score >= min_score]
 
 
 def format_block(retrieval: Retrieval) -> str:
