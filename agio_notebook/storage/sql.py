@@ -431,11 +431,16 @@ class SQLRepository(SQLRunQuery):
     def _readable_run(self, run_id: str, doc: Any) -> AgentRun | None:
         """The run a row's document holds; a document that makes no run (damaged, or written by hand) is
         reported (``StoreDamageWarning``) and left out: it never stops a read of the others."""
+        parsed = self._parsed_run(run_id, doc)
+        return parsed[1] if parsed is not None else None
+
+    def _parsed_run(self, run_id: str, doc: Any) -> tuple[dict[str, Any], AgentRun] | None:
+        """A row's document and the run it makes (each document parsed once), or None, reported."""
         try:
             parsed = _loads(doc)
             if not isinstance(parsed, dict):
                 raise ValueError(f"its document is {type(parsed).__name__}, not an object")
-            return AgentRun.from_dict(parsed)
+            return parsed, AgentRun.from_dict(parsed)
         except Exception as exc:  # noqa: BLE001 - whatever a row holds
             self._damaged_run({"id": run_id}, " ".join(str(exc).split()) or type(exc).__name__)
             return None
@@ -480,8 +485,9 @@ class SQLRepository(SQLRunQuery):
 
     def iter_run_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         for run_id, doc in self._run_rows(session_id):
-            if self._readable_run(run_id, doc) is not None:
-                yield _loads(doc)
+            parsed = self._parsed_run(run_id, doc)
+            if parsed is not None:
+                yield parsed[0]
 
     # -- named journals (records other systems keep beside the sessions) --------------------------
     def journal(self, name: str, keys: dict[str, KeyFn]) -> SQLJournal:
