@@ -547,6 +547,35 @@ def test_rows_a_student_writes_by_hand_are_reported_and_left_out_never_stopping_
     assert reasons.empty
 
 
+def test_sessions_steps_and_events_a_student_writes_by_hand_are_reported_and_left_out(klass):
+    """Not only runs: a session, a step or an event row a student fills with anything leaves the teacher's
+    reads of the class whole (the others are all there), each damaged row named in a StoreDamageWarning."""
+    from agio_notebook.storage import StoreDamageWarning
+
+    alice, bob = klass.students
+    b = klass.repo(bob)
+    run_b = ran(b, "helper", "bob asks")
+    session_b = b.get_run(run_b).session_id
+    a = klass.repo(alice)
+    run_a = ran(a, "helper", "alice asks")
+    session_a = a.get_run(run_a).session_id
+    with klass.sql(alice) as conn:
+        conn.execute("INSERT INTO agio_sessions (session_id, created_at, doc) VALUES ('s-bad', 5e9, 'not json')")
+        conn.execute("UPDATE agio_steps SET doc = '[1]' WHERE session_id = %s AND sequence = 2", (session_a,))
+        conn.execute("UPDATE agio_events SET doc = 'not json' WHERE run_id = %s AND seq = 1", (run_a,))
+    t = klass.repo(klass.teacher)
+    with pytest.warns(StoreDamageWarning) as caught:
+        sessions = {s.session_id for s in t.list_sessions()}
+        steps = [s.sequence for s in t.get_steps(session_a)]
+        every = {d["session_id"] for d in t.iter_step_dicts()}
+        events = [e.seq for e in t.get_events(run_a)]
+    assert {session_a, session_b} <= sessions and "s-bad" not in sessions
+    assert steps == [1, 3, 4] and {session_a, session_b} <= every and events[0] == 2
+    told = {str(w.message).split(": unreadable")[0].split(": ")[-1] for w in caught}
+    assert told >= {"agio_sessions s-bad", f"agio_events {run_a}/1"} and any(t.startswith("agio_steps ") for t in told)
+    assert [s.sequence for s in t.get_steps(session_b)] == [1, 2, 3, 4]  # bob's, untouched
+
+
 def test_a_role_of_another_class_on_the_same_server_is_refused_and_kept_as_it_was(klass, server, tmp_path):
     alice = klass.students[0]
     other = server.new_database()

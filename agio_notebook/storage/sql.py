@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import orjson
 
@@ -53,6 +53,8 @@ _TABLES = (
     "doc TEXT NOT NULL, PRIMARY KEY (run_id, seq))",
 )
 
+
+T = TypeVar("T")
 
 def _dumps(doc: dict[str, Any]) -> str:
     return orjson.dumps(doc).decode()
@@ -105,7 +107,7 @@ def _run_for_steps(doc: Any) -> dict[str, Any] | None:
 
 def _step_doc(row: tuple[Any, ...]) -> dict[str, Any]:
     """A step's doc from (doc without content, content); content with a NUL is in the doc itself."""
-    doc = _loads(row[0])
+    doc = row[0] if isinstance(row[0], dict) else _loads(row[0])
     if "content" not in doc:
         doc["content"] = row[1]
     return doc
@@ -348,12 +350,12 @@ class SQLRepository(SQLRunQuery):
 
     # -- reads ------------------------------------------------------------------------------
     def get_session(self, session_id: str) -> AgentSession | None:
-        rows = self._query("SELECT doc FROM agio_sessions WHERE session_id = ?", (session_id,))
-        return AgentSession.from_dict(_loads(rows[0][0])) if rows else None
+        rows = self._query("SELECT session_id, doc FROM agio_sessions WHERE session_id = ?", (session_id,))
+        return self._readable("agio_sessions", rows[0], AgentSession.from_dict) if rows else None
 
     def list_sessions(self) -> list[AgentSession]:
-        rows = self._query("SELECT doc FROM agio_sessions ORDER BY created_at")
-        return [AgentSession.from_dict(_loads(r[0])) for r in rows]
+        rows = self._query("SELECT session_id, doc FROM agio_sessions ORDER BY created_at")
+        return [s for s in (self._readable("agio_sessions", r, AgentSession.from_dict) for r in rows) if s is not None]
 
     def get_steps(self, session_id: str, start_seq: int | None = None, end_seq: int | None = None,
                   *, include_superseded: bool = False) -> list[Step]:
@@ -366,10 +368,10 @@ class SQLRepository(SQLRunQuery):
         if end_seq is not None:
             where.append("sequence <= ?")
             params.append(end_seq)
-        rows = self._query(f"SELECT doc, content FROM agio_steps WHERE {' AND '.join(where)} "
+        rows = self._query(f"SELECT doc, content, id FROM agio_steps WHERE {' AND '.join(where)} "
                            "ORDER BY sequence, attempt", params)
         self._report_lost(session_id)
-        return [Step.from_dict(_step_doc(r)) for r in rows]
+        return [s for s in (self._readable_step(r, Step.from_dict) for r in rows) if s is not None]
 
     def _report_lost(self, session_id: str | None) -> None:
         """Steps the runs of a session (None: of every session) committed that the table no longer holds
@@ -410,10 +412,10 @@ class SQLRepository(SQLRunQuery):
         return journal
 
     def get_last_step(self, session_id: str) -> Step | None:
-        rows = self._query("SELECT doc, content FROM agio_steps WHERE session_id = ? AND superseded = 0 "
+        rows = self._query("SELECT doc, content, id FROM agio_steps WHERE session_id = ? AND superseded = 0 "
                            "ORDER BY sequence DESC, attempt DESC LIMIT 1", (session_id,))
         self._report_lost(session_id)
-        return Step.from_dict(_step_doc(rows[0])) if rows else None
+        return self._readable_step(rows[0], Step.from_dict) if rows else None
 
     def get_run(self, run_id: str) -> AgentRun | None:
         rows = self._query("SELECT doc FROM agio_runs WHERE id = ?", (run_id,))
@@ -434,6 +436,25 @@ class SQLRepository(SQLRunQuery):
         parsed = self._parsed_run(run_id, doc)
         return parsed[1] if parsed is not None else None
 
+    def _readable(self, table: str, row: tuple[Any, Any], make: Callable[[dict[str, Any]], T]) -> T | None:
+        """What a row's document makes (a session, an event); a document that makes none (damaged, or
+        written by hand: a classroom's student may) is reported (``StoreDamageWarning``) and left out."""
+        key, doc = row
+        try:
+            parsed = _loads(doc)
+            if not isinstance(parsed, dict):
+                raise ValueError(f"its document is {type(parsed).__name__}, not an object")
+            return make(parsed)
+        except Exception as exc:  # noqa: BLE001 - whatever a row holds
+            report(Damage(self.root, f"{table} {key}: unreadable, left out ({' '.join(str(exc).split())[:200]})"),
+                   stacklevel=4)
+            return None
+
+    def _readable_step(self, row: tuple[Any, Any, Any], make: Callable[[dict[str, Any]], T]) -> T | None:
+        """A step's row (doc, content, id) as what ``make`` makes of its document, or None, reported."""
+        doc, content, step_id = row
+        return self._readable("agio_steps", (step_id, doc), lambda d: make(_step_doc((d, content))))
+
     def _parsed_run(self, run_id: str, doc: Any) -> tuple[dict[str, Any], AgentRun] | None:
         """A row's document and the run it makes (each document parsed once), or None, reported."""
         try:
@@ -452,18 +473,21 @@ class SQLRepository(SQLRunQuery):
         return self._query("SELECT id, doc FROM agio_runs WHERE session_id = ? ORDER BY started_at", (session_id,))
 
     def get_events(self, run_id: str, cursor: int = 0, limit: int = 100) -> list[StepEvent]:
-        rows = self._query("SELECT doc FROM agio_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        rows = self._query("SELECT seq, doc FROM agio_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
                            (run_id, cursor, limit))
-        return [StepEvent.from_dict(_loads(r[0])) for r in rows]
+        found = (self._readable("agio_events", (f"{run_id}/{seq}", doc), StepEvent.from_dict) for seq, doc in rows)
+        return [e for e in found if e is not None]
 
     def iter_step_dicts(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
         if session_id is None:
-            rows = self._query("SELECT doc, content FROM agio_steps")
+            rows = self._query("SELECT doc, content, id FROM agio_steps")
         else:
-            rows = self._query("SELECT doc, content FROM agio_steps WHERE session_id = ?", (session_id,))
+            rows = self._query("SELECT doc, content, id FROM agio_steps WHERE session_id = ?", (session_id,))
         self._report_lost(session_id)
         for row in rows:
-            yield _step_doc(row)
+            doc = self._readable_step(row, lambda d: d)
+            if doc is not None:
+                yield doc
 
     def step_columns(self, session_id: str | None = None) -> dict[str, Sequence[Any]]:
         """What the steps frame shows, as columns in session and sequence order, read without parsing docs."""
