@@ -192,7 +192,9 @@ def test_min_score_leaves_out_weak_hits(tmp_path):
     unlike = MemoryStore(tmp_path / "unlike")  # records pointing away from the query: fused scores below 0
     unlike.add(Experience("The user asked for the speed of light", lesson="give speeds in km/s", scope="tutor"))
     unlike.add(Experience("Watering tomato plants in summer", lesson="water in the early morning", scope="tutor"))
-    far = retrieve(unlike, "alphabetise people's names that have diacritics", scope="tutor", skills=0, experiences=2)
+    question = "alphabetise people's names that have diacritics"
+    assert retrieve(unlike, question, scope="tutor", skills=0, experiences=2).experiences == []  # they point away
+    far = retrieve(unlike, question, scope="tutor", skills=0, experiences=2, min_score=-1.0)
     assert far.mode == "hybrid" and min(score for _, score in far.experiences) < 0 and len(far.experiences) == 2
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an empty query embeds to nothing: no NaN, no warning, no hit

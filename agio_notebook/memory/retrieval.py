@@ -41,7 +41,8 @@ class MemoryConfig:
     embeddings   None: hybrid with the local model when installed, else BM25; "local": the local model
                  (one line if it is missing); False: BM25 only; an :class:`Embeddings` endpoint: hybrid
                  through it (it wins over the local model).
-    min_score    hybrid only: leave out hits whose fused score is below this (0: always the top k).
+    min_score    hybrid only: leave out hits whose fused score is below this (0: the top k, but for records
+                 whose meaning points away from the query; a negative value keeps those too).
     extractor    what turns feedback into a proposed experience: None = the offline template,
                  "agent" = the agent's own model, or any Model (e.g. a FunctionModel).
     auto_accept  proposed experiences enter memory without review.
@@ -237,8 +238,8 @@ def _fuse(store: MemoryStore, table: str, query: str, lexical: list[tuple[str, f
         hits[rid] = Hit(found, bm25=bm25.get(rid), cosine=cos, coverage=coverage[rid])
         scored.append((rid, score))
     scored.sort(key=lambda h: -h[1])
-    # 0 (the default) keeps the top k whatever their scores: a fused score is below 0 when the cosine is
-    return [(rid, score) for rid, score in scored[:k] if min_score <= 0 or score >= min_score]
+    # 0 (the default) leaves out only records whose meaning points away from the query (a fused score below 0)
+    return [(rid, score) for rid, score in scored[:k] if score >= min_score]
 
 
 def format_block(retrieval: Retrieval) -> str:
