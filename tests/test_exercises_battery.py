@@ -161,6 +161,20 @@ def fm_hedges(messages, tools):
     return Reply.call("add", a=a, b=b)
 
 
+def fm_negates(messages, tools):
+    if messages[-1]["role"] == "tool":
+        return f"The sum is not {messages[-1]['content']}."
+    a, b = _question_numbers(messages)
+    return Reply.call("add", a=a, b=b)
+
+
+def fm_own_sum_beside(messages, tools):
+    a, b = _question_numbers(messages)
+    if messages[-1]["role"] == "tool":
+        return f"{a} + {b} = {a + b}; the tool said {messages[-1]['content']}."
+    return Reply.call("add", a=a, b=b)
+
+
 def fm_loops_forever(messages, tools):
     while True:
         pass
@@ -313,6 +327,23 @@ def sr_from_zero(messages, tools):
     if len(pages) >= 3:
         return "Not found."
     return Reply.call("search", page=len(pages))
+
+
+def sr_negated_time(messages, tools):
+    found = [p for p in _pages(messages) if p.startswith("FOUND:")]
+    if found:
+        return "The meeting is not at " + re.search(r"\d{1,2}(?::\d\d)? [ap]m", found[-1])[0] + "."
+    if len(_pages(messages)) >= 3:
+        return "Not found in the first 3 pages."
+    return Reply.call("search", page=len(_pages(messages)) + 1)
+
+
+def sr_reads_all_three(messages, tools):
+    pages = _pages(messages)
+    if len(pages) < 3:
+        return Reply.call("search", page=len(pages) + 1)
+    found = [p for p in pages if p.startswith("FOUND:")]
+    return "Found it: " + found[0].removeprefix("FOUND:").strip() if found else "Not found in the first 3 pages."
 
 
 def sr_sleeps(messages, tools):
@@ -711,6 +742,14 @@ def da_echoes_question(messages, tools):
     return Reply.call("researcher", query=messages[-1]["content"])
 
 
+def _da(answer):
+    def planner(messages, tools):
+        if messages[-1]["role"] == "tool":
+            return answer(messages[-1]["content"])
+        return Reply.call("researcher", query=messages[-1]["content"])
+    return planner
+
+
 def da_hangs(messages, tools):
     import threading
     threading.Event().wait()
@@ -860,13 +899,15 @@ BATTERY = {
             ("never answers", fm_never_answers, "kept calling tools until max_steps"),
             ("add(0, 0), then its own sum", fm_zero_args, "not with the question's numbers"),
             ("ignores the tool's result", fm_own_sum, "does not answer with what add returned"),
-            ("off by one", fm_off_by_one, "which does not contain"),
+            ("off by one", fm_off_by_one, "which does not say"),
             ("hard-coded numbers", fm_hard_coded, "not with the question's numbers"),
             ("a message dict", fm_message_dict, "returned a message dict"),
             ("an int", fm_returns_int, "returned an int"),
             ("no negative numbers", fm_no_negatives, "not with the question's numbers"),
             ("calls add twice", fm_calls_twice, "call add once"),
             ("two answers", fm_hedges, "which also says"),
+            ("denies the result", fm_negates, "which says it is not"),
+            ("its own sum beside the tool's", fm_own_sum_beside, "does not answer with what add returned"),
             ("loops forever", fm_loops_forever, HANG),
             ("wrong signature", lambda messages: "5", "not (messages, tools)"),
         ],
@@ -897,6 +938,8 @@ BATTERY = {
             ("gives up after four pages", sr_four_pages, "read 4 page(s)"),
             ("found, but no answer", sr_no_answer_text, "does not say"),
             ("pages from 0", sr_from_zero, "read page 1, 2, 3... in order"),
+            ("denies the time", sr_negated_time, "says it is not"),
+            ("always reads three pages", sr_reads_all_three, "read 3 pages: stop at the first page that says FOUND"),
             ("sleeps", sr_sleeps, HANG),
         ],
         "right": [("async, since the question", sr_async), ("slicing", sr_plain)],
@@ -1008,6 +1051,9 @@ BATTERY = {
             ("asks twice", da_twice, "call the researcher once"),
             ("echoes the question", da_echoes_question, "which does not say what the researcher found"),
             ("hangs", da_hangs, HANG),
+            ("denies the fact", _da(lambda fact: f"It is not true that {fact}."), "which says it is not"),
+            ("a number of its own beside it", _da(lambda fact: f"{fact} (or maybe 100)"), "which also says 100"),
+            ("doubts it", _da(lambda fact: f"The researcher said {fact}, but I doubt it."), "which doubts"),
         ],
         "right": [("async, the topic only", da_async), ("wrapped", da_whole_question)],
     },
@@ -1092,3 +1138,8 @@ def test_the_reference_passes_at_many_seeds(name: str) -> None:
     for seed in seeds:
         result = check(name, reference(name), seed=seed, record=False)
         assert result.passed, result.summary()
+
+
+def test_every_stopping_rule_check_has_a_page_where_stopping_early_matters() -> None:
+    for seed in range(20):  # a model that reads 3 pages whatever they say fails at every seed
+        assert not check("stopping_rule", sr_reads_all_three, seed=seed, record=False).passed, seed
