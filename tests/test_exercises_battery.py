@@ -482,6 +482,41 @@ def fc_in_threads(session_id, candidates, repository):
     return next(r.run_id for r in results if any(abs(x - right) < 1e-9 for x in nums(r.final_text)))
 
 
+def _percent_of(repository, session_id):
+    return [int(n) for n in re.findall(r"\d+", repository.get_steps(session_id)[0].content)[:2]]
+
+
+async def fc_smaller_than_whole(session_id, candidates, repository):
+    _, whole = _percent_of(repository, session_id)
+    branches = list((await _branches(session_id, candidates, repository)).values())
+    shaped = [b for b in branches if re.fullmatch(r"\d+% of \d+ is [\d.]+\.", b.final_text or "")
+              and nums(b.final_text)[-1] < whole]
+    return (shaped or branches)[0].run_id
+
+
+async def fc_forks_twice(session_id, candidates, repository):
+    p, n = _percent_of(repository, session_id)
+    await _branches(session_id, candidates, repository)
+    branches = (await _branches(session_id, candidates, repository)).values()
+    return next(b.run_id for b in branches if p * n / 100 in nums(b.final_text))
+
+
+async def fc_integer_division(session_id, candidates, repository):
+    p, n = _percent_of(repository, session_id)
+    branches = list((await _branches(session_id, candidates, repository)).values())
+    return next((b.run_id for b in branches if p * n // 100 in nums(b.final_text)), branches[0].run_id)
+
+
+async def fc_stops_and_empties(session_id, candidates, repository):
+    p, n = _percent_of(repository, session_id)
+    for agent in candidates.values():
+        branch = await StepRunner(agent, repository=repository).fork(session_id, 1)
+        if p * n / 100 in nums(branch.final_text):
+            candidates.clear()  # the dict it was given, emptied: the check counts the candidates it handed out
+            return branch.run_id
+    return branch.run_id
+
+
 # -- write_scorer ------------------------------------------------------------------------------------------------------
 
 TEMP = re.compile(r"(-?\d+)\s*°C")
@@ -961,6 +996,10 @@ BATTERY = {
             ("forgets await", fc_forgets_await, "called an async function without `await`"),
             ("one candidate", fc_only_one, "candidates were tried"),
             ("new sessions, not forks", fc_no_fork, "is not in a fork of the session"),
+            ("the shape of a right answer", fc_smaller_than_whole, "another branch answered"),
+            ("two forks per candidate", fc_forks_twice, "fork once per candidate"),
+            ("integer division", fc_integer_division, "another branch answered"),
+            ("stops early, empties the candidates", fc_stops_and_empties, "candidates were tried"),
         ],
         "right": [("scored", fc_scored), ("sync, its own loops", fc_in_threads)],
     },
