@@ -724,6 +724,38 @@ def te_helpful_string(city: str) -> str:
     return WEATHER[city]
 
 
+def te_corrects_quietly(city: str) -> str:
+    """Today's weather in a city."""
+    close = difflib.get_close_matches(city.title(), list(WEATHER), n=1, cutoff=0.5)
+    if close:
+        return WEATHER[close[0]]
+    raise ValueError(f"unknown city {city!r}; I know {', '.join(WEATHER)}")
+
+
+def te_a_dict(city: str) -> str:
+    """Today's weather in a city."""
+    if city not in WEATHER:
+        raise ValueError(f"unknown city {city!r}; I know {', '.join(WEATHER)}")
+    return {"city": city, "weather": WEATHER[city]}
+
+
+def te_says_it_is_another(city: str) -> str:
+    """Today's weather in a city."""
+    if city not in WEATHER:
+        raise ValueError(f"{city!r} is Lima; I know {', '.join(WEATHER)}")
+    return WEATHER[city]
+
+
+def te_learns_misspellings(city: str) -> str:
+    """Today's weather in a city."""
+    close = difflib.get_close_matches(city.title(), list(WEATHER), n=1, cutoff=0.5)
+    if city not in WEATHER and close:
+        WEATHER[city] = WEATHER[close[0]]
+    if city not in WEATHER:
+        raise ValueError(f"unknown city {city!r}; I know {', '.join(WEATHER)}")
+    return WEATHER[city]
+
+
 # -- delegate_to_agent -------------------------------------------------------------------------------------------------------
 
 def da_answers_itself(messages, tools):
@@ -1075,6 +1107,10 @@ BATTERY = {
             ("always the closest city", te_closest_always, "weather for a city your tool does not know"),
             ("wrong argument name", town_weather, "name its argument city"),
             ("sleeps", te_sleeps, HANG),
+            ("corrects misspellings quietly", te_corrects_quietly, "a weather report for a city your tool does not know"),
+            ("a dict", te_a_dict, "return the string WEATHER[city]"),
+            ("says the city is another", te_says_it_is_another, "which tells the model"),
+            ("adds misspellings to WEATHER", te_learns_misspellings, "which is read-only"),
         ],
         "right": [("suggests, another name", te_suggests), ("a helpful string", te_helpful_string)],
     },
@@ -1182,3 +1218,11 @@ def test_the_reference_passes_at_many_seeds(name: str) -> None:
 def test_every_stopping_rule_check_has_a_page_where_stopping_early_matters() -> None:
     for seed in range(20):  # a model that reads 3 pages whatever they say fails at every seed
         assert not check("stopping_rule", sr_reads_all_three, seed=seed, record=False).passed, seed
+
+
+def test_a_tool_that_changes_weather_leaves_later_checks_as_they_were() -> None:
+    assert not check("tool_errors", te_learns_misspellings, seed=3, record=False).passed
+    assert dict(WEATHER) == {"Paris": "18°C and sunny", "Tokyo": "22°C with rain", "Oslo": "6°C and windy",
+                             "Lima": "20°C, cloudy"}
+    for seed in range(6):
+        assert check("tool_errors", reference("tool_errors"), seed=seed, record=False).passed, seed
