@@ -915,6 +915,11 @@ def ep_run_settings(base_url):
                                         model_settings={"temperature": 0.0, "max_tokens": 64}))
 
 
+def ep_client_timeout(base_url):  # the same cap by its newer name; the HTTP client's own read timeout
+    return Agent(model=OpenAIModel("tutor-1", base_url=base_url, timeout=2),
+                 model_settings={"temperature": 0, "max_completion_tokens": 200})
+
+
 # -- the battery -------------------------------------------------------------------------------------------------------------
 
 HANG = f"did not return within {DEFAULT_CAP:g} s"
@@ -1146,7 +1151,8 @@ BATTERY = {
             ("a model, not an agent", ep_returns_model, "not an Agent"),
             ("never calls the endpoint", ep_scripted, "never called the endpoint"),
         ],
-        "right": [("settings in the model", ep_in_the_model), ("settings in the config", ep_run_settings)],
+        "right": [("settings in the model", ep_in_the_model), ("settings in the config", ep_run_settings),
+                  ("the client's timeout, max_completion_tokens", ep_client_timeout)],
     },
 }
 
