@@ -232,7 +232,7 @@ class Scope:
 
 
 # where a clause of an answer ends, read at the characters: a decimal point or a thousands comma does not
-_CLAUSE_END = re.compile(r"[;:!?()\n]|[.,](?!\d)|\bbut\b|\bhowever\b|\bthough\b", re.I)
+_CLAUSE_END = re.compile(r"[;:!?()\n]|[.,](?!\d)|\bbut\b|\bhowever\b|\bthough\b", re.IGNORECASE)
 # an answer that states a value and doubts it ("..., but I doubt it", "maybe 12") does not state it
 DOUBTS = ("doubt", "doubts", "doubtful", "maybe", "perhaps", "possibly", "probably", "unsure", "uncertain", "guess",
           "wrong", "incorrect", "false", "untrue", "unlikely", "not sure", "not certain", "don't believe",

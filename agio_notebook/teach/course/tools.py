@@ -372,7 +372,7 @@ def _recovered(asked: str, real: str) -> Any:
 def _said_to_be(content: str, asked: str) -> str | None:
     """A known city the message says the asked one is ("'Perth' is Lima"): named in a clause with it, not
     denied ("Perth is not Lima" says nothing of the kind)."""
-    for m in re.finditer(rf"\b{re.escape(asked)}\b", content, re.I):
+    for m in re.finditer(rf"\b{re.escape(asked)}\b", content, re.IGNORECASE):
         clause = clause_at(content, m.start(), m.end())
         known = [c for c in WEATHER if has_word(clause, c)]
         if known and not negated_at(content, m.start(), m.end()):
