@@ -161,6 +161,20 @@ def fm_hedges(messages, tools):
     return Reply.call("add", a=a, b=b)
 
 
+def fm_negates(messages, tools):
+    if messages[-1]["role"] == "tool":
+        return f"The sum is not {messages[-1]['content']}."
+    a, b = _question_numbers(messages)
+    return Reply.call("add", a=a, b=b)
+
+
+def fm_own_sum_beside(messages, tools):
+    a, b = _question_numbers(messages)
+    if messages[-1]["role"] == "tool":
+        return f"{a} + {b} = {a + b}; the tool said {messages[-1]['content']}."
+    return Reply.call("add", a=a, b=b)
+
+
 def fm_loops_forever(messages, tools):
     while True:
         pass
@@ -315,6 +329,23 @@ def sr_from_zero(messages, tools):
     return Reply.call("search", page=len(pages))
 
 
+def sr_negated_time(messages, tools):
+    found = [p for p in _pages(messages) if p.startswith("FOUND:")]
+    if found:
+        return "The meeting is not at " + re.search(r"\d{1,2}(?::\d\d)? [ap]m", found[-1])[0] + "."
+    if len(_pages(messages)) >= 3:
+        return "Not found in the first 3 pages."
+    return Reply.call("search", page=len(_pages(messages)) + 1)
+
+
+def sr_reads_all_three(messages, tools):
+    pages = _pages(messages)
+    if len(pages) < 3:
+        return Reply.call("search", page=len(pages) + 1)
+    found = [p for p in pages if p.startswith("FOUND:")]
+    return "Found it: " + found[0].removeprefix("FOUND:").strip() if found else "Not found in the first 3 pages."
+
+
 def sr_sleeps(messages, tools):
     time.sleep(30)
     return "Not found."
@@ -449,6 +480,41 @@ def fc_in_threads(session_id, candidates, repository):
     right = int(found.group(1)) * int(found.group(2)) / 100
     results = [asyncio.run(StepRunner(agent, repository=repository).fork(session_id, 1)) for agent in candidates.values()]
     return next(r.run_id for r in results if any(abs(x - right) < 1e-9 for x in nums(r.final_text)))
+
+
+def _percent_of(repository, session_id):
+    return [int(n) for n in re.findall(r"\d+", repository.get_steps(session_id)[0].content)[:2]]
+
+
+async def fc_smaller_than_whole(session_id, candidates, repository):
+    _, whole = _percent_of(repository, session_id)
+    branches = list((await _branches(session_id, candidates, repository)).values())
+    shaped = [b for b in branches if re.fullmatch(r"\d+% of \d+ is [\d.]+\.", b.final_text or "")
+              and nums(b.final_text)[-1] < whole]
+    return (shaped or branches)[0].run_id
+
+
+async def fc_forks_twice(session_id, candidates, repository):
+    p, n = _percent_of(repository, session_id)
+    await _branches(session_id, candidates, repository)
+    branches = (await _branches(session_id, candidates, repository)).values()
+    return next(b.run_id for b in branches if p * n / 100 in nums(b.final_text))
+
+
+async def fc_integer_division(session_id, candidates, repository):
+    p, n = _percent_of(repository, session_id)
+    branches = list((await _branches(session_id, candidates, repository)).values())
+    return next((b.run_id for b in branches if p * n // 100 in nums(b.final_text)), branches[0].run_id)
+
+
+async def fc_stops_and_empties(session_id, candidates, repository):
+    p, n = _percent_of(repository, session_id)
+    for agent in candidates.values():
+        branch = await StepRunner(agent, repository=repository).fork(session_id, 1)
+        if p * n / 100 in nums(branch.final_text):
+            candidates.clear()  # the dict it was given, emptied: the check counts the candidates it handed out
+            return branch.run_id
+    return branch.run_id
 
 
 # -- write_scorer ------------------------------------------------------------------------------------------------------
@@ -658,6 +724,38 @@ def te_helpful_string(city: str) -> str:
     return WEATHER[city]
 
 
+def te_corrects_quietly(city: str) -> str:
+    """Today's weather in a city."""
+    close = difflib.get_close_matches(city.title(), list(WEATHER), n=1, cutoff=0.5)
+    if close:
+        return WEATHER[close[0]]
+    raise ValueError(f"unknown city {city!r}; I know {', '.join(WEATHER)}")
+
+
+def te_a_dict(city: str) -> str:
+    """Today's weather in a city."""
+    if city not in WEATHER:
+        raise ValueError(f"unknown city {city!r}; I know {', '.join(WEATHER)}")
+    return {"city": city, "weather": WEATHER[city]}
+
+
+def te_says_it_is_another(city: str) -> str:
+    """Today's weather in a city."""
+    if city not in WEATHER:
+        raise ValueError(f"{city!r} is Lima; I know {', '.join(WEATHER)}")
+    return WEATHER[city]
+
+
+def te_learns_misspellings(city: str) -> str:
+    """Today's weather in a city."""
+    close = difflib.get_close_matches(city.title(), list(WEATHER), n=1, cutoff=0.5)
+    if city not in WEATHER and close:
+        WEATHER[city] = WEATHER[close[0]]
+    if city not in WEATHER:
+        raise ValueError(f"unknown city {city!r}; I know {', '.join(WEATHER)}")
+    return WEATHER[city]
+
+
 # -- delegate_to_agent -------------------------------------------------------------------------------------------------------
 
 def da_answers_itself(messages, tools):
@@ -709,6 +807,14 @@ def da_echoes_question(messages, tools):
     if messages[-1]["role"] == "tool":
         return next(m["content"] for m in messages if m["role"] == "user")
     return Reply.call("researcher", query=messages[-1]["content"])
+
+
+def _da(answer):
+    def planner(messages, tools):
+        if messages[-1]["role"] == "tool":
+            return answer(messages[-1]["content"])
+        return Reply.call("researcher", query=messages[-1]["content"])
+    return planner
 
 
 def da_hangs(messages, tools):
@@ -809,6 +915,11 @@ def ep_run_settings(base_url):
                                         model_settings={"temperature": 0.0, "max_tokens": 64}))
 
 
+def ep_client_timeout(base_url):  # the same cap by its newer name; the HTTP client's own read timeout
+    return Agent(model=OpenAIModel("tutor-1", base_url=base_url, timeout=2),
+                 model_settings={"temperature": 0, "max_completion_tokens": 200})
+
+
 # -- the battery -------------------------------------------------------------------------------------------------------------
 
 HANG = f"did not return within {DEFAULT_CAP:g} s"
@@ -860,13 +971,15 @@ BATTERY = {
             ("never answers", fm_never_answers, "kept calling tools until max_steps"),
             ("add(0, 0), then its own sum", fm_zero_args, "not with the question's numbers"),
             ("ignores the tool's result", fm_own_sum, "does not answer with what add returned"),
-            ("off by one", fm_off_by_one, "which does not contain"),
+            ("off by one", fm_off_by_one, "which does not say"),
             ("hard-coded numbers", fm_hard_coded, "not with the question's numbers"),
             ("a message dict", fm_message_dict, "returned a message dict"),
             ("an int", fm_returns_int, "returned an int"),
             ("no negative numbers", fm_no_negatives, "not with the question's numbers"),
             ("calls add twice", fm_calls_twice, "call add once"),
             ("two answers", fm_hedges, "which also says"),
+            ("denies the result", fm_negates, "which says it is not"),
+            ("its own sum beside the tool's", fm_own_sum_beside, "does not answer with what add returned"),
             ("loops forever", fm_loops_forever, HANG),
             ("wrong signature", lambda messages: "5", "not (messages, tools)"),
         ],
@@ -897,6 +1010,8 @@ BATTERY = {
             ("gives up after four pages", sr_four_pages, "read 4 page(s)"),
             ("found, but no answer", sr_no_answer_text, "does not say"),
             ("pages from 0", sr_from_zero, "read page 1, 2, 3... in order"),
+            ("denies the time", sr_negated_time, "says it is not"),
+            ("always reads three pages", sr_reads_all_three, "read 3 pages: stop at the first page that says FOUND"),
             ("sleeps", sr_sleeps, HANG),
         ],
         "right": [("async, since the question", sr_async), ("slicing", sr_plain)],
@@ -918,6 +1033,10 @@ BATTERY = {
             ("forgets await", fc_forgets_await, "called an async function without `await`"),
             ("one candidate", fc_only_one, "candidates were tried"),
             ("new sessions, not forks", fc_no_fork, "is not in a fork of the session"),
+            ("the shape of a right answer", fc_smaller_than_whole, "another branch answered"),
+            ("two forks per candidate", fc_forks_twice, "fork once per candidate"),
+            ("integer division", fc_integer_division, "another branch answered"),
+            ("stops early, empties the candidates", fc_stops_and_empties, "candidates were tried"),
         ],
         "right": [("scored", fc_scored), ("sync, its own loops", fc_in_threads)],
     },
@@ -993,6 +1112,10 @@ BATTERY = {
             ("always the closest city", te_closest_always, "weather for a city your tool does not know"),
             ("wrong argument name", town_weather, "name its argument city"),
             ("sleeps", te_sleeps, HANG),
+            ("corrects misspellings quietly", te_corrects_quietly, "a weather report for a city your tool does not know"),
+            ("a dict", te_a_dict, "return the string WEATHER[city]"),
+            ("says the city is another", te_says_it_is_another, "which tells the model"),
+            ("adds misspellings to WEATHER", te_learns_misspellings, "which is read-only"),
         ],
         "right": [("suggests, another name", te_suggests), ("a helpful string", te_helpful_string)],
     },
@@ -1008,6 +1131,9 @@ BATTERY = {
             ("asks twice", da_twice, "call the researcher once"),
             ("echoes the question", da_echoes_question, "which does not say what the researcher found"),
             ("hangs", da_hangs, HANG),
+            ("denies the fact", _da(lambda fact: f"It is not true that {fact}."), "which says it is not"),
+            ("a number of its own beside it", _da(lambda fact: f"{fact} (or maybe 100)"), "which also says 100"),
+            ("doubts it", _da(lambda fact: f"The researcher said {fact}, but I doubt it."), "which doubts"),
         ],
         "right": [("async, the topic only", da_async), ("wrapped", da_whole_question)],
     },
@@ -1025,7 +1151,8 @@ BATTERY = {
             ("a model, not an agent", ep_returns_model, "not an Agent"),
             ("never calls the endpoint", ep_scripted, "never called the endpoint"),
         ],
-        "right": [("settings in the model", ep_in_the_model), ("settings in the config", ep_run_settings)],
+        "right": [("settings in the model", ep_in_the_model), ("settings in the config", ep_run_settings),
+                  ("the client's timeout, max_completion_tokens", ep_client_timeout)],
     },
 }
 
@@ -1092,3 +1219,16 @@ def test_the_reference_passes_at_many_seeds(name: str) -> None:
     for seed in seeds:
         result = check(name, reference(name), seed=seed, record=False)
         assert result.passed, result.summary()
+
+
+def test_every_stopping_rule_check_has_a_page_where_stopping_early_matters() -> None:
+    for seed in range(20):  # a model that reads 3 pages whatever they say fails at every seed
+        assert not check("stopping_rule", sr_reads_all_three, seed=seed, record=False).passed, seed
+
+
+def test_a_tool_that_changes_weather_leaves_later_checks_as_they_were() -> None:
+    assert not check("tool_errors", te_learns_misspellings, seed=3, record=False).passed
+    assert dict(WEATHER) == {"Paris": "18°C and sunny", "Tokyo": "22°C with rain", "Oslo": "6°C and windy",
+                             "Lima": "20°C, cloudy"}
+    for seed in range(6):
+        assert check("tool_errors", reference("tool_errors"), seed=seed, record=False).passed, seed

@@ -229,3 +229,37 @@ class Scope:
         if self.kind == "unknown":
             return "only when " + " ".join(self.words)
         return "except for " + " and ".join(sorted(self.excluded)) if self.excluded else "always"
+
+
+# where a clause of an answer ends, read at the characters: a decimal point or a thousands comma does not
+_CLAUSE_END = re.compile(r"[;:!?()\n]|[.,](?!\d)|\bbut\b|\bhowever\b|\bthough\b", re.IGNORECASE)
+# an answer that states a value and doubts it ("..., but I doubt it", "maybe 12") does not state it
+DOUBTS = ("doubt", "doubts", "doubtful", "maybe", "perhaps", "possibly", "probably", "unsure", "uncertain", "guess",
+          "wrong", "incorrect", "false", "untrue", "unlikely", "not sure", "not certain", "don't believe",
+          "do not believe", "might be", "could be", "or so")
+
+
+def clause_at(text: str, start: int, end: int) -> str:
+    """The clause of ``text`` that holds the characters ``start:end`` (clauses end at , ; : . and "but")."""
+    text = text or ""
+    before = [m.end() for m in _CLAUSE_END.finditer(text, 0, start)]
+    after = _CLAUSE_END.search(text, end)
+    return text[before[-1] if before else 0:after.start() if after else len(text)]
+
+
+def negated_at(text: str, start: int, end: int) -> bool:
+    """What stands at ``start:end`` is denied by its clause: an odd number of negations in it ("The sum is not
+    53", "It is not true that owls ...", "12 pm isn't the time")."""
+    clause = tokens(clause_at(text, start, end))
+    return _negators_before(clause, len(clause)) % 2 == 1
+
+
+def doubt(text: str) -> str | None:
+    """The words of ``text`` that doubt what it says ("but I doubt it", "maybe", "not sure"), not negated
+    ("no doubt" is none); None when it doubts nothing."""
+    for sentence in read(text, {"doubt": DOUBTS}):
+        for mention in sentence.mentions:
+            if mention.positive:
+                return next((d for d in DOUBTS if tuple(tokens(d)) in
+                             {tuple(mention.clause[i:i + len(tokens(d))]) for i in range(len(mention.clause))}), "doubt")
+    return None

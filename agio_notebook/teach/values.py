@@ -8,6 +8,7 @@ these functions, never with a substring test.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # a number standing on its own: not glued to a digit or decimal point before it (a currency code may be:
@@ -111,6 +112,11 @@ def amounts(text: str) -> list[tuple[float, str]]:
 
 def times(text: str) -> list[int]:
     """Clock times as minutes after midnight: ``3 pm``, ``3pm``, ``3 p.m.``, ``15:00``, ``3:30 PM``."""
+    return [int(t.value) for t in time_spans(text)]
+
+
+def time_spans(text: str) -> list[Number]:
+    """The clock times of ``text`` (minutes after midnight) with where each stands."""
     out = []
     for m in _TIME.finditer(text or ""):
         if m.group(1) is not None:
@@ -120,7 +126,7 @@ def times(text: str) -> list[int]:
         else:
             hour, minute = int(m.group(4)), int(m.group(5))
         if hour < 24 and minute < 60:
-            out.append(hour * 60 + minute)
+            out.append(Number(hour * 60 + minute, m.start(), m.end()))
     return out
 
 
@@ -134,3 +140,27 @@ def clock(minutes: int) -> str:
 def shown_number(value: float) -> str:
     """A number the way a person writes it: ``12.0`` -> ``"12"``, ``34.5`` -> ``"34.5"``."""
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def unstated(text: str, value: float, *, besides: tuple[float, ...] = (), spans: Callable[[str], list[Number]] = number_spans,
+             show: Callable[[float], str] = shown_number, tolerance: float = 1e-9) -> str | None:
+    """Why ``text`` does not state ``value`` as its answer, or None when it does. An answer states a value when
+    it says it (a whole number token, or a time with ``spans=time_spans``), its clause does not deny it ("The
+    sum is not 53"), nothing in it doubts it ("..., but I doubt it", "maybe"), and no other value stands beside
+    it ("53 (or maybe 100)", "34 + 19 = 53; the tool said 60"); ``besides`` are values it may also say (the
+    question's own numbers). The reason reads after "your answer ...": "does not say 53"."""
+    # values are read before prose: the rules of negation and doubt live in reading
+    from .reading import doubt, negated_at
+
+    found = spans(text)
+    hits = [n for n in found if same(n.value, value, tolerance)]
+    if not hits:
+        return f"does not say {show(value)}"
+    if all(negated_at(text, n.start, n.end) for n in hits):
+        return f"says it is not {show(value)}"
+    others = [n.value for n in found if not any(same(n.value, x, tolerance) for x in (value, *besides))]
+    if others:
+        return f"also says {show(others[0])}, beside {show(value)}"
+    if (doubted := doubt(text)) is not None:
+        return f"doubts {show(value)} ({doubted!r})"
+    return None

@@ -10,7 +10,7 @@ from ...core import ExecutionConfig, RunStatus, StepRole
 from ...models import FunctionModel, Reply
 from ...tools import Tool, tool
 from ..exercise import Exercise, Scenario, Trial, judged
-from ..values import numbers, same, words
+from ..values import unstated, words
 from .messages import last_user, tool_results
 from .probe import follows_the_tool
 
@@ -96,9 +96,10 @@ def _delegated(topic: str, number: int) -> Any:
             status = nested[0].status.value if nested and nested[0] is not None else "never stored"
             return f"the researcher's nested run did not complete ({status})"
         fact = nested[0].final_text or ""
-        if not any(same(n, number) for n in numbers(trial.final_text)):
-            return (f"your model answered {trial.final_text!r}, which does not say what the researcher found "
-                    f"({fact!r}): answer with the tool's result (the content of the last message)")
+        if (problem := unstated(trial.final_text, number)) is not None:
+            said = "does not say what the researcher found" if problem.startswith("does not say") else problem
+            return (f"your model answered {trial.final_text!r}, which {said} ({fact!r}): answer with the tool's "
+                    "result (the content of the last message), and nothing against it")
         return None
     return why
 

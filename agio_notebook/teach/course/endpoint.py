@@ -237,10 +237,12 @@ Write `connect(base_url)` that returns an `Agent` on the OpenAI-compatible endpo
 - the key from the environment (`OPENAI_API_KEY`, which `OpenAIModel` reads when you pass no key), never
   written in your code;
 - request settings for every call: `temperature` 0 and replies capped at `max_tokens` {MAX_TOKENS} or fewer
-  (`Agent(model_settings={{...}})`);
+  (`Agent(model_settings={{...}})`; `max_completion_tokens`, the newer name of the same cap, counts too);
 - time limits that end a call when the server goes silent, {LIMIT:g} s at most before the first token and
   {LIMIT:g} s at most between two pieces of the answer, without cutting off an answer that keeps
-  streaming (`Agent(config=ExecutionConfig(...))`).
+  streaming (`Agent(config=ExecutionConfig(...))`). What is judged is how long your agent really waits,
+  retries included, so a read timeout of the HTTP client's own (`OpenAIModel(..., timeout=...)`) that
+  keeps to these limits passes too.
 
 The check runs your agent against a small server on this machine and judges what it was really sent
 (the same request `agio_notebook.context(run_id, step)` shows for any stored model call), and how long

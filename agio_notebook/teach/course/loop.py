@@ -9,7 +9,7 @@ from typing import Any
 from ...core import ExecutionConfig, RunStatus
 from ...tools import Tool, tool
 from ..exercise import Exercise, Scenario, Trial, judged
-from ..values import clock, numbers, same, shown_number, times
+from ..values import clock, numbers, shown_number, time_spans, times, unstated
 from .probe import follows_the_tool
 
 
@@ -51,14 +51,9 @@ def _added(a: int, b: int) -> Any:
         if status != "ok":
             return f"add failed: {content}"
         result = numbers(content)[0]
-        said = numbers(trial.final_text)
-        if not any(same(n, result) for n in said):
-            return (f"your model answered {trial.final_text!r}, which does not contain {shown_number(result)}, what "
-                    "add returned: answer with the tool's result (the content of the last message)")
-        others = [n for n in said if not any(same(n, x) for x in (result, a, b))]
-        if others:
-            return (f"your model answered {trial.final_text!r}, which also says {shown_number(others[0])}: answer "
-                    f"with add's result, {shown_number(result)}")
+        if (problem := unstated(trial.final_text, result, besides=(a, b))) is not None:
+            return (f"your model answered {trial.final_text!r}, which {problem}: answer with add's result, "
+                    f"{shown_number(result)} (the content of the last message), and nothing against it")
         return None
     return why
 
@@ -66,7 +61,7 @@ def _added(a: int, b: int) -> Any:
 def _reads_the_result(a: int, b: int, rng: random.Random) -> Any:
     other = a + b + rng.choice([111, 222, 1000, -333, 77])
     return follows_the_tool(str(other), other, "add", ". Answer with the content of the last message, not with a "
-                                                      "sum of your own")
+                                                      "sum of your own", besides=(a, b))
 
 
 def _function_scenarios(rng: random.Random) -> list[Scenario]:
@@ -165,12 +160,12 @@ def _found(page: int, minutes: int) -> Any:
             return f"your model stopped after {seen}, before page {page}, which says FOUND"
         if len(read) > page:
             return f"your model read {len(read)} pages: stop at the first page that says FOUND: (page {page})"
-        said = times(trial.final_text)
-        if minutes not in said or says_not_found(trial.final_text):
-            return (f"your model stopped at the right page, but its answer {trial.final_text!r} does not say "
-                    f"{clock(minutes)}, what the page says")
-        if any(t != minutes for t in said):
-            return f"your model's answer {trial.final_text!r} names another time than {clock(minutes)}"
+        problem = unstated(trial.final_text, minutes, spans=time_spans, show=clock)
+        if problem is None and says_not_found(trial.final_text):
+            problem = "says it was not found"
+        if problem is not None:
+            return (f"your model stopped at the right page, but its answer {trial.final_text!r} {problem}: answer "
+                    f"with the time the page says, {clock(minutes)}")
         return None
     return why
 
@@ -200,7 +195,9 @@ def _stopping_scenarios(rng: random.Random) -> list[Scenario]:
     _, late = fact()
     empty = dict(enumerate([*filler(3), late], 1))  # the answer is on page 4: too late
     v_minutes, v_line = fact()
-    v_at = rng.choice([2, 3])  # after a page that mentions the FOUNDATION board
+    # after a page that mentions the FOUNDATION board; one of the two is found before page 3, so a model that
+    # reads 3 pages whatever they say fails at every seed
+    v_at = 2 if found_at == 3 else rng.choice([2, 3])
     v_pages = dict(enumerate([_DISTRACTOR, *filler(v_at - 2), v_line, *filler(1)], 1))
     cap = ExecutionConfig(max_steps=_LIMIT, tool_timeout=5.0, first_token_timeout=5.0, enable_retry=False)
     return [

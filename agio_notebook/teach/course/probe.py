@@ -13,7 +13,7 @@ from typing import Any, Callable
 from ...models import FunctionModel, Reply
 from ..exercise import Probe, Trial
 from ..running import SolutionError, call_solution
-from ..values import numbers, same
+from ..values import unstated
 
 Messages = list[dict[str, Any]]
 
@@ -46,14 +46,16 @@ def with_last_tool_result(content: str) -> Callable[[Messages], Messages]:
     return change
 
 
-def follows_the_tool(result: str, number: float, source: str, advice: str = "") -> Probe:
+def follows_the_tool(result: str, number: float, source: str, advice: str = "", besides: tuple[float, ...] = ()
+                     ) -> Probe:
     """A probe: the learner's last call again, with ``source`` (the tool, as a reason names it) answering
-    ``result``; the answer must then say ``number``, or the model is not reading what the tool said."""
+    ``result``; the answer must then state ``number`` (``values.unstated``: not denied, doubted or beside a
+    number of its own; ``besides`` may stand with it), or the model is not reading what the tool said."""
     async def probe(trial: Trial, learner: Any) -> str | None:
         text, reply = await ask_again(trial, learner, with_last_tool_result(result))
         if reply is None and text is None:
             return None
-        if text is None or not any(same(n, number) for n in numbers(text)):
+        if text is None or unstated(text, number, besides=besides) is not None:
             return (f"your model does not answer with what {source} returned: given the same conversation with "
                     f"{source} returning {result!r}, it answered {(text if text is not None else reply)!r}{advice}")
         return None

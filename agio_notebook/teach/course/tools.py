@@ -5,13 +5,15 @@ from __future__ import annotations
 import difflib
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ...models import Reply
 from ..exercise import Exercise, Scenario, Trial, judged
 from ..kinds import takes_arguments
-from ..reading import read
+from ..reading import clause_at, negated_at, read
 from ..values import amounts, has_word, numbers, same, temperatures, words
 from .messages import is_error, last_call, last_user, tool_results
 
@@ -278,7 +280,9 @@ check(exercise("tool_docstring"), convert_currency)''',
     scenarios=_docstring_scenarios, preflight=takes_arguments(("amount", "currency")))
 
 
-WEATHER = {"Paris": "18°C and sunny", "Tokyo": "22°C with rain", "Oslo": "6°C and windy", "Lima": "20°C, cloudy"}
+# read-only: a tool that adds misspellings to it would change what every later check expects
+WEATHER: Mapping[str, str] = MappingProxyType({"Paris": "18°C and sunny", "Tokyo": "22°C with rain",
+                                              "Oslo": "6°C and windy", "Lima": "20°C, cloudy"})
 ELSEWHERE = ["Cairo", "Quito", "Perth", "Nairobi", "Hanoi", "Dublin", "Santiago", "Montreal"]
 
 
@@ -327,10 +331,19 @@ def _recovered(asked: str, real: str) -> Any:
         results = trial.tool_results
         if not results:
             return "the model never called city_weather"
+        first_status, first = results[0][1], results[0][2]
+        if "mappingproxy" in first:
+            return (f"city_weather({asked!r}) tried to add to WEATHER, which is read-only: leave it as it is, and "
+                    "raise an error that names the cities you know")
+        if asked != real and first_status == "ok" and _is_weather(first):
+            return (f"city_weather({asked!r}) returned {first!r}, a weather report for a city your tool does not "
+                    f"know: raise an error that names the cities you know, so the model asks again as {real!r}")
+        if first_status == "ok" and asked == real and first != WEATHER[real]:
+            return (f"city_weather({asked!r}) returned {first!r}, not WEATHER[{real!r}] ({WEATHER[real]!r}): return "
+                    "the string WEATHER[city]")
         said = temperatures(trial.final_text)
         if want in said and all(t == want for t in said):
             return None
-        first_status, first = results[0][1], results[0][2]
         if asked == real:
             if first_status != "ok":
                 return f"city_weather({asked!r}) failed for a city you know: {first}"
@@ -356,6 +369,17 @@ def _recovered(asked: str, real: str) -> Any:
     return why
 
 
+def _said_to_be(content: str, asked: str) -> str | None:
+    """A known city the message says the asked one is ("'Perth' is Lima"): named in a clause with it, not
+    denied ("Perth is not Lima" says nothing of the kind)."""
+    for m in re.finditer(rf"\b{re.escape(asked)}\b", content, re.IGNORECASE):
+        clause = clause_at(content, m.start(), m.end())
+        known = [c for c in WEATHER if has_word(clause, c)]
+        if known and not negated_at(content, m.start(), m.end()):
+            return known[0]
+    return None
+
+
 def _says_what_works(asked: str) -> Any:
     def why(trial: Trial) -> str | None:
         results = trial.tool_results
@@ -367,6 +391,10 @@ def _says_what_works(asked: str) -> Any:
                     "an error instead")
         if temperatures(trial.final_text):
             return f"the model answered {trial.final_text!r}, a temperature for a city your tool does not know"
+        claimed = _said_to_be(content, asked)
+        if claimed:
+            return (f"city_weather({asked!r}) said {content!r}, which tells the model {asked} is {claimed}: say you "
+                    f"do not know {asked}, and name the cities you know")
         missing = [c for c in WEATHER if not has_word(content, c)]
         if missing:
             return (f"city_weather({asked!r}) said {content!r}: the model could not tell the user which cities "
@@ -415,7 +443,8 @@ Every exception a tool raises becomes a tool result the model reads (`Error (exc
 Write `city_weather(city: str)` that returns `WEATHER[city]` for a city it knows (`WEATHER` has Paris,
 Tokyo, Oslo and Lima), and raises an error the model can act on when it does not: users misspell
 cities, and ask for cities you do not have (then the model can only tell the user what your error
-says).
+says). A misspelt name is a city you do not know: say so rather than answering for the city you guess,
+so the model asks again with the name you give (`WEATHER` is read-only).
 
 **What the model here reads.** The text of the tool's result. When it is not a weather report and
 names a city that looks like the one asked for, the model asks once more with that name, spelt as your
