@@ -950,6 +950,26 @@ BATTERY = {
             ("vague format", pe("Use the calculator. Be concise."), "does not say that the reply is the number alone"),
             ("opposite format", pe("Use the calculator. Explain your answer in a full sentence."),
              "asks for more than the number"),
+            ("exception that is every row", pe("Use the calculator for every question except multiplications. Reply "
+                                               "with only the number."), "an exception ('except multiplications')"),
+            ("a day", pe("On Mondays, use the calculator for every question. Reply with only the number."),
+             "a condition the model cannot check ('on mondays')"),
+            ("unless", pe("Use the calculator for every question unless the numbers are small. Reply with only the "
+                          "number."), "a condition the model cannot check ('unless the numbers are small')"),
+            ("hypothetical", pe("If you had a calculator you would use it for every question. Reply with only the "
+                                "number."), "is a hypothetical ('would')"),
+            ("past", pe("You used to use the calculator for every question. Reply with only the number."),
+             "is about the past ('used to')"),
+            ("someone else", pe("Another assistant will use the calculator for every question. Reply with only the "
+                                "number."), "is about someone else ('another assistant')"),
+            ("spelled out", pe("Use the calculator for every question. Reply with only the number, spelled out in "
+                               "words."), "asks the model to change the number"),
+            ("rounded", pe("Use the calculator for every question. Reply with only the number, rounded to the nearest "
+                           "ten."), "asks the model to change the number"),
+            ("then explain", pe("Use the calculator for every question. Reply with only the number, then explain how "
+                                "you got it."), "asks for more than the number"),
+            ("judged wrong", pe("Use the calculator for every question. It is wrong to reply with only the number."),
+             "asks for more than the number"),
             ("keywords", pe("calculator only the number"), "does not tell the model to use the calculator"),
             ("hard-coded answers", pe("17 × 23 = 391. 12 × 34 = 408. Reply with only the number."),
              "does not tell the model to use the calculator"),
@@ -961,7 +981,11 @@ BATTERY = {
         "right": [("in other words", pe("Always compute products with the calculator tool. Output just the number, "
                                         "nothing else.")),
                   ("double negatives", pe("Don't multiply in your head: call the calculator for each question. "
-                                          "Do not reply with anything but the number."))],
+                                          "Do not reply with anything but the number.")),
+                  ("one sentence, even small ones", pe("Always use the calculator, even when the numbers are small, "
+                                                       "and reply with only the number.")),
+                  ("arithmetic, told otherwise", pe("Unless told otherwise, use the calculator for every arithmetic "
+                                                    "question and reply with only the number."))],
     },
     "memory_second_run": {
         "wrong": [

@@ -14,6 +14,7 @@ from ..exercise import Exercise, Scenario, Trial, judged
 from ..reading import parts, read, scope_of
 from ..values import numbers, parse_number, same
 from .messages import last_user, system_text, tool_results
+from .plain import condition, stance
 from .tools import WEATHER
 
 _OPS = {"*": operator.mul, "+": operator.add, "-": operator.sub, "/": operator.truediv}
@@ -145,7 +146,11 @@ _PROMPT = {
                "product", "the answer", "value", "figure", "integer"],
     "words": ["words", "word", "text", "explanation", "explanations", "explain", "sentence", "sentences", "prose",
               "commentary", "comments", "comment", "anything else", "other text", "units", "reasoning", "elaborate",
-              "chat", "chatter", "preamble", "introduction", "working", "steps", "punctuation", "extra", "more"],
+              "chat", "chatter", "preamble", "introduction", "working", "steps", "punctuation", "extra", "more",
+              "unit", "how you got"],
+    "extra": ["spelled out", "spell out", "spell it out", "spelled", "written out", "in words", "in letters",
+              "round", "rounded", "rounding", "nearest", "approximately", "approximate", "roughly", "estimate",
+              "estimated", "percent", "percentage", "scientific notation", "roman numerals", "in hex", "binary"],
 }
 _TOPIC = {"multiplication", "multiplications", "multiply", "multiplying", "product", "products", "arithmetic",
           "math", "maths", "calculation", "calculations", "computation", "computations", "number", "numbers",
@@ -178,25 +183,45 @@ def read_prompt(prompt: str) -> PromptReading:
     prompt = re.sub(r"(calculator\b[^.!?\n]*?\b(?:use|call|invoke|run|try|ask))\s+(?:it|that)\b", r"\1 the calculator",
                     prompt or "", flags=re.I)
     for s in read(prompt, _PROMPT):
+        limit = condition(s, topic=_TOPIC)
         for part in parts(s):
-            tool_said = part.said("calculator")
-            if tool_said is None or (part.said("use") is None and tool_said):
+            tool_said, number, wordy = part.said("calculator"), part.said("number"), part.said("words")
+            reservation = stance(part.tokens, s.text)
+            if reservation is not None and reservation.kind == "wrong":  # "it is wrong to ...": not to be done
+                tool_said = None if tool_said is None else not tool_said
+                number = None if number is None else not number
+                wordy = None if wordy is None else not wordy
+            elif reservation is not None or limit is not None:
+                why = (reservation or limit).describe()
+                if tool_said and reservation is None:
+                    calc, calc_why = False, (f"your prompt limits the calculator to some questions ({s.text!r}: "
+                                             f"{why})")
+                elif tool_said:
+                    calc, calc_why = False, (f"your prompt's sentence about the calculator ({s.text!r}) is {why}: "
+                                             "the model only follows a plain instruction to itself, now")
+                if number or wordy:
+                    form, form_why = False, (f"your prompt's sentence about the reply ({s.text!r}) is {why}: the model "
+                                             "only follows a plain instruction")
                 continue
-            scope = scope_of(part, topic=_TOPIC, cases=())
-            if not tool_said:
-                calc, calc_why = False, f"your prompt tells the model not to use the calculator ({s.text!r})"
-            elif scope.kind != "all":
-                calc, calc_why = False, (f"your prompt limits the calculator to some questions ({s.text!r}), and the "
-                                         "model cannot tell whether this question is one")
-            else:
-                calc = True
-        number, wordy = s.said("number"), s.said("words")
-        if number and s.exclusive:
-            form = True
-        elif wordy is False:
-            form = True
-        elif wordy or number is False:
-            form, form_why = False, f"your prompt asks for more than the number ({s.text!r})"
+            if tool_said is not None and not (part.said("use") is None and tool_said):
+                scope = scope_of(part, topic=_TOPIC, cases=())
+                if not tool_said:
+                    calc, calc_why = False, f"your prompt tells the model not to use the calculator ({s.text!r})"
+                elif scope.kind != "all":
+                    calc, calc_why = False, (f"your prompt limits the calculator to some questions ({s.text!r}), and "
+                                             "the model cannot tell whether this question is one")
+                else:
+                    calc = True
+            extra = part.said("extra")
+            if extra:
+                form, form_why = False, (f"your prompt asks the model to change the number ({s.text!r}): the "
+                                         "evaluation wants the exact number, as digits")
+            elif number and part.exclusive:
+                form = True
+            elif wordy is False:
+                form = True
+            elif wordy or number is False:
+                form, form_why = False, f"your prompt asks for more than the number ({s.text!r})"
     return PromptReading(bool(calc), calc_why, bool(form), form_why)
 
 
@@ -277,8 +302,10 @@ Build an `Agent` on `literal_model()` with the tools and the system prompt that 
 whether to use the `calculator` (a sentence telling it to, for every question; it must also be in
 `tools=`), and what the reply looks like (the number alone, said in any words: *only the number*, *just
 the number, nothing else*, *no words*). It understands *not*, *never* and limits (*for additions only*,
-*when the numbers are big*: it cannot tell when those hold, so it does not apply them). Anything else
-it ignores; without the calculator it estimates to the nearest ten. A real model reads far more, and
+*when the numbers are big*, *unless ...*, *except ...*, *on Mondays*: it cannot tell when those hold, so
+it does not apply them); it follows only a plain instruction to itself, now (not *you used to*, *you
+would*, *another assistant will*), and what it is told to do to the number (round it, spell it out,
+explain it) it does. Anything else it ignores; without the calculator it estimates to the nearest ten. A real model reads far more, and
 follows less exactly.
 """,
     hints=["Run one row yourself and read the transcript: what does the model answer?",
