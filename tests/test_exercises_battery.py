@@ -551,6 +551,11 @@ def ms_scoped(run_id, repository):
                           repository=repository)
 
 
+def ms_both(run_id, repository):
+    lesson("Answer weather forecasts in Celsius.")(run_id, repository)
+    lesson("Answer weather forecasts in Fahrenheit.")(run_id, repository)
+
+
 def ms_default_store(run_id, repository):
     memory.add_experience("a weather forecast question", lesson="Answer weather forecasts in Celsius.")
 
@@ -997,13 +1002,34 @@ BATTERY = {
             ("converts the wrong way", lesson("Convert forecasts from Celsius to Fahrenheit."),
              "as: answer in Fahrenheit"),
             ("a condition it cannot tell", lesson("When it is cold, answer forecasts in Celsius."), "only when cold"),
+            ("a day", lesson("On Mondays, answer weather forecasts in Celsius."),
+             "it is a condition the model cannot check ('on mondays')"),
+            ("if asked", lesson("Answer weather forecasts in Celsius if the user asks for it."),
+             "it is a condition the model cannot check ('if the user asks for it')"),
+            ("unless", lesson("Answer weather forecasts in Celsius unless the city is in Europe."),
+             "it is a condition the model cannot check ('unless the city is in europe')"),
+            ("then converts back", lesson("Answer weather forecasts in Celsius, then convert the answer to "
+                                          "Fahrenheit."), "as: answer in Fahrenheit"),
+            ("called a mistake", lesson("Answering weather forecasts in Celsius was a mistake."),
+             "as: answer in Fahrenheit"),
+            ("once, not any more", lesson("The user once wanted weather forecasts in Celsius, but not any more."),
+             "it is about the past ('once')"),
+            ("another user", lesson("Another user wants weather forecasts in Celsius; this one wants Fahrenheit."),
+             "as: answer in Fahrenheit"),
+            ("two lessons that disagree", ms_both, "your memory says both Celsius"),
+            ("a situation sharing no word", lesson("Answer in Celsius.", situation="zqx vbn"),
+             "shares no word with the question"),
             ("scoped to the first city", ms_scoped, "as a rule for"),
             ("the default store", ms_default_store, "stored its lesson in the default store"),
             ("no lesson", ms_outcome_only, "has no lesson"),
             ("raises", ms_raises, "your learn() raised RuntimeError"),
             ("asks for input()", ms_asks, "called input()"),
         ],
-        "right": [("a skill", ms_skill), ("async, other words", ms_async)],
+        "right": [("a skill", ms_skill), ("async, other words", ms_async),
+                  ("a mistake named, then the rule", lesson("Answering in Fahrenheit was a mistake; answer in "
+                                                            "Celsius.", situation="the user asked for a forecast")),
+                  ("would like, unless told otherwise", lesson("The user would like weather forecasts in Celsius "
+                                                               "unless told otherwise."))],
     },
     "tool_errors": {
         "wrong": [
