@@ -489,6 +489,38 @@ def ws_unsigned(run):
     return float(bool(known and said) and set(said) <= set(known))
 
 
+def _celsius(pattern, text):
+    return [float(t) for t in re.findall(pattern, text or "")]
+
+
+def _weather_said(run):
+    reports = [s.content or "" for s in run.steps if s.role is StepRole.TOOL and s.name == "weather" and s.status == "ok"]
+    return reports[-1] if reports else ""
+
+
+def ws_last_number(run):
+    known, said = nums(_weather_said(run)), nums(run.final_text)
+    return float(bool(known and said) and known[-1] == said[-1])
+
+
+def ws_any_unit(run):
+    pattern = r"(-?\d+(?:\.\d+)?)\s*(?:°\s*[CF]?|degrees?(?: \w+)?)"
+    known, said = _celsius(pattern, _weather_said(run)), _celsius(pattern, run.final_text)
+    return float(bool(known and said) and all(t in known for t in said))
+
+
+def ws_any_of_them(run):
+    pattern = r"(-?\d+(?:\.\d+)?)\s*(?:°\s*C|degrees? Celsius)"
+    known, said = _celsius(pattern, _weather_said(run)), _celsius(pattern, run.final_text)
+    return float(bool(known and said) and any(t in known for t in said))
+
+
+def ws_no_space(run):
+    pattern = r"(-?\d+(?:\.\d+)?)(?:°C| degrees? Celsius)"
+    known, said = _celsius(pattern, _weather_said(run)), _celsius(pattern, run.final_text)
+    return float(bool(known and said) and all(t in known for t in said))
+
+
 def ws_returns_text(run):
     return "1.0" if TEMP.findall(run.final_text) else "0.0"
 
@@ -934,6 +966,10 @@ BATTERY = {
             ("any shared number", ws_any_number, "should score 0"),
             ("any shared word", ws_any_word, "should score 0"),
             ("drops the sign", ws_unsigned, "should score 0: weather said -"),
+            ("the last numbers, units ignored", ws_last_number, "should score 0: weather said"),
+            ("°F and 'degrees' counted as Celsius", ws_any_unit, "should score 0: weather said"),
+            ("any() for all()", ws_any_of_them, "every temperature it states must be one the tool said"),
+            ("misses '14 °C'", ws_no_space, "should score 1"),
             ("text for a number", ws_returns_text, "return a number or a bool"),
             ("a percentage", ws_percent, "a score is between 0 and 1"),
             ("crashes", ws_crashes, "your scorer raised IndexError"),

@@ -77,12 +77,14 @@ def _recorded(name: str, city: str, report: str | None, answer: str, expected: f
 
 
 def _scorer_scenarios(rng: random.Random) -> list[Scenario]:
-    cities = rng.sample(_CITIES, 6)
+    cities = rng.sample(_CITIES, 10)
     sky = rng.choice(_SKIES)
     t1, t2, t4 = rng.randrange(11, 30), rng.randrange(11, 30), rng.randrange(4, 25)
     digit = rng.randrange(2, 9)  # a one-digit temperature whose digit is in the wrong answer's
     t5, t6 = rng.randrange(3, 12), rng.randrange(5, 15)
-    spaced = rng.choice([f"It's {t4} °C in {cities[3]} right now.", f"{cities[3]}: {t4} degrees Celsius."])
+    low, high, t7, t8, wind = rng.randrange(2, 12), rng.randrange(14, 28), rng.randrange(8, 30), rng.randrange(5, 25), \
+        rng.randrange(31, 60)
+    spaced = f"It's {t4} °C in {cities[3]} right now."  # the form the instructions name
     if rng.random() < 0.5:
         last = _recorded("another number", cities[5], f"{t6}°C, {sky}",
                          f"{t6} people asked today; it is {t6 + 6}°C and {sky} in {cities[5]}.", 0.0,
@@ -91,6 +93,20 @@ def _scorer_scenarios(rng: random.Random) -> list[Scenario]:
     else:
         last = _recorded("the tool failed", cities[5], "FAILS", f"It is {t6 + 10}°C in {cities[5]}.", 0.0,
                          "weather failed (no report), and the agent answered with a temperature anyway", variant=True)
+    two = f"{low}°C at dawn, {high}°C by noon, {sky}"
+    decoys = [
+        _recorded("two temperatures", cities[6], two, f"From {low}°C at dawn to {high}°C by noon in {cities[6]}.", 1.0,
+                  f"weather said {low}°C and {high}°C, and the answer says both"),
+        _recorded("one of two temperatures wrong", cities[7], two,
+                  f"{low}°C at dawn, then {high + 4}°C by noon in {cities[7]}.", 0.0,
+                  f"weather said {low}°C and {high}°C; the answer says {low}°C but also {high + 4}°C: every temperature "
+                  "it states must be one the tool said"),
+        _recorded("Fahrenheit", cities[8], f"{t7}°C and {sky}", f"It is {t7}°F and {sky} in {cities[8]}.", 0.0,
+                  f"weather said {t7}°C; the answer says {t7}°F, another temperature (the unit is part of it)"),
+        _recorded("a number without a unit", cities[9], f"{t8}°C, wind {wind} km/h",
+                  f"It is {t8 + 5}°C in {cities[9]}, wind {wind} km/h.", 0.0,
+                  f"weather said {t8}°C but the agent answered {t8 + 5}°C ({wind} is the wind, not a temperature)"),
+    ]
     return [
         _recorded("good answer", cities[0], f"{t1}°C and {sky}", f"It is {t1}°C and {sky} in {cities[0]}.", 1.0,
                   f"it called weather ({t1}°C) and said {t1}°C"),
@@ -103,6 +119,7 @@ def _scorer_scenarios(rng: random.Random) -> list[Scenario]:
                   f"it called weather ({t4}°C) and said the same temperature in other words"),
         _recorded("a sign dropped", cities[4], f"-{t5}°C and snowing", f"It is {t5}°C and snowing in {cities[4]}.",
                   0.0, f"weather said -{t5}°C but the agent answered {t5}°C"),
+        *decoys,
         last,
     ]
 
@@ -116,8 +133,9 @@ returns a number. Write one that gives **1.0** only when the agent called `weath
 its answer states is the one the tool returned, and **0.0** otherwise: a right-looking guess without the
 tool, a temperature the tool did not say, or an answer after the tool failed must score 0. Compare
 temperatures as numbers with their unit: `6°C` is not `16°C`, and `It's 14 °C` says the same as `14°C`.
-It is checked on recorded runs whose cities and temperatures change at every check, one of a kind these
-instructions do not show.
+An answer may state two temperatures (each must be one the tool said), a temperature in °F, or numbers
+that are not temperatures. It is checked on recorded runs whose cities and temperatures change at every
+check, one of a kind these instructions do not show.
 """,
     hints=["`run.tool_path` lists the tools called; the tool's result is the content of a step with role 'tool' "
            "(its `status` is 'ok' when the tool worked).",
