@@ -878,6 +878,39 @@ BATTERY = {
         amount: dollars.
         currency: ISO code such as 'EUR'.
     """), "does not convert money"),
+            ("only when big", _converter(GOOD_DOC.replace("another currency.", "another currency only when the "
+                                                                                "amount is big.")),
+             "limits the tool (a condition the model cannot check ('only when the amount is big'))"),
+            ("over 1000 only", _converter(GOOD_DOC.replace("another currency.", "another currency, for amounts over "
+                                                                                "1000 only.")),
+             "limits the tool (a condition the model cannot check ('for amounts over 1000 only'))"),
+            ("when big, first", _converter(GOOD_DOC.replace("Convert an amount", "When the amount is big, convert an "
+                                                                                 "amount")),
+             "limits the tool (a condition the model cannot check ('when the amount is big'))"),
+            ("on Tuesdays", _converter(GOOD_DOC.replace("Convert an amount", "On Tuesdays, convert an amount")),
+             "limits the tool (a condition the model cannot check ('on tuesdays'))"),
+            ("except yen", _converter(GOOD_DOC.replace("another currency.", "another currency, except yen.")),
+             "did not call convert_currency for yen: your description excepts them"),
+            ("Canadian dollars", _converter(GOOD_DOC.replace("Convert an amount of US dollars", "Convert Canadian "
+                                                                                                 "dollars")),
+             "converts Canadian dollars, not US dollars"),
+            ("not US dollars", _converter(GOOD_DOC.replace("Convert an amount of US dollars", "Convert money, not US "
+                                                                                                "dollars,")),
+             "says the tool does not convert US dollars"),
+            ("broken, used to", _converter(GOOD_DOC.replace("Convert an amount of US dollars to another currency.",
+                                                            "Used to convert US dollars to another currency; it is "
+                                                            "broken now.")), "is about the past ('used to')"),
+            ("two-letter code", _converter(GOOD_DOC.replace("a three-letter ISO code such as 'EUR'",
+                                                            "a two-letter country code such as 'EU'")),
+             "the model passed currency='EU', a code in two letters as your docstring says"),
+            ("lower-case code", _converter(GOOD_DOC.replace("a three-letter ISO code such as 'EUR'",
+                                                            "a three-letter code in lower case, such as 'eur'")),
+             "the model passed currency='eur', a code in lower case as your docstring says"),
+            ("amount in cents", _converter(GOOD_DOC.replace("how many US dollars.", "how many US cents (not dollars).")),
+             "in cents as your docstring says"),
+            ("hides a missing rate", _converter(GOOD_DOC, lambda a, c: f"{a * RATES.get(c, RATES['EUR']):.2f} "
+                                                                       f"{c if c in RATES else 'EUR'}"),
+             "which RATES has no rate for, your tool answered"),
             ("hard-coded result", _converter(GOOD_DOC, lambda a, c: "92.00 EUR"), "your tool answered '92.00 EUR'"),
             ("divides by the rate", _converter(GOOD_DOC, lambda a, c: f"{a / RATES[c]:.2f} {c}"),
              "US dollars are"),
@@ -889,7 +922,11 @@ BATTERY = {
             ("a string", "def convert_currency(amount, currency): ...", "asks for a tool"),
             ("hangs", _converter(GOOD_DOC, lambda a, c: time.sleep(30)), HANG),
         ],
-        "right": [("another name, code first, separators", exchange), ("numpy docstring", convert_numpy)],
+        "right": [("another name, code first, separators", exchange), ("numpy docstring", convert_numpy),
+                  ("any amount, lower case accepted", _converter(GOOD_DOC.replace(
+                      "another currency.", "another currency, for any amount, whenever asked.").replace(
+                      "a three-letter ISO code such as 'EUR'", "a three-letter code in lower case, such as 'eur'"),
+                      lambda a, c: f"{a * RATES[c.upper()]:.2f} {c.upper()}"))],
     },
     "function_model": {
         "wrong": [
