@@ -555,6 +555,38 @@ def ws_unsigned(run):
     return float(bool(known and said) and set(said) <= set(known))
 
 
+def _celsius(pattern, text):
+    return [float(t) for t in re.findall(pattern, text or "")]
+
+
+def _weather_said(run):
+    reports = [s.content or "" for s in run.steps if s.role is StepRole.TOOL and s.name == "weather" and s.status == "ok"]
+    return reports[-1] if reports else ""
+
+
+def ws_last_number(run):
+    known, said = nums(_weather_said(run)), nums(run.final_text)
+    return float(bool(known and said) and known[-1] == said[-1])
+
+
+def ws_any_unit(run):
+    pattern = r"(-?\d+(?:\.\d+)?)\s*(?:°\s*[CF]?|degrees?(?: \w+)?)"
+    known, said = _celsius(pattern, _weather_said(run)), _celsius(pattern, run.final_text)
+    return float(bool(known and said) and all(t in known for t in said))
+
+
+def ws_any_of_them(run):
+    pattern = r"(-?\d+(?:\.\d+)?)\s*(?:°\s*C|degrees? Celsius)"
+    known, said = _celsius(pattern, _weather_said(run)), _celsius(pattern, run.final_text)
+    return float(bool(known and said) and any(t in known for t in said))
+
+
+def ws_no_space(run):
+    pattern = r"(-?\d+(?:\.\d+)?)(?:°C| degrees? Celsius)"
+    known, said = _celsius(pattern, _weather_said(run)), _celsius(pattern, run.final_text)
+    return float(bool(known and said) and all(t in known for t in said))
+
+
 def ws_returns_text(run):
     return "1.0" if TEMP.findall(run.final_text) else "0.0"
 
@@ -615,6 +647,11 @@ def ms_scoped(run_id, repository):
     city = re.search(r"for (\w+)", repository.get_run(run_id).query).group(1)
     memory.add_experience("a weather forecast question", lesson=f"For {city}, answer forecasts in Celsius.",
                           repository=repository)
+
+
+def ms_both(run_id, repository):
+    lesson("Answer weather forecasts in Celsius.")(run_id, repository)
+    lesson("Answer weather forecasts in Fahrenheit.")(run_id, repository)
 
 
 def ms_default_store(run_id, repository):
@@ -952,6 +989,39 @@ BATTERY = {
         amount: dollars.
         currency: ISO code such as 'EUR'.
     """), "does not convert money"),
+            ("only when big", _converter(GOOD_DOC.replace("another currency.", "another currency only when the "
+                                                                                "amount is big.")),
+             "limits the tool (a condition the model cannot check ('only when the amount is big'))"),
+            ("over 1000 only", _converter(GOOD_DOC.replace("another currency.", "another currency, for amounts over "
+                                                                                "1000 only.")),
+             "limits the tool (a condition the model cannot check ('for amounts over 1000 only'))"),
+            ("when big, first", _converter(GOOD_DOC.replace("Convert an amount", "When the amount is big, convert an "
+                                                                                 "amount")),
+             "limits the tool (a condition the model cannot check ('when the amount is big'))"),
+            ("on Tuesdays", _converter(GOOD_DOC.replace("Convert an amount", "On Tuesdays, convert an amount")),
+             "limits the tool (a condition the model cannot check ('on tuesdays'))"),
+            ("except yen", _converter(GOOD_DOC.replace("another currency.", "another currency, except yen.")),
+             "did not call convert_currency for yen: your description excepts them"),
+            ("Canadian dollars", _converter(GOOD_DOC.replace("Convert an amount of US dollars", "Convert Canadian "
+                                                                                                 "dollars")),
+             "converts Canadian dollars, not US dollars"),
+            ("not US dollars", _converter(GOOD_DOC.replace("Convert an amount of US dollars", "Convert money, not US "
+                                                                                                "dollars,")),
+             "says the tool does not convert US dollars"),
+            ("broken, used to", _converter(GOOD_DOC.replace("Convert an amount of US dollars to another currency.",
+                                                            "Used to convert US dollars to another currency; it is "
+                                                            "broken now.")), "is about the past ('used to')"),
+            ("two-letter code", _converter(GOOD_DOC.replace("a three-letter ISO code such as 'EUR'",
+                                                            "a two-letter country code such as 'EU'")),
+             "the model passed currency='EU', a code in two letters as your docstring says"),
+            ("lower-case code", _converter(GOOD_DOC.replace("a three-letter ISO code such as 'EUR'",
+                                                            "a three-letter code in lower case, such as 'eur'")),
+             "the model passed currency='eur', a code in lower case as your docstring says"),
+            ("amount in cents", _converter(GOOD_DOC.replace("how many US dollars.", "how many US cents (not dollars).")),
+             "in cents as your docstring says"),
+            ("hides a missing rate", _converter(GOOD_DOC, lambda a, c: f"{a * RATES.get(c, RATES['EUR']):.2f} "
+                                                                       f"{c if c in RATES else 'EUR'}"),
+             "which RATES has no rate for, your tool answered"),
             ("hard-coded result", _converter(GOOD_DOC, lambda a, c: "92.00 EUR"), "your tool answered '92.00 EUR'"),
             ("divides by the rate", _converter(GOOD_DOC, lambda a, c: f"{a / RATES[c]:.2f} {c}"),
              "US dollars are"),
@@ -963,7 +1033,11 @@ BATTERY = {
             ("a string", "def convert_currency(amount, currency): ...", "asks for a tool"),
             ("hangs", _converter(GOOD_DOC, lambda a, c: time.sleep(30)), HANG),
         ],
-        "right": [("another name, code first, separators", exchange), ("numpy docstring", convert_numpy)],
+        "right": [("another name, code first, separators", exchange), ("numpy docstring", convert_numpy),
+                  ("any amount, lower case accepted", _converter(GOOD_DOC.replace(
+                      "another currency.", "another currency, for any amount, whenever asked.").replace(
+                      "a three-letter ISO code such as 'EUR'", "a three-letter code in lower case, such as 'eur'"),
+                      lambda a, c: f"{a * RATES[c.upper()]:.2f} {c.upper()}"))],
     },
     "function_model": {
         "wrong": [
@@ -1048,6 +1122,10 @@ BATTERY = {
             ("any shared number", ws_any_number, "should score 0"),
             ("any shared word", ws_any_word, "should score 0"),
             ("drops the sign", ws_unsigned, "should score 0: weather said -"),
+            ("the last numbers, units ignored", ws_last_number, "should score 0: weather said"),
+            ("°F and 'degrees' counted as Celsius", ws_any_unit, "should score 0: weather said"),
+            ("any() for all()", ws_any_of_them, "every temperature it states must be one the tool said"),
+            ("misses '14 °C'", ws_no_space, "should score 1"),
             ("text for a number", ws_returns_text, "return a number or a bool"),
             ("a percentage", ws_percent, "a score is between 0 and 1"),
             ("crashes", ws_crashes, "your scorer raised IndexError"),
@@ -1069,6 +1147,26 @@ BATTERY = {
             ("vague format", pe("Use the calculator. Be concise."), "does not say that the reply is the number alone"),
             ("opposite format", pe("Use the calculator. Explain your answer in a full sentence."),
              "asks for more than the number"),
+            ("exception that is every row", pe("Use the calculator for every question except multiplications. Reply "
+                                               "with only the number."), "an exception ('except multiplications')"),
+            ("a day", pe("On Mondays, use the calculator for every question. Reply with only the number."),
+             "a condition the model cannot check ('on mondays')"),
+            ("unless", pe("Use the calculator for every question unless the numbers are small. Reply with only the "
+                          "number."), "a condition the model cannot check ('unless the numbers are small')"),
+            ("hypothetical", pe("If you had a calculator you would use it for every question. Reply with only the "
+                                "number."), "is a hypothetical ('would')"),
+            ("past", pe("You used to use the calculator for every question. Reply with only the number."),
+             "is about the past ('used to')"),
+            ("someone else", pe("Another assistant will use the calculator for every question. Reply with only the "
+                                "number."), "is about someone else ('another assistant')"),
+            ("spelled out", pe("Use the calculator for every question. Reply with only the number, spelled out in "
+                               "words."), "asks the model to change the number"),
+            ("rounded", pe("Use the calculator for every question. Reply with only the number, rounded to the nearest "
+                           "ten."), "asks the model to change the number"),
+            ("then explain", pe("Use the calculator for every question. Reply with only the number, then explain how "
+                                "you got it."), "asks for more than the number"),
+            ("judged wrong", pe("Use the calculator for every question. It is wrong to reply with only the number."),
+             "asks for more than the number"),
             ("keywords", pe("calculator only the number"), "does not tell the model to use the calculator"),
             ("hard-coded answers", pe("17 × 23 = 391. 12 × 34 = 408. Reply with only the number."),
              "does not tell the model to use the calculator"),
@@ -1080,7 +1178,11 @@ BATTERY = {
         "right": [("in other words", pe("Always compute products with the calculator tool. Output just the number, "
                                         "nothing else.")),
                   ("double negatives", pe("Don't multiply in your head: call the calculator for each question. "
-                                          "Do not reply with anything but the number."))],
+                                          "Do not reply with anything but the number.")),
+                  ("one sentence, even small ones", pe("Always use the calculator, even when the numbers are small, "
+                                                       "and reply with only the number.")),
+                  ("arithmetic, told otherwise", pe("Unless told otherwise, use the calculator for every arithmetic "
+                                                    "question and reply with only the number."))],
     },
     "memory_second_run": {
         "wrong": [
@@ -1092,13 +1194,34 @@ BATTERY = {
             ("converts the wrong way", lesson("Convert forecasts from Celsius to Fahrenheit."),
              "as: answer in Fahrenheit"),
             ("a condition it cannot tell", lesson("When it is cold, answer forecasts in Celsius."), "only when cold"),
+            ("a day", lesson("On Mondays, answer weather forecasts in Celsius."),
+             "it is a condition the model cannot check ('on mondays')"),
+            ("if asked", lesson("Answer weather forecasts in Celsius if the user asks for it."),
+             "it is a condition the model cannot check ('if the user asks for it')"),
+            ("unless", lesson("Answer weather forecasts in Celsius unless the city is in Europe."),
+             "it is a condition the model cannot check ('unless the city is in europe')"),
+            ("then converts back", lesson("Answer weather forecasts in Celsius, then convert the answer to "
+                                          "Fahrenheit."), "as: answer in Fahrenheit"),
+            ("called a mistake", lesson("Answering weather forecasts in Celsius was a mistake."),
+             "as: answer in Fahrenheit"),
+            ("once, not any more", lesson("The user once wanted weather forecasts in Celsius, but not any more."),
+             "it is about the past ('once')"),
+            ("another user", lesson("Another user wants weather forecasts in Celsius; this one wants Fahrenheit."),
+             "as: answer in Fahrenheit"),
+            ("two lessons that disagree", ms_both, "your memory says both Celsius"),
+            ("a situation sharing no word", lesson("Answer in Celsius.", situation="zqx vbn"),
+             "shares no word with the question"),
             ("scoped to the first city", ms_scoped, "as a rule for"),
             ("the default store", ms_default_store, "stored its lesson in the default store"),
             ("no lesson", ms_outcome_only, "has no lesson"),
             ("raises", ms_raises, "your learn() raised RuntimeError"),
             ("asks for input()", ms_asks, "called input()"),
         ],
-        "right": [("a skill", ms_skill), ("async, other words", ms_async)],
+        "right": [("a skill", ms_skill), ("async, other words", ms_async),
+                  ("a mistake named, then the rule", lesson("Answering in Fahrenheit was a mistake; answer in "
+                                                            "Celsius.", situation="the user asked for a forecast")),
+                  ("would like, unless told otherwise", lesson("The user would like weather forecasts in Celsius "
+                                                               "unless told otherwise."))],
     },
     "tool_errors": {
         "wrong": [

@@ -14,6 +14,7 @@ from ..exercise import Exercise, Scenario, Trial, judged
 from ..reading import parts, read, scope_of
 from ..values import numbers, parse_number, same
 from .messages import last_user, system_text, tool_results
+from .plain import condition, stance
 from .tools import WEATHER
 
 _OPS = {"*": operator.mul, "+": operator.add, "-": operator.sub, "/": operator.truediv}
@@ -76,12 +77,14 @@ def _recorded(name: str, city: str, report: str | None, answer: str, expected: f
 
 
 def _scorer_scenarios(rng: random.Random) -> list[Scenario]:
-    cities = rng.sample(_CITIES, 6)
+    cities = rng.sample(_CITIES, 10)
     sky = rng.choice(_SKIES)
     t1, t2, t4 = rng.randrange(11, 30), rng.randrange(11, 30), rng.randrange(4, 25)
     digit = rng.randrange(2, 9)  # a one-digit temperature whose digit is in the wrong answer's
     t5, t6 = rng.randrange(3, 12), rng.randrange(5, 15)
-    spaced = rng.choice([f"It's {t4} °C in {cities[3]} right now.", f"{cities[3]}: {t4} degrees Celsius."])
+    low, high, t7, t8, wind = rng.randrange(2, 12), rng.randrange(14, 28), rng.randrange(8, 30), rng.randrange(5, 25), \
+        rng.randrange(31, 60)
+    spaced = f"It's {t4} °C in {cities[3]} right now."  # the form the instructions name
     if rng.random() < 0.5:
         last = _recorded("another number", cities[5], f"{t6}°C, {sky}",
                          f"{t6} people asked today; it is {t6 + 6}°C and {sky} in {cities[5]}.", 0.0,
@@ -90,6 +93,20 @@ def _scorer_scenarios(rng: random.Random) -> list[Scenario]:
     else:
         last = _recorded("the tool failed", cities[5], "FAILS", f"It is {t6 + 10}°C in {cities[5]}.", 0.0,
                          "weather failed (no report), and the agent answered with a temperature anyway", variant=True)
+    two = f"{low}°C at dawn, {high}°C by noon, {sky}"
+    decoys = [
+        _recorded("two temperatures", cities[6], two, f"From {low}°C at dawn to {high}°C by noon in {cities[6]}.", 1.0,
+                  f"weather said {low}°C and {high}°C, and the answer says both"),
+        _recorded("one of two temperatures wrong", cities[7], two,
+                  f"{low}°C at dawn, then {high + 4}°C by noon in {cities[7]}.", 0.0,
+                  f"weather said {low}°C and {high}°C; the answer says {low}°C but also {high + 4}°C: every temperature "
+                  "it states must be one the tool said"),
+        _recorded("Fahrenheit", cities[8], f"{t7}°C and {sky}", f"It is {t7}°F and {sky} in {cities[8]}.", 0.0,
+                  f"weather said {t7}°C; the answer says {t7}°F, another temperature (the unit is part of it)"),
+        _recorded("a number without a unit", cities[9], f"{t8}°C, wind {wind} km/h",
+                  f"It is {t8 + 5}°C in {cities[9]}, wind {wind} km/h.", 0.0,
+                  f"weather said {t8}°C but the agent answered {t8 + 5}°C ({wind} is the wind, not a temperature)"),
+    ]
     return [
         _recorded("good answer", cities[0], f"{t1}°C and {sky}", f"It is {t1}°C and {sky} in {cities[0]}.", 1.0,
                   f"it called weather ({t1}°C) and said {t1}°C"),
@@ -102,6 +119,7 @@ def _scorer_scenarios(rng: random.Random) -> list[Scenario]:
                   f"it called weather ({t4}°C) and said the same temperature in other words"),
         _recorded("a sign dropped", cities[4], f"-{t5}°C and snowing", f"It is {t5}°C and snowing in {cities[4]}.",
                   0.0, f"weather said -{t5}°C but the agent answered {t5}°C"),
+        *decoys,
         last,
     ]
 
@@ -115,8 +133,9 @@ returns a number. Write one that gives **1.0** only when the agent called `weath
 its answer states is the one the tool returned, and **0.0** otherwise: a right-looking guess without the
 tool, a temperature the tool did not say, or an answer after the tool failed must score 0. Compare
 temperatures as numbers with their unit: `6°C` is not `16°C`, and `It's 14 °C` says the same as `14°C`.
-It is checked on recorded runs whose cities and temperatures change at every check, one of a kind these
-instructions do not show.
+An answer may state two temperatures (each must be one the tool said), a temperature in °F, or numbers
+that are not temperatures. It is checked on recorded runs whose cities and temperatures change at every
+check, one of a kind these instructions do not show.
 """,
     hints=["`run.tool_path` lists the tools called; the tool's result is the content of a step with role 'tool' "
            "(its `status` is 'ok' when the tool worked).",
@@ -145,7 +164,11 @@ _PROMPT = {
                "product", "the answer", "value", "figure", "integer"],
     "words": ["words", "word", "text", "explanation", "explanations", "explain", "sentence", "sentences", "prose",
               "commentary", "comments", "comment", "anything else", "other text", "units", "reasoning", "elaborate",
-              "chat", "chatter", "preamble", "introduction", "working", "steps", "punctuation", "extra", "more"],
+              "chat", "chatter", "preamble", "introduction", "working", "steps", "punctuation", "extra", "more",
+              "unit", "how you got"],
+    "extra": ["spelled out", "spell out", "spell it out", "spelled", "written out", "in words", "in letters",
+              "round", "rounded", "rounding", "nearest", "approximately", "approximate", "roughly", "estimate",
+              "estimated", "percent", "percentage", "scientific notation", "roman numerals", "in hex", "binary"],
 }
 _TOPIC = {"multiplication", "multiplications", "multiply", "multiplying", "product", "products", "arithmetic",
           "math", "maths", "calculation", "calculations", "computation", "computations", "number", "numbers",
@@ -178,25 +201,45 @@ def read_prompt(prompt: str) -> PromptReading:
     prompt = re.sub(r"(calculator\b[^.!?\n]*?\b(?:use|call|invoke|run|try|ask))\s+(?:it|that)\b", r"\1 the calculator",
                     prompt or "", flags=re.I)
     for s in read(prompt, _PROMPT):
+        limit = condition(s, topic=_TOPIC)
         for part in parts(s):
-            tool_said = part.said("calculator")
-            if tool_said is None or (part.said("use") is None and tool_said):
+            tool_said, number, wordy = part.said("calculator"), part.said("number"), part.said("words")
+            reservation = stance(part.tokens, s.text)
+            if reservation is not None and reservation.kind == "wrong":  # "it is wrong to ...": not to be done
+                tool_said = None if tool_said is None else not tool_said
+                number = None if number is None else not number
+                wordy = None if wordy is None else not wordy
+            elif reservation is not None or limit is not None:
+                why = (reservation or limit).describe()
+                if tool_said and reservation is None:
+                    calc, calc_why = False, (f"your prompt limits the calculator to some questions ({s.text!r}: "
+                                             f"{why})")
+                elif tool_said:
+                    calc, calc_why = False, (f"your prompt's sentence about the calculator ({s.text!r}) is {why}: "
+                                             "the model only follows a plain instruction to itself, now")
+                if number or wordy:
+                    form, form_why = False, (f"your prompt's sentence about the reply ({s.text!r}) is {why}: the model "
+                                             "only follows a plain instruction")
                 continue
-            scope = scope_of(part, topic=_TOPIC, cases=())
-            if not tool_said:
-                calc, calc_why = False, f"your prompt tells the model not to use the calculator ({s.text!r})"
-            elif scope.kind != "all":
-                calc, calc_why = False, (f"your prompt limits the calculator to some questions ({s.text!r}), and the "
-                                         "model cannot tell whether this question is one")
-            else:
-                calc = True
-        number, wordy = s.said("number"), s.said("words")
-        if number and s.exclusive:
-            form = True
-        elif wordy is False:
-            form = True
-        elif wordy or number is False:
-            form, form_why = False, f"your prompt asks for more than the number ({s.text!r})"
+            if tool_said is not None and not (part.said("use") is None and tool_said):
+                scope = scope_of(part, topic=_TOPIC, cases=())
+                if not tool_said:
+                    calc, calc_why = False, f"your prompt tells the model not to use the calculator ({s.text!r})"
+                elif scope.kind != "all":
+                    calc, calc_why = False, (f"your prompt limits the calculator to some questions ({s.text!r}), and "
+                                             "the model cannot tell whether this question is one")
+                else:
+                    calc = True
+            extra = part.said("extra")
+            if extra:
+                form, form_why = False, (f"your prompt asks the model to change the number ({s.text!r}): the "
+                                         "evaluation wants the exact number, as digits")
+            elif number and part.exclusive:
+                form = True
+            elif wordy is False:
+                form = True
+            elif wordy or number is False:
+                form, form_why = False, f"your prompt asks for more than the number ({s.text!r})"
     return PromptReading(bool(calc), calc_why, bool(form), form_why)
 
 
@@ -277,8 +320,10 @@ Build an `Agent` on `literal_model()` with the tools and the system prompt that 
 whether to use the `calculator` (a sentence telling it to, for every question; it must also be in
 `tools=`), and what the reply looks like (the number alone, said in any words: *only the number*, *just
 the number, nothing else*, *no words*). It understands *not*, *never* and limits (*for additions only*,
-*when the numbers are big*: it cannot tell when those hold, so it does not apply them). Anything else
-it ignores; without the calculator it estimates to the nearest ten. A real model reads far more, and
+*when the numbers are big*, *unless ...*, *except ...*, *on Mondays*: it cannot tell when those hold, so
+it does not apply them); it follows only a plain instruction to itself, now (not *you used to*, *you
+would*, *another assistant will*), and what it is told to do to the number (round it, spell it out,
+explain it) it does. Anything else it ignores; without the calculator it estimates to the nearest ten. A real model reads far more, and
 follows less exactly.
 """,
     hints=["Run one row yourself and read the transcript: what does the model answer?",

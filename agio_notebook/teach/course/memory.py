@@ -13,10 +13,11 @@ from ...storage.base import Repository
 from ...tools import Tool, tool
 from ..exercise import Exercise, Scenario, Trial, judged
 from ..guard import scratch_store
-from ..reading import Scope, read, scope_of
+from ..reading import STOPWORDS, Scope, parts, read, scope_of, tokens
 from ..running import run_agent
 from ..values import temperatures
 from .messages import last_user, system_text, tool_results
+from .plain import condition, stance
 
 CITIES = ["Oslo", "Lima", "Quito", "Perth", "Cairo", "Dublin", "Hanoi", "Nairobi", "Bergen", "Porto", "Denver",
           "Lyon"]
@@ -26,32 +27,64 @@ _TOPIC = {"weather", "forecast", "forecasts", "forecasting", "temperature", "tem
           "tomorrow", "today", "degrees", "unit", "units", "place", "places", "location", "locations", "report",
           "reports", "question", "questions", "answer", "answers", "reply", "replies", "user", "users", "coat",
           "trip", "week", "day", "days", "convert", "converting", "give", "giving"}
+_UNIT_WORDS = {w for forms in _UNITS.values() for form in forms for w in form.split()} | {"degrees", "degree"}
 
 
-def lessons(system: str) -> list[str]:
+def lessons(system: str, question: str | None = None) -> list[str]:
     """What the forecaster reads in the memory block of its prompt: each skill's text and each
-    experience's lesson (not its situation, action or outcome)."""
-    read_: list[str] = []
+    experience's lesson (not its situation, action or outcome); with ``question``, only those that share
+    a word with it (an experience's situation, a skill's name or text): retrieval matches words."""
+    return [text for text, matches in _memories(system, question) if matches]
+
+
+def _memories(system: str, question: str | None) -> list[tuple[str, bool]]:
+    asked = _words(question) if question is not None else None
+    out: list[tuple[str, bool]] = []
     for line in system.splitlines():
-        skill = re.match(r"^- .*?\[skill [^\]]+\]: (.*)$", line)
+        skill = re.match(r"^- (.*?) \[skill [^\]]+\]: (.*)$", line)
         if skill:
-            read_.append(skill.group(1))
+            out.append((skill.group(2), asked is None or bool(asked & _words(skill.group(1) + " " + skill.group(2)))))
             continue
         lesson = re.search(r"\bLesson: (.*)$", line) if line.startswith("- [experience") else None
         if lesson:
-            read_.append(lesson.group(1))
-    return read_
+            situation = re.search(r"Situation: (.*?)(?: Action: | Outcome: | Lesson: )", line)
+            out.append((lesson.group(1), asked is None or bool(asked & _words(situation.group(1) if situation else ""))))
+    return out
+
+
+def unmatched(system: str, question: str) -> list[str]:
+    """The situations (or skills) retrieved for ``question`` that share no word with it."""
+    found = []
+    for line in system.splitlines():
+        situation = re.search(r"Situation: (.*?)(?: Action: | Outcome: | Lesson: |$)", line)
+        skill = re.match(r"^- (.*?) \[skill [^\]]+\]: (.*)$", line)
+        text = situation.group(1) if situation else (skill.group(1) + ": " + skill.group(2) if skill else None)
+        if text is not None and not (_words(question) & _words(text)):
+            found.append(text.rstrip("."))
+    return found
+
+
+def _words(text: str) -> set[str]:
+    """The content words of ``text``, singular ("forecasts" is "forecast")."""
+    return {w[:-1] if w.endswith("s") and len(w) > 3 else w for w in tokens(text)
+            if w.isalpha() and w not in STOPWORDS and w not in _FILLER}
+
+
+_FILLER = {"what's", "whats", "please", "will", "need", "question", "questions", "for", "tomorrow's"}
 
 
 def unit_for(texts: list[str], city: str) -> tuple[str, str]:
-    """``("C" | "F", why)``: the unit the forecaster answers in for ``city`` after reading ``texts``; the
-    last sentence about units that applies to this city wins; without one it answers in Fahrenheit."""
+    """``("C" | "F", why)``: the unit the forecaster answers in for ``city`` after reading ``texts``; in
+    each text the last plain instruction about units that applies to this city wins (clause by clause:
+    "answer in Celsius, then convert to Fahrenheit" ends in Fahrenheit); texts that disagree leave it
+    unsure, and without a rule it answers in Fahrenheit."""
     unit, why = "F", ""
     seen_rule = False
+    said_by: dict[str, str] = {}
     for text in texts:
+        own: str | None = None
         for s in read(text, _UNITS):
-            celsius, fahrenheit = s.said("celsius"), s.said("fahrenheit")
-            if celsius is None and fahrenheit is None:
+            if s.said("celsius") is None and s.said("fahrenheit") is None:
                 continue
             seen_rule = True
             scope: Scope = scope_of(s, topic=_TOPIC, cases=CITIES, ignore=[w for ws in _UNITS.values() for w in ws])
@@ -59,12 +92,34 @@ def unit_for(texts: list[str], city: str) -> tuple[str, str]:
                 why = (f"the forecaster read your lesson ({s.text!r}) as a rule {scope.describe()}; this forecast is "
                        f"for {city}: say it for every forecast")
                 continue
-            if celsius and fahrenheit:  # "convert Fahrenheit to Celsius": the unit converted to
-                celsius = _target(s.tokens) != "fahrenheit"
-            if celsius or (fahrenheit is False and celsius is None):
-                unit, why = "C", ""
-            else:
-                unit, why = "F", f"the forecaster read your lesson ({s.text!r}) as: answer in Fahrenheit"
+            limit = condition(s, topic=_TOPIC | _UNIT_WORDS, cases=CITIES)
+            if limit is not None:
+                why = (f"the forecaster did not follow your lesson ({s.text!r}): it is {limit.describe()}; say it "
+                       "for every forecast")
+                continue
+            for part in parts(s):
+                celsius, fahrenheit = part.said("celsius"), part.said("fahrenheit")
+                if celsius is None and fahrenheit is None:
+                    continue
+                reservation = stance(part.tokens, s.text)
+                if reservation is not None and reservation.kind == "wrong":  # "answering in Celsius was a mistake"
+                    celsius = None if celsius is None else not celsius
+                    fahrenheit = None if fahrenheit is None else not fahrenheit
+                elif reservation is not None:
+                    why = (f"the forecaster did not follow your lesson ({s.text!r}): it is {reservation.describe()}; "
+                           "say what to do, plainly")
+                    continue
+                if celsius and fahrenheit:  # "convert Fahrenheit to Celsius": the unit converted to
+                    celsius = _target(part.tokens) != "fahrenheit"
+                if celsius or (fahrenheit is False and celsius is None):
+                    own, unit, why = "C", "C", ""
+                else:
+                    own, unit, why = "F", "F", f"the forecaster read your lesson ({s.text!r}) as: answer in Fahrenheit"
+        if own is not None:
+            said_by.setdefault(own, text)
+    if len(said_by) > 1:
+        return "F", (f"your memory says both Celsius ({said_by['C']!r}) and Fahrenheit ({said_by['F']!r}): the "
+                     "forecaster cannot tell which holds, so it answers as before; keep one lesson")
     if not seen_rule:
         shown = "; ".join(repr(t) for t in texts)
         why = (f"your lesson ({shown}) does not say which unit to answer in" if texts else
@@ -101,7 +156,7 @@ def forecaster_model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     if not results:
         return Reply.call("forecast", city=city)
     found = {u: f"{v:g}°{u}" for v, u in temperatures(results[-1])}
-    unit, _ = unit_for(lessons(system_text(messages)), city)
+    unit, _ = unit_for(lessons(system_text(messages), query), city)
     return f"Tomorrow in {city}: {found.get(unit, results[-1])}."
 
 
@@ -144,7 +199,14 @@ def _better(city: str, celsius: float) -> Any:
         said = temperatures(trial.final_text)
         if said == [(celsius, "C")]:
             return None
-        unit, reading = unit_for(lessons(memory), city)
+        question = trial.query or ""
+        if not lessons(memory, question):
+            far = unmatched(memory, question)
+            if far:
+                return (f"the memory retrieved ({far[0]!r}) shares no word with the question ({question!r}), so "
+                        "the forecaster did not take it as about this question: retrieval matches words; describe "
+                        "the situation the way the question is asked (e.g. 'a weather forecast')")
+        unit, reading = unit_for(lessons(memory, question), city)
         if reading:
             return reading
         return f"the second run saw your memory but answered {trial.final_text!r}, not {celsius:g}°C"
@@ -184,8 +246,11 @@ answer in Celsius, for any city.
 
 **What the forecaster reads.** The lesson of each experience retrieved (`lesson=`), or a skill's text,
 sentence by sentence: which unit to answer in. It understands *not* and *never*, the opposite unit, and
-limits: a rule for one city is for that city only. Retrieval matches words, so the situation should be
-described the way the next question is asked. The cities change at every check, and one question is
+limits: a rule for one city is for that city only, and one under a condition it cannot check (*if*,
+*unless*, *on Mondays*) is not followed; it follows a plain instruction, not what someone once wanted or
+another user wants, and what a lesson says to do next (*then convert ...*) it does. Two lessons that
+disagree leave it unsure. Retrieval matches words, so the situation should be described the way the next
+question is asked: a memory that shares no word with the question is not taken as about it. The cities change at every check, and one question is
 asked in a way these instructions do not show.
 """,
     hints=["`memory.add_experience(situation, action, outcome, lesson, repository=repository)`.",

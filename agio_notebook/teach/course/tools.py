@@ -13,15 +13,17 @@ from typing import Any
 from ...models import Reply
 from ..exercise import Exercise, Scenario, Trial, judged
 from ..kinds import takes_arguments
-from ..reading import clause_at, negated_at, read
+from ..reading import clause_at, clauses, negated_at, read
 from ..values import amounts, has_word, numbers, same, temperatures, words
 from .messages import is_error, last_call, last_user, tool_results
+from .plain import condition, stance
 
 RATES = {"EUR": 0.92, "GBP": 0.79, "JPY": 151.0}
 NAMES = {"EUR": "euros", "GBP": "British pounds", "JPY": "yen"}
 _CODES = {"EUR", "GBP", "JPY", "USD", "CHF", "CAD", "AUD", "CNY", "SEK", "NOK", "DKK", "INR"}
 _ASKED = {"euro": "EUR", "euros": "EUR", "eur": "EUR", "pound": "GBP", "pounds": "GBP", "sterling": "GBP",
-          "gbp": "GBP", "yen": "JPY", "jpy": "JPY"}
+          "gbp": "GBP", "yen": "JPY", "jpy": "JPY", "franc": "CHF", "francs": "CHF", "chf": "CHF", "krona": "SEK",
+          "kronor": "SEK", "sek": "SEK"}
 
 # what the docstring reader understands (see reading.py for negation and exclusivity)
 _CONCEPTS = {
@@ -49,6 +51,9 @@ class Reading:
     why_not: str = ""
     codes: bool = False
     only: set[str] = field(default_factory=set)
+    excluded: set[str] = field(default_factory=set)  # "except yen"
+    form: str = ""  # how a code is written when the description says: "lower case", "two letters"
+    cents: bool = False  # amount described in cents
 
 
 def _direction(text: str, where: str) -> str | None:
@@ -98,6 +103,9 @@ def read_converter(spec: dict[str, Any]) -> Reading:
         said_not = any(not m.positive for m in converts)
         return Reading(False, f"its description, {description!r}, "
                               f"{'says it does not convert' if said_not else 'does not say that it converts'} money")
+    refused = _not_plain(description, said)
+    if refused:
+        return Reading(False, refused)
     directions = {_direction(s.text, "description") for s in said if any(m.concept == "convert" and m.stated
                                                                        for m in s.mentions)}
     directions |= {_direction(amount_doc, "amount")}
@@ -126,7 +134,65 @@ def read_converter(spec: dict[str, Any]) -> Reading:
         s.said("name") for s in currency)
     if code_said and not any(code_said):
         codes = False
-    return Reading(True, codes=codes, only=exclusive_examples | only)
+    excluded = {code for s in said if (limit := condition(s, topic=_MONEY)) is not None
+                for code in (_NAMED.get(w) for w in limit.words) if code}
+    return Reading(True, codes=codes, only=exclusive_examples | only, excluded=excluded, form=_code_form(currency_doc),
+                   cents=any(s.said("cents") for s in read(amount_doc, {"cents": ["cent", "cents", "penny", "pennies"]})))
+
+
+# the words a rule about converting money may name without limiting it ("for any amount")
+_MONEY = {"amount", "amounts", "money", "sum", "sums", "price", "prices", "value", "values", "currency", "currencies",
+          "dollar", "dollars", "us", "usd", "conversion", "conversions", "rate", "rates", "exchange", "euros", "euro",
+          "yen", "pounds", "code", "codes", "tool", "result", "results", "question", "questions", "request",
+          "requests", "another", "foreign", "target", "given", "convert", "converting", "into", "to", "payment",
+          "travel", "travellers", "travelers", "trip", "trips", "shopping", "customers", "people", "anyone"}
+_OTHER_DOLLARS = re.compile(r"\b(canadian|australian|singapore|singaporean|hong kong|new zealand|nz|taiwan|taiwanese|"
+                            r"jamaican|bahamian|barbadian|fijian|liberian|namibian|zimbabwean|caribbean|guyanese|brunei|"
+                            r"belize|cad|aud|hkd|sgd|nzd)\s+dollars?\b", re.I)
+
+
+def _not_plain(description: str, said: list[Any]) -> str:
+    """Why the docstring reader does not take the description as what the tool does, or "": a sentence
+    about converting that is limited, past, hypothetical, about another tool, asked, or called broken; a
+    tool said to be broken; or one that converts some other dollars, or not US dollars."""
+    for s in said:
+        converts = any(m.concept == "convert" and m.stated for m in s.mentions)
+        for clause in clauses(s.tokens):
+            reservation = stance(clause, s.text)
+            if reservation is not None and (converts or reservation.kind == "broken"):
+                return (f"its description, {s.text!r}, is {reservation.describe()}: the model uses a tool whose "
+                        "description says plainly what it does")
+        if not converts:
+            continue
+        limit = condition(s, topic=_MONEY)
+        if limit is not None and not (limit.kind == "exception" and any(w in _NAMED for w in limit.words)):
+            return (f"its description, {s.text!r}, limits the tool ({limit.describe()}): the model cannot tell "
+                    "when it holds, so it does not use it")
+        other = _OTHER_DOLLARS.search(s.text)
+        if other:
+            return (f"its description says the tool converts {other.group(0)}, not US dollars: the question is US "
+                    "dollars to another currency")
+        usd = [m.positive for m in s.mentions if m.concept == "usd"]
+        if usd and not any(usd):
+            return (f"its description, {s.text!r}, says the tool does not convert US dollars: the question is US "
+                    "dollars to another currency")
+    return ""
+
+
+def _code_form(currency_doc: str) -> str:
+    """How the currency's description says to write a code, when not as three capital letters: "lower case"
+    ('eur'), "two letters" ('EU'); "" for the usual form."""
+    text = currency_doc.lower().replace("-", " ")
+    quoted = re.findall(r"['\"`]([A-Za-z]{2,3})['\"`]", currency_doc)
+    if re.search(r"\b(two|2) letters?\b", text) or (quoted and all(len(q) == 2 for q in quoted)):
+        return "two letters"
+    if re.search(r"\blower ?case\b|\bsmall letters\b", text) or (quoted and all(q.islower() for q in quoted)):
+        return "lower case"
+    return ""
+
+
+def _written(code: str, form: str) -> str:
+    return code[:2] if form == "two letters" else code.lower() if form == "lower case" else code
 
 
 _GENERIC = {"another", "other", "any", "foreign", "a", "target", "currencies", "currency", "whichever", "many"}
@@ -172,8 +238,12 @@ def docstring_reader(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     spec, reading = usable[0]
     if reading.only and code not in reading.only:
         return f"The tool converts only to {', '.join(sorted(reading.only))}, not to {word}."
+    if code in reading.excluded:
+        return f"The tool does not convert to {word}."
     found = numbers(query)
-    return Reply.call(spec["name"], amount=found[0] if found else 0.0, currency=code if reading.codes else word)
+    amount = found[0] if found else 0.0
+    return Reply.call(spec["name"], amount=amount * 100 if reading.cents else amount,
+                      currency=_written(code, reading.form) if reading.codes else word)
 
 
 def _schema(trial: Trial) -> dict[str, Any]:
@@ -195,6 +265,9 @@ def _converted(amount: float, code: str) -> Any:
             reading = read_converter(_schema(trial))
             if not reading.uses:
                 return f"the model did not use convert_currency: {reading.why_not}"
+            if code in reading.excluded:
+                return (f"the model did not call convert_currency for {name}: your description excepts them, and the "
+                        "model does what it says")
             return (f"the model did not call convert_currency for {name}: it answered {trial.final_text!r} "
                     "(an 'only' in the currency's description limits the tool to the currencies it names)")
         args = calls[0]
@@ -204,6 +277,9 @@ def _converted(amount: float, code: str) -> Any:
         right = status == "ok" and any(same(v, expected, close) for v in said_amounts)
         if not right and args.get("currency") not in RATES:
             reading = read_converter(_schema(trial))
+            if reading.codes and reading.form:
+                return (f"the model passed currency={args.get('currency')!r}, a code in {reading.form} as your "
+                        "docstring says; the codes in RATES are three capital letters, such as 'EUR'")
             said = ("its description tells the model not to pass a code" if not reading.codes and
                     "code" in _schema(trial).get("parameters", {}).get("properties", {})
                     .get("currency", {}).get("description", "").lower() else "the docstring does not say what to pass")
@@ -211,6 +287,9 @@ def _converted(amount: float, code: str) -> Any:
                     "the argument in an Args: section (currency: a three-letter ISO code such as 'EUR')")
         if status != "ok":
             return f"the model called convert_currency({_args(args)}) and your tool failed: {result}"
+        if not right and read_converter(_schema(trial)).cents:
+            return (f"the model passed amount={args.get('amount')!r}, in cents as your docstring says; the question "
+                    f"is {amount:g} US dollars (describe amount as US dollars)")
         if not right:
             if any(same(v, expected, close) for v in numbers(result)):
                 return (f"your tool answered {result!r} for convert_currency({_args(args)}): the number is right, "
@@ -233,6 +312,22 @@ def _money(rng: random.Random) -> float:
     return float(rng.choice([rng.randrange(12, 480), rng.randrange(1200, 48000) / 100]))
 
 
+def _no_rate(amount: float, code: str, name: str) -> Any:
+    """A currency RATES has no rate for: the tool must fail (raise, or say it cannot), not answer."""
+    def why(trial: Trial) -> str | None:
+        calls = [args for name_, args in trial.calls if name_ == "convert_currency"]
+        if not calls:
+            return None  # the model saw from the docstring that the tool cannot: it said so
+        result, status = next(((content, status) for tname, status, content in trial.tool_results
+                               if tname == "convert_currency"), ("", "ok"))
+        if status == "ok" and numbers(result):
+            return (f"asked for {name}, which RATES has no rate for, your tool answered {result!r} for "
+                    f"convert_currency({_args(calls[0])}): let it fail (raise, or say it cannot) so the model does not "
+                    "give a wrong amount")
+        return None
+    return why
+
+
 def _docstring_scenarios(rng: random.Random) -> list[Scenario]:
     def scenario(name: str, query: str, amount: float, code: str, variant: bool = False) -> Scenario:
         expected = round(amount * RATES[code], 2)
@@ -240,12 +335,15 @@ def _docstring_scenarios(rng: random.Random) -> list[Scenario]:
                         describe=f"{query} (expects {expected:,.2f} {code})",
                         expect=[judged(_converted(amount, code), "converts")])
 
-    a, b, c = _money(rng), float(rng.randrange(5, 90)), _money(rng)
+    a, b, c, d = _money(rng), float(rng.randrange(5, 90)), _money(rng), float(rng.randrange(20, 400))
     variant = rng.choice([f"I have ${c:g}. What is that in British pounds?",
                           f"How many pounds sterling do {c:g} USD buy?"])
     return [scenario("euros", f"How much is {a:g} US dollars in euros?", a, "EUR"),
             scenario("yen", f"Convert {b:g} dollars to yen, please.", b, "JPY"),
-            scenario("pounds, asked another way", variant, c, "GBP", variant=True)]
+            scenario("pounds, asked another way", variant, c, "GBP", variant=True),
+            Scenario("a currency without a rate", f"How much is {d:g} US dollars in Swiss francs?", model=docstring_reader,
+                     describe=f"RATES has no Swiss francs: expects the tool to fail, not to answer",
+                     expect=[judged(_no_rate(d, "CHF", "Swiss francs"), "fails")])]
 
 
 TOOL_DOCSTRING = Exercise(
@@ -263,8 +361,12 @@ tool does and what to pass as `currency`.
 description says (not negated) that it converts money from US dollars to another currency; it passes
 `currency` as a three-letter code only when that argument's description says so (an example such as
 'EUR' counts); it understands *not*, *never* and *only*, and nothing it is not told. A real model reads
-more generously, and guesses where this one does not. The amounts change at every check, and one
-question is asked in a way these instructions do not show.
+more generously, and guesses where this one does not. It uses a tool only when the description says
+plainly what it does: not under a condition (*only when the amount is big*, *on Tuesdays*), for other
+dollars, of the past or broken; an exception it can read (*except yen*) it keeps; and it passes the
+arguments as their descriptions say (a code in lower case, an amount in cents). The amounts change at
+every check, one question asks for a currency `RATES` does not have (the tool must then fail, not
+answer), and one is asked in a way these instructions do not show.
 """,
     hints=["Print `tool(convert_currency).schema()` to see exactly what the model sees.",
            "The first line of the docstring becomes the description; say it converts US dollars to another "
