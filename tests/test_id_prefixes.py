@@ -172,3 +172,19 @@ def test_cli_replay_and_runs_take_a_prefix(conversation, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "agio_notebook", "--store", store, "replay", "zzzzzzzz"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "no run 'zzzzzzzz'" in bad.stderr
+
+
+def test_an_id_longer_than_any_is_quoted_by_its_start_and_length():
+    """A caller may send anything as an id (a served agent's client, a huge string): the line quotes its
+    start and says how long it was, never the whole of it."""
+    from agio_notebook.storage import InMemoryRepository
+    from agio_notebook.storage.ids import resolve_run_id, resolve_session_id
+
+    repo = InMemoryRepository()
+    for resolve, kind in ((resolve_session_id, "session"), (resolve_run_id, "run")):
+        with pytest.raises(NotFoundError) as info:
+            resolve(repo, "x" * 100_000)
+        assert str(info.value) == f"no {kind} {'x' * 40!r}… (100000 characters) in the store"
+        with pytest.raises(NotFoundError) as info:
+            resolve(repo, "abcdef12")
+        assert str(info.value) == f"no {kind} 'abcdef12' in the store"

@@ -77,6 +77,18 @@ def test_concurrency_of_a_plan_is_capped(ex):
     assert all(ordered[i][1] <= ordered[i + 1][0] + 0.01 for i in range(3))  # one at a time
 
 
+def test_a_plans_concurrency_holds_for_every_wave(ex):
+    """The tasks after a first one (a second wave, once it is done) run one at a time too."""
+    spans: dict[str, tuple[float, float]] = {}
+    plan = Plan(name="waves").add("first", "job first")
+    for i in range(3):
+        plan.add(f"t{i}", f"job {i} after {{first}}", depends_on=["first"])
+    h = PlanExecutor(worker(spans, 0.2), executor=ex, concurrency=1).execute_plan(plan).wait(60)
+    assert h.status == "completed", h
+    later = sorted(span for query, span in spans.items() if query != "job first")
+    assert len(later) == 3 and all(later[i][1] <= later[i + 1][0] + 0.01 for i in range(2))  # one at a time
+
+
 def test_failed_task_is_reflected_on_and_retried(ex):
     spans: dict[str, tuple[float, float]] = {}
     plan = Plan(name="reflect").add("x", "do the BROKEN thing").add("y", "use {x}", depends_on=["x"])

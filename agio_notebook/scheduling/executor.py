@@ -247,8 +247,12 @@ class Executor:
     def _enqueue(self, job: _Job, *, new: bool = True, pump: bool = True) -> None:
         rec = job.record
         state = self.batches.get(rec.batch)
-        if state is None or state.done.done():
+        if state is None:
             state = self.batches[rec.batch] = BatchState(rec.batch)
+        elif state.done.done():  # the batch goes on (a plan's next wave): with its limits and what it spent
+            state = self.batches[rec.batch] = BatchState(rec.batch, concurrency=state.concurrency,
+                                                         max_tokens=state.max_tokens, max_cost=state.max_cost,
+                                                         tokens=state.tokens, cost=state.cost)
         self.records[rec.id] = rec
         self._jobs[rec.id] = job
         if rec.id not in state.ids:

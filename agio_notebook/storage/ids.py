@@ -18,6 +18,16 @@ MIN_PREFIX = 6
 _SHOWN = 8  # candidates listed in an ambiguity message
 
 
+_LONGEST_SHOWN = 80
+
+
+def _shown(wanted: str) -> str:
+    """An id as an error line quotes it: whole, or its start and its length when it is longer than any id."""
+    if len(wanted) <= _LONGEST_SHOWN:
+        return repr(wanted)
+    return f"{wanted[:40]!r}… ({len(wanted)} characters)"
+
+
 def resolve_prefix(kind: str, text: Any, exists: Callable[[str], bool],
                    candidates: Callable[[str], Iterable[str]], *, where: str = "in the store") -> str:
     """The one id of ``kind`` that ``text`` names: the id itself, or a unique prefix of one.
@@ -32,17 +42,19 @@ def resolve_prefix(kind: str, text: Any, exists: Callable[[str], bool],
         raise NotFoundError(f"no {kind} id given")
     if exists(wanted):
         return wanted
+    if len(wanted) > _LONGEST_SHOWN * 4:  # no prefix of an id: said without looking further, not echoed whole
+        raise NotFoundError(f"no {kind} {_shown(wanted)} {where}")
     if len(wanted) < MIN_PREFIX:
         if any(c.startswith(wanted) for c in candidates(wanted)):
             raise NotFoundError(f"no {kind} {wanted!r} {where}: a prefix needs at least {MIN_PREFIX} characters")
-        raise NotFoundError(f"no {kind} {wanted!r} {where}")
+        raise NotFoundError(f"no {kind} {_shown(wanted)} {where}")
     matches = sorted({c for c in candidates(wanted) if c.startswith(wanted)})
     if not matches and wanted.lower() != wanted:  # ids are lower-case hex; a prefix typed in capitals still names one
         return resolve_prefix(kind, wanted.lower(), exists, candidates, where=where)
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise NotFoundError(f"no {kind} {wanted!r} {where}")
+        raise NotFoundError(f"no {kind} {_shown(wanted)} {where}")
     shown = ", ".join(matches[:_SHOWN]) + (f" and {len(matches) - _SHOWN} more" if len(matches) > _SHOWN else "")
     raise AmbiguousIdError(f"{kind} id {wanted!r} is ambiguous: it starts {len(matches)} {kind} ids ({shown}); "
                            "type more characters")
