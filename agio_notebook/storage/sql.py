@@ -446,8 +446,7 @@ class SQLRepository(SQLRunQuery):
                 raise ValueError(f"its document is {type(parsed).__name__}, not an object")
             return make(parsed)
         except Exception as exc:  # noqa: BLE001 - whatever a row holds
-            report(Damage(self.root, f"{table} {key}: unreadable, left out ({' '.join(str(exc).split())[:200]})"),
-                   stacklevel=4)
+            self._unreadable(f"{table} {key}", " ".join(str(exc).split()) or type(exc).__name__)
             return None
 
     def _readable_step(self, row: tuple[Any, Any, Any], make: Callable[[dict[str, Any]], T]) -> T | None:
@@ -457,14 +456,7 @@ class SQLRepository(SQLRunQuery):
 
     def _parsed_run(self, run_id: str, doc: Any) -> tuple[dict[str, Any], AgentRun] | None:
         """A row's document and the run it makes (each document parsed once), or None, reported."""
-        try:
-            parsed = _loads(doc)
-            if not isinstance(parsed, dict):
-                raise ValueError(f"its document is {type(parsed).__name__}, not an object")
-            return parsed, AgentRun.from_dict(parsed)
-        except Exception as exc:  # noqa: BLE001 - whatever a row holds
-            self._damaged_run({"id": run_id}, " ".join(str(exc).split()) or type(exc).__name__)
-            return None
+        return self._readable("agio_runs", (run_id, doc), lambda parsed: (parsed, AgentRun.from_dict(parsed)))
 
     def _run_rows(self, session_id: str | None) -> list[tuple[Any, ...]]:
         self.recover_interrupted(session_id)

@@ -130,7 +130,11 @@ class SQLRunQuery:
     def _damaged_run(self, doc: dict[str, Any], why: str) -> None:
         """A run's row that makes no run: reported (``StoreDamageWarning``), never in the way of the others."""
         by = f" (written by {doc['user']})" if isinstance(doc.get("user"), str) else ""
-        report(Damage(self.root, f"agio_runs {doc.get('id')}{by}: unreadable, left out ({why[:200]})"), stacklevel=4)
+        self._unreadable(f"agio_runs {doc.get('id')}{by}", why)
+
+    def _unreadable(self, what: str, why: str) -> None:
+        """A row that makes nothing it should (a run, a session, a step...): reported, then left out."""
+        report(Damage(self.root, f"{what}: unreadable, left out ({why[:200]})"), stacklevel=5)
 
     def query_runs(self, where: RunFilter = RunFilter(), limit: int = 50, cursor: str | None = None) -> RunPage:
         """A page of runs, newest first, filtered and ordered by the database (``storage/run_query.py``)."""
