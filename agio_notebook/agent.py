@@ -109,7 +109,8 @@ class Agent:
 
     Typed agents (see ``docs/models.md``): ``output_type`` asks the model for an answer of that type (a
     pydantic model, a dataclass, a ``TypedDict``, a list of them, ``int``...), validated, retried up to
-    ``output_retries`` times with the reason, and returned as ``result.output``. ``deps_type`` is the type
+    ``output_retries`` times with the reason, and returned as ``result.output``; ``output_mode="native"``
+    asks with the provider's structured output (``response_format``) instead of a ``final_result`` tool. ``deps_type`` is the type
     of the dependencies a run is given (``run(..., deps=...)``), which tools and a dynamic ``system_prompt``
     (a function of a :class:`~agio_notebook.tools.context.RunContext`) receive. ``settings_hook(ctx,
     messages)`` returns settings for one model call (merged over the others), e.g. a per-turn ``extra_body``.
@@ -127,6 +128,7 @@ class Agent:
     description: str | None = None  # what the agent does, for the models that may call it or hand off to it
     output_type: Any = None
     output_retries: int = 3
+    output_mode: str = "tool"  # "native": the provider's structured output (response_format), no final_result tool
     deps_type: Any = None
     settings_hook: Callable[[RunContext[Any], list[dict[str, Any]]], dict[str, Any] | None] | None = None
     registry: ToolRegistry = field(init=False, repr=False)
@@ -143,7 +145,10 @@ class Agent:
             raise ValueError(f"agent {self.name!r}: output_retries must be a whole number >= 0, got {self.output_retries!r}")
         if self.settings_hook is not None and not callable(self.settings_hook):
             raise TypeError(f"agent {self.name!r}: settings_hook must be a function, got {type(self.settings_hook).__name__}")
-        self.output = output_spec(self.output_type)
+        try:
+            self.output = output_spec(self.output_type, self.output_mode)
+        except ValueError as exc:
+            raise ValueError(f"agent {self.name!r}: {exc}") from None
         self.registry = ToolRegistry([t if isinstance(t, Tool) else t.as_tool() if isinstance(t, Agent) else tool(t)
                                       for t in self.tools])
         for t in self.registry:  # the prefix is the handoffs': a tool of that name would block a real one
@@ -160,7 +165,8 @@ class Agent:
             if FINAL_RESULT in self.registry.names():
                 raise ValueError(f"agent {self.name!r}: a tool may not be named {FINAL_RESULT!r}, which gives a typed "
                                  "agent's answer")
-            self.registry.add(self.output.tool)
+            if self.output.by_call:
+                self.registry.add(self.output.tool)
 
     def instructions(self, ctx: RunContext[Any]) -> str | None:
         """The system prompt for a run: the text, or what the function of the run's context returns."""

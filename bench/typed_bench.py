@@ -1,9 +1,11 @@
 """The prototyper's path, timed side by side in one run (in-memory store, offline models):
 
 - ``agent.run_sync(q)`` against ``StepRunner(agent).run_sync(None, q)``: the same per-turn cost (target ≤ 1.05×);
-- a turn of a typed agent (``output_type``: the answer validated from a ``final_result`` call) against a plain
-  turn (target ≤ 1.1×): the engine alone (an in-memory store) and with the default store (TinyDB files, what
-  a user's turn costs); and a typed answer's validation alone, per call.
+- a turn of a typed agent (``output_type``) against a plain turn (target ≤ 1.1×), the model saying the same
+  words in both (the answer's JSON): asked with the provider's structured output (``output_mode="native"``:
+  the reply's JSON validated) and with a ``final_result`` tool (the default: the call's arguments validated,
+  and one more step, the call's result, stored and announced); the engine alone (an in-memory store) and
+  with the default store (TinyDB files, what a user's turn costs); and a typed answer's validation alone.
 
 Prints ms per run (median of interleaved rounds, the arms' order turned every round) and, for each pair,
 the median of the rounds' ratios. Where pydantic-ai is installed (the ``bench`` extra), its own plain and
@@ -62,7 +64,9 @@ def pydantic_ai_arms() -> dict:
 def main() -> None:
     store = tempfile.mkdtemp(prefix="agio-typed-bench-")
     os.environ["AGIO_STORE"] = store  # the short path's default store: TinyDB files, as StepRunner's below
-    plain = Agent(model=ScriptedModel(["tea is 3.5 EUR"], loop=True), name="plain")
+    words = '{"item": "tea", "price": 3.5}'  # what the model says, as text or as the tool call's arguments
+    plain = Agent(model=ScriptedModel([words], loop=True), name="plain")
+    native = Agent(model=ScriptedModel([words], loop=True), output_type=Quote, output_mode="native", name="native")
     typed = Agent(model=ScriptedModel([Reply.call("final_result", item="tea", price=3.5)], loop=True),
                   output_type=Quote, name="typed")
     memory = InMemoryRepository()
@@ -70,8 +74,10 @@ def main() -> None:
     arms = {"short": lambda: plain.run_sync("price of tea?"),
             "runner": lambda: runner.run_sync(None, "price of tea?"),
             "plain": lambda: StepRunner(plain, repository=memory).run_sync(None, "price of tea?"),
+            "native": lambda: StepRunner(native, repository=memory).run_sync(None, "price of tea?"),
             "typed": lambda: StepRunner(typed, repository=memory).run_sync(None, "price of tea?"),
             "plain_store": lambda: StepRunner(plain, repository=runner.repository).run_sync(None, "price of tea?"),
+            "native_store": lambda: StepRunner(native, repository=runner.repository).run_sync(None, "price of tea?"),
             "typed_store": lambda: StepRunner(typed, repository=runner.repository).run_sync(None, "price of tea?")}
     arms.update(pydantic_ai_arms())
     rows: dict[str, list[float]] = {k: [] for k in arms}
@@ -84,18 +90,20 @@ def main() -> None:
     validation_us = timed(lambda: spec.dump(spec.from_arguments(args)), 20000) * 1000.0
     med = {k: statistics.median(v) for k, v in rows.items()}
     paired = {k: statistics.median(a / b for a, b in zip(rows[x], rows[y]))  # each round's ratio, then the median
-              for k, (x, y) in {"short": ("short", "runner"), "typed": ("typed", "plain"),
-                                "typed_store": ("typed_store", "plain_store")}.items()}
+              for k, (x, y) in {"short": ("short", "runner"), "typed": ("typed", "plain"), "native": ("native", "plain"),
+                                "typed_store": ("typed_store", "plain_store"),
+                                "native_store": ("native_store", "plain_store")}.items()}
     print(f"{'what':<44} {'ms/run':>8}")
     print(f"{'agent.run_sync(q) (TinyDB store)':<44} {med['short']:>8.2f}")
     print(f"{'StepRunner(agent).run_sync(None, q) (same)':<44} {med['runner']:>8.2f}")
-    print(f"{'plain turn (in memory)':<44} {med['plain']:>8.2f}")
-    print(f"{'typed turn, output_type=Quote (in memory)':<44} {med['typed']:>8.2f}")
-    print(f"{'plain turn (TinyDB store)':<44} {med['plain_store']:>8.2f}")
-    print(f"{'typed turn, output_type=Quote (TinyDB store)':<44} {med['typed_store']:>8.2f}")
+    for where, key in (("in memory", ""), ("TinyDB store", "_store")):
+        print(f"{'plain turn (' + where + ')':<44} {med['plain' + key]:>8.2f}")
+        print(f"{'typed turn, native (' + where + ')':<44} {med['native' + key]:>8.2f}")
+        print(f"{'typed turn, final_result tool (' + where + ')':<44} {med['typed' + key]:>8.2f}")
     print(f"short path / StepRunner: {paired['short']:.3f}x (median of the rounds' ratios; target <= 1.05x)")
-    print(f"typed / plain turn:      {paired['typed']:.3f}x in memory, {paired['typed_store']:.3f}x on the TinyDB store "
-          "(medians of the rounds' ratios; target <= 1.1x)")
+    print("typed / plain turn (medians of the rounds' ratios; target <= 1.1x):")
+    print(f"  output_mode='native':  {paired['native']:.3f}x in memory, {paired['native_store']:.3f}x on the TinyDB store")
+    print(f"  final_result tool:     {paired['typed']:.3f}x in memory, {paired['typed_store']:.3f}x on the TinyDB store")
     print(f"a typed answer's validation and JSON form: {validation_us:.1f} us per call")
     if "pai_plain" in rows:
         ratio = statistics.median(a / b for a, b in zip(rows["pai_typed"], rows["pai_plain"]))

@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 
+import pydantic
 import pytest
 
 from agio_notebook import Agent, StepRunner, tool
@@ -86,6 +87,27 @@ def test_tool_round_trip_through_the_proxy(proxy):
     replayed = model.sent[1]["messages"][1]
     assert replayed["role"] == "assistant" and replayed["tool_calls"][0]["id"] == "call_ll_1"
     assert isinstance(replayed["content"], str)  # never null beside tool calls
+
+
+class Quote(pydantic.BaseModel):
+    item: str
+    price: float
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_native_typed_answer_through_the_proxy(proxy, stream):
+    """``output_mode="native"``: the request carries the type's schema as its ``response_format`` (no tool),
+    a reply that is not that JSON goes back with the reason, and the one that is becomes the typed answer."""
+    model = PerTurn(proxy, [{"mock_response": "Tea is 3.5."}, {"mock_response": '{"item": "tea", "price": 3.5}'}])
+    agent = Agent(model=model, output_type=Quote, output_mode="native")
+    runner = StepRunner(agent, config=ExecutionConfig(stream=stream), repository=InMemoryRepository())
+    result = runner.run_sync(None, "How much is tea?")
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.output == Quote(item="tea", price=3.5)
+    for body in model.sent:
+        assert "tools" not in body and body["response_format"]["type"] == "json_schema"
+        assert body["response_format"]["json_schema"]["schema"]["required"] == ["item", "price"]
+    assert model.sent[1]["messages"][-1]["content"].startswith("the answer must be the JSON of Quote")
 
 
 def test_rate_limit_error_states_its_status_once(proxy):

@@ -655,3 +655,88 @@ def test_a_completed_typed_session_is_not_resumed_or_forked_without_a_query(repo
 class Quote(pydantic.BaseModel):
     item: str
     price: float
+
+
+@pytest.mark.parametrize("output_type,text,expected", [
+    (Weather, '{"city": "Oslo", "celsius": 4.5, "sky": "rain"}', Weather(city="Oslo", celsius=4.5, sky="rain")),
+    (Point, '{"x": 1, "y": 2}', Point(1, 2)),
+    (list[Point], '{"result": [{"x": 1, "y": 2}]}', [Point(1, 2)]),
+    (int, '{"result": 42}', 42),
+    (int, "42", 42),
+], ids=["pydantic", "dataclass", "list", "int", "bare-int"])
+def test_native_output_asks_with_the_schema_and_reads_the_replys_json(repo, output_type, text, expected):
+    model = ScriptedModel([text])
+    agent = Agent(model=model, output_type=output_type, output_mode="native", name="native")
+    result = go(StepRunner(agent, repository=repo).run(None, "answer"))
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.output == expected and type(result.output) is type(expected)
+    assert FINAL_RESULT not in agent.registry.names()  # asked by the request, not by a tool
+    reply = result.steps[-1]
+    request = reply.extra["request"]
+    assert request["tools"] == []
+    asked = request["settings"]["response_format"]
+    tool_schema = Agent(model=model, output_type=output_type).output.tool.parameters  # the same schema either way
+    assert asked["type"] == "json_schema" and asked["json_schema"]["schema"] == tool_schema
+    assert asked["json_schema"]["schema"]["type"] == "object"  # providers want an object at the top
+    stored = repo.get_run(result.run_id)
+    assert stored.output == json.loads(json.dumps(result.run.output)) and json.loads(stored.final_text) == stored.output
+
+
+def test_native_output_sends_a_wrong_answer_back_with_its_reason_and_bounds_the_tries(repo):
+    model = ScriptedModel(["It is rainy.", '{"city": "Oslo", "celsius": "warm", "sky": "rain"}',
+                           '{"city": "Oslo", "celsius": 4, "sky": "clear"}'])
+    agent = Agent(model=model, output_type=Weather, output_mode="native", output_retries=2)
+    result = go(StepRunner(agent, repository=repo).run(None, "weather?"))
+    assert result.status is RunStatus.COMPLETED and result.output == Weather(city="Oslo", celsius=4, sky="clear")
+    asked = [s.content for s in result.steps if s.role is StepRole.USER and s.extra.get("kind") == "output_retry"]
+    assert asked == ["the answer must be the JSON of Weather, not free text. Answer with the JSON of Weather only.",
+                     "the answer does not fit Weather: celsius: Input should be a valid number, unable to parse "
+                     "string as a number. Answer with the JSON of Weather only."]
+    assert model.messages_of(2)[-1] == {"role": "user", "content": asked[1]}  # the model read why before its third try
+    stubborn = Agent(model=ScriptedModel(['{"city": 1}'], loop=True), output_type=Weather, output_mode="native",
+                     output_retries=1)
+    failed = go(StepRunner(stubborn, repository=repo).run(None, "weather?"))
+    assert failed.status is RunStatus.FAILED and failed.output is None
+    assert failed.error.startswith("no answer of type Weather after 2 tries; the last: the answer does not fit")
+    assert failed.metrics.model_calls == 2
+
+
+def test_native_output_calls_tools_first_and_a_made_up_final_result_is_no_answer(repo):
+    model = ScriptedModel([Reply.call("lookup", city="Oslo"), Reply.call(FINAL_RESULT, city="Oslo", celsius=1, sky="rain"),
+                           '{"city": "Oslo", "celsius": 3, "sky": "cloudy"}'])
+
+    @tool
+    def lookup(city: str) -> str:
+        """The weather of a city."""
+        return "3 degrees, cloudy"
+
+    agent = Agent(model=model, tools=[lookup], output_type=Weather, output_mode="native")
+    result = go(StepRunner(agent, repository=repo).run(None, "weather?"))
+    assert result.status is RunStatus.COMPLETED and result.output == Weather(city="Oslo", celsius=3, sky="cloudy")
+    made_up = [s for s in result.steps if s.role is StepRole.TOOL and s.name == FINAL_RESULT]
+    assert len(made_up) == 1 and made_up[0].status == "error" and "no tool named 'final_result'" in made_up[0].content
+    assert [t["function"]["name"] for t in result.steps[1].extra["request"]["tools"]] == ["lookup"]
+
+
+def test_an_output_mode_that_is_not_one_or_has_no_type_is_one_line():
+    with pytest.raises(ValueError, match=r"^agent 'a': output_mode must be one of 'tool', 'native', got 'json'$"):
+        Agent(model=ScriptedModel(["x"]), output_type=int, output_mode="json", name="a")
+    for no_type in (None, str):
+        with pytest.raises(ValueError, match=r"^agent 'a': output_mode='native' asks for a typed answer"):
+            Agent(model=ScriptedModel(["x"]), output_type=no_type, output_mode="native", name="a")
+
+    @tool
+    def final_result(x: int) -> int:
+        """Would pass for the answer's call."""
+        return x
+
+    with pytest.raises(ValueError, match="may not be named 'final_result'"):
+        Agent(model=ScriptedModel(["x"]), tools=[final_result], output_type=int, output_mode="native")
+
+
+def test_the_agents_own_response_format_wins_over_native_outputs(repo):
+    mine = {"type": "json_schema", "json_schema": {"name": "mine", "schema": {"type": "object"}}}
+    agent = Agent(model=ScriptedModel(['{"city": "Oslo", "celsius": 4, "sky": "clear"}']), output_type=Weather,
+                  output_mode="native", model_settings={"response_format": mine})
+    result = go(StepRunner(agent, repository=repo).run(None, "weather?"))
+    assert result.status is RunStatus.COMPLETED and result.steps[-1].extra["request"]["settings"]["response_format"] == mine

@@ -275,8 +275,9 @@ class StepExecutor:
         self.agent = agent
         self.model = model
         # the effective settings, stored with every request: the model's own defaults, the agent's, the run's
-        self.settings = merge_settings(own if isinstance(own, dict) else None, check_settings(agent.model_settings),
-                                       check_settings(self.config.model_settings))
+        self.settings = merge_settings(own if isinstance(own, dict) else None,
+                                       agent.output.settings if agent.output is not None else None,
+                                       check_settings(agent.model_settings), check_settings(self.config.model_settings))
         self.registry = agent.registry
         self.tool_executor = ToolExecutor(agent.registry, self.config)
         self.schemas = agent.registry.schemas()
@@ -290,7 +291,8 @@ class StepExecutor:
         committed with its refusal before the model is asked again (:meth:`_release_held`)."""
         if not reply.tool_calls:
             return True
-        return (self.agent.output is not None and self.config.execute_tools and self.debugger is None
+        spec = self.agent.output
+        return (spec is not None and spec.by_call and self.config.execute_tools and self.debugger is None
                 and all(call.name == FINAL_RESULT for call in reply.tool_calls))
 
     async def _release_held(self, rec: RunRecorder) -> None:
@@ -336,7 +338,8 @@ class StepExecutor:
                 async for event in self._run_tools(rec, pending[0], set(pending[1]), recording):
                     yield event
             spec = self.agent.output
-            given = rec.answer or (self._final_result(rec, pending[0], spec) if spec is not None else None)
+            given = rec.answer or (self._final_result(rec, pending[0], spec) if spec is not None and spec.by_call
+                                   else None)
             if isinstance(given, Answer):  # a dangling call was a typed answer that fits
                 rec.give(given)
                 rec.finish(RunStatus.COMPLETED)
@@ -389,7 +392,7 @@ class StepExecutor:
                 return
             async for event in self._run_tools(rec, step, None, recording):
                 yield event
-            if spec is not None:  # given by this turn's final_result call, or refused (and the model told why)
+            if spec is not None and spec.by_call:  # given by this turn's final_result call, or refused (and told why)
                 given = rec.answer or self._final_result(rec, step, spec)
                 if isinstance(given, OutputError):
                     refusals += 1
@@ -397,7 +400,8 @@ class StepExecutor:
                         rec.finish(RunStatus.FAILED, _no_output(spec, refusals, given))
                         return
                 elif given is not None:
-                    rec.give(given)
+                    if given is not rec.answer:  # given beside another tool, read back from its step
+                        rec.give(given)
                     rec.finish(RunStatus.COMPLETED)
                     return
 
@@ -426,7 +430,7 @@ class StepExecutor:
         """A text answer a typed agent could not give as its type: the model is told why, in a user
         message of the engine's (stored like any step), and asked again."""
         ask = Step(session_id=rec.run.session_id, run_id=rec.run.id, sequence=rec.next_sequence(),
-                   role=StepRole.USER, content=f"{why} Call {FINAL_RESULT} with your answer.",
+                   role=StepRole.USER, content=f"{str(why).rstrip('.')}. {self.agent.output.ask}",
                    extra={"kind": "output_retry"})
         rec.record_step(ask)
         event = rec.emit(_E.STEP_COMPLETED, {"step": ask.to_dict()})
@@ -481,16 +485,26 @@ class StepExecutor:
                                                   "arguments": call.arguments, "sequence": step.sequence})
             await self.hooks.call("on_tool_start", run, call)
         batch = _ToolBatch(calls, sequences)
-        async for event in self._triage(rec, batch, recording):
-            yield event
+        if self._to_decide(batch, recording):
+            async for event in self._triage(rec, batch, recording):
+                yield event
+        else:
+            batch.to_run = list(calls)
         if self.debugger is not None:  # pause before each call: edit its arguments, or answer it by hand
             async for event in self.debugger.before_tools(rec, batch.to_run, batch.results, sequences,
                                                           self.registry):
                 yield event
         await self._mark_started(rec, step, batch)
         t0 = time.perf_counter()
-        async for event in self._execute(rec, step, batch, recording):
-            yield event
+        spec = self.agent.output
+        if spec is not None and spec.by_call and batch.to_run and all(c.name == FINAL_RESULT for c in batch.to_run):
+            for event in self._give_outputs(rec, batch, spec):  # a typed answer only: nothing runs, nothing waits
+                yield event
+            for call in batch.to_run:
+                await self.hooks.call("on_tool_end", run, batch.results[call.id])
+        else:
+            async for event in self._execute(rec, step, batch, recording):
+                yield event
         tool_ms = (time.perf_counter() - t0) * 1000.0
         if self.debugger is not None:  # pause after each result: edit it before it is stored
             async for event in self.debugger.after_tools(rec, calls, batch.results, sequences):
@@ -513,6 +527,14 @@ class StepExecutor:
         if handoff is not None:
             yield handoff
         yield closing
+
+    def _to_decide(self, batch: _ToolBatch, recording: Recording | None) -> bool:
+        """Whether any call waits on a decision (:meth:`_triage`) before it runs; else all of them run."""
+        for call in batch.calls:
+            tool = self.registry.get(call.name)
+            if tool is not None and (tool.requires_approval or (recording is not None and tool.side_effects)):
+                return True
+        return False
 
     async def _triage(self, rec: RunRecorder, batch: _ToolBatch, recording: Recording | None
                       ) -> AsyncIterator[StepEvent]:
@@ -557,14 +579,6 @@ class StepExecutor:
         if not batch.to_run:
             return
         run = rec.run
-        spec = self.agent.output
-        if spec is not None and all(c.name == FINAL_RESULT for c in batch.to_run):  # a typed answer, only
-            for call in batch.to_run:
-                result = self._give_output(rec, call, spec)
-                batch.results[call.id] = result
-                yield self._result_event(rec, result, batch.sequences)
-                await self.hooks.call("on_tool_end", run, result)
-            return
         batch_ids = tuple(c.id for c in batch.calls)
         engine = tool_engine()
 
@@ -586,6 +600,14 @@ class StepExecutor:
                     yield event
             yield self._result_event(rec, result, batch.sequences)
             await self.hooks.call("on_tool_end", run, result)
+
+    def _give_outputs(self, rec: RunRecorder, batch: _ToolBatch, spec: OutputSpec) -> list[StepEvent]:
+        """A batch of ``final_result`` calls only, answered in turn: each call's result and its event."""
+        events = []
+        for call in batch.to_run:
+            result = batch.results[call.id] = self._give_output(rec, call, spec)
+            events.append(self._result_event(rec, result, batch.sequences))
+        return events
 
     def _give_output(self, rec: RunRecorder, call: ToolCall, spec: OutputSpec) -> ToolResult:
         """A ``final_result`` call answered here: its arguments validated once, the first that fit become

@@ -1,12 +1,14 @@
 """Typed outputs: an agent that answers with a value of a type, not with free text.
 
 ``Agent(output_type=...)`` takes a pydantic model, a dataclass, a ``TypedDict``, a list or dict of them,
-or a plain type (``int``, ``float``, ``bool``, ``Literal[...]``). The model is asked for that shape with a
-``final_result`` tool whose parameters are the type's JSON schema (a type that is not an object is wrapped
-as ``{"result": ...}``); pydantic validates the arguments, and a validation error goes back to the model as
-the tool's error, with the reason, for a bounded number of tries. A model that answers in text instead
-(JSON, as providers' structured output does) is read the same way. One ``pydantic.TypeAdapter`` does the
-schema, the validation and the JSON form stored with the run.
+or a plain type (``int``, ``float``, ``bool``, ``Literal[...]``). The model is asked for that shape one of
+two ways (``output_mode``): with a ``final_result`` tool whose parameters are the type's JSON schema
+(``"tool"``, every model that calls tools), or with the provider's structured output, the same schema as
+the request's ``response_format`` (``"native"``), the answer then being the reply's JSON text. A type that
+is not an object is wrapped as ``{"result": ...}`` either way. pydantic validates the answer, and one that
+does not fit goes back to the model with the reason, for a bounded number of tries. A tool-mode model that
+answers in text instead is read the same way. One ``pydantic.TypeAdapter`` does the schema, the
+validation and the JSON form stored with the run.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ _FENCE = re.compile(r"(```|~~~)[A-Za-z0-9_+-]*[ \t]*\n?(.*?)\1", re.S)  # a fenc
 _QUOTED = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 _MODULES = re.compile(r"(?<![\w'\"])(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])")  # typing.Optional[app.Quote]: Optional[Quote]
 NOT_USED = "A final result was already accepted in this turn; this one was not used."
+OUTPUT_MODES = ("tool", "native")
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")  # what a response_format's name may hold
 
 
 def type_name(kind: Any) -> str:
@@ -64,7 +68,11 @@ class Answer:
 class OutputSpec:
     """How an agent's typed answer is asked for, validated and stored (see the module docstring)."""
 
-    def __init__(self, output_type: Any):
+    def __init__(self, output_type: Any, mode: str = "tool"):
+        if mode not in OUTPUT_MODES:
+            raise ValueError(f"output_mode must be one of {', '.join(map(repr, OUTPUT_MODES))}, got {mode!r}")
+        self.mode = mode
+        self.by_call = mode == "tool"  # the answer comes as a final_result call (else as the reply's JSON)
         try:
             self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(output_type)
             schema = _inline_refs(self.adapter.json_schema())
@@ -77,6 +85,13 @@ class OutputSpec:
         parameters = ({"type": "object", "properties": {RESULT_FIELD: schema}, "required": [RESULT_FIELD]}
                       if self.wrapped else {**schema, "required": schema.get("required", [])})
         about = schema.get("description") or f"an answer of type {self.name}"
+        # native: the provider's structured output, asked in the request (merged under the agent's settings)
+        self.settings: dict[str, Any] = {} if self.by_call else {"response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": _SCHEMA_NAME.sub("_", self.name).strip("_")[:64] or "answer",
+                            "schema": parameters, "strict": False}}}
+        self.ask = (f"Call {FINAL_RESULT} with your answer." if self.by_call
+                    else f"Answer with the JSON of {self.name} only.")
         self.tool = Tool(name=FINAL_RESULT, parameters=parameters, function=_accepted, is_async=True,
                          validate=self._validate_arguments,
                          description=f"Give your final answer: {about}. Call it once, when you are done; "
@@ -101,8 +116,13 @@ class OutputSpec:
         """The typed value a text answer gives: JSON of the type (or of the tool's arguments), alone, in a
         fenced block (```json, ```JSON, ~~~, ``` after a sentence; of several, the last that fits: an answer
         comes after its examples), or at the start of the text with words after it."""
+        body = (text or "").strip()
+        try:  # the usual answer, the type's JSON alone: parsed and validated in one go
+            return self.adapter.validate_json(body, **_EITHER_NAME)
+        except pydantic.ValidationError:
+            pass
         error: pydantic.ValidationError | None = None
-        for value in _json_values((text or "").strip()):
+        for value in _json_values(body):
             tries = [value]
             if self.wrapped and isinstance(value, dict) and set(value) == {RESULT_FIELD}:
                 tries.append(value[RESULT_FIELD])  # the tool's arguments, as text
@@ -112,7 +132,8 @@ class OutputSpec:
                 except pydantic.ValidationError as exc:
                     error = error or exc  # the likeliest candidate's reason is the one told
         if error is None:
-            raise OutputError(f"answer by calling {FINAL_RESULT} (the answer must be {self.name}, not free text)")
+            raise OutputError(f"answer by calling {FINAL_RESULT} (the answer must be {self.name}, not free text)"
+                              if self.by_call else f"the answer must be the JSON of {self.name}, not free text")
         raise OutputError(f"the answer does not fit {self.name}: {_errors(error)}")
 
     def answer(self, value: Any) -> Answer:
@@ -141,7 +162,11 @@ async def _accepted(**_: Any) -> str:
 def _json_values(body: str) -> Iterator[Any]:
     """The JSON values a text answer may hold, the likeliest first: the whole text, its fenced blocks from
     the last one up, the value the text starts with (words after it)."""
-    for part in (body, *reversed([found[2] for found in _FENCE.finditer(body)])):
+    try:
+        yield json.loads(body)
+    except json.JSONDecodeError:
+        pass
+    for part in reversed([found[2] for found in _FENCE.finditer(body)]):
         try:
             yield json.loads(part)
         except json.JSONDecodeError:
@@ -153,6 +178,10 @@ def _json_values(body: str) -> Iterator[Any]:
             pass
 
 
-def output_spec(output_type: Any) -> OutputSpec | None:
-    """The spec of an ``output_type`` (None, ``str``: plain text, no spec)."""
-    return None if output_type is None or output_type is str else OutputSpec(output_type)
+def output_spec(output_type: Any, mode: str = "tool") -> OutputSpec | None:
+    """The spec of an ``output_type`` (None, ``str``: plain text, no spec) asked for in ``mode``."""
+    if output_type is None or output_type is str:
+        if mode != "tool":
+            raise ValueError(f"output_mode={mode!r} asks for a typed answer: give an output_type (not str)")
+        return None
+    return OutputSpec(output_type, mode)
