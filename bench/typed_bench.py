@@ -26,6 +26,7 @@ from agio_notebook.storage import InMemoryRepository
 from agio_notebook.tools.output import OutputSpec
 
 ROUNDS, RUNS = 12, 150
+WORDS = '{"item": "tea", "price": 3.5}'  # what the model says, as text or as the tool call's arguments
 
 
 class Quote(pydantic.BaseModel):
@@ -44,29 +45,33 @@ def timed(fn, n: int = RUNS) -> float:
 def pydantic_ai_arms() -> dict:
     """pydantic-ai's plain and typed run of the same answer, if it is installed."""
     try:
-        from pydantic_ai import Agent as PAgent
+        from pydantic_ai import Agent as PAgent, NativeOutput
         from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
         from pydantic_ai.models.function import FunctionModel as PFunctionModel
+        from pydantic_ai.profiles import ModelProfile
     except ImportError:
         return {}
 
     def plain_reply(messages, info):
-        return ModelResponse(parts=[TextPart("tea is 3.5 EUR")])
+        return ModelResponse(parts=[TextPart(WORDS)])
 
     def typed_reply(messages, info):
         return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"item": "tea", "price": 3.5})])
 
+    structured = ModelProfile(supports_json_schema_output=True)
     plain, typed = PAgent(PFunctionModel(plain_reply)), PAgent(PFunctionModel(typed_reply), output_type=Quote)
-    assert typed.run_sync("price of tea?").output == Quote(item="tea", price=3.5)
-    return {"pai_plain": lambda: plain.run_sync("price of tea?"), "pai_typed": lambda: typed.run_sync("price of tea?")}
+    native = PAgent(PFunctionModel(plain_reply, profile=structured), output_type=NativeOutput(Quote))
+    for agent in (typed, native):
+        assert agent.run_sync("price of tea?").output == Quote(item="tea", price=3.5)
+    return {"pai_plain": lambda: plain.run_sync("price of tea?"), "pai_typed": lambda: typed.run_sync("price of tea?"),
+            "pai_native": lambda: native.run_sync("price of tea?")}
 
 
 def main() -> None:
     store = tempfile.mkdtemp(prefix="agio-typed-bench-")
     os.environ["AGIO_STORE"] = store  # the short path's default store: TinyDB files, as StepRunner's below
-    words = '{"item": "tea", "price": 3.5}'  # what the model says, as text or as the tool call's arguments
-    plain = Agent(model=ScriptedModel([words], loop=True), name="plain")
-    native = Agent(model=ScriptedModel([words], loop=True), output_type=Quote, output_mode="native", name="native")
+    plain = Agent(model=ScriptedModel([WORDS], loop=True), name="plain")
+    native = Agent(model=ScriptedModel([WORDS], loop=True), output_type=Quote, output_mode="native", name="native")
     typed = Agent(model=ScriptedModel([Reply.call("final_result", item="tea", price=3.5)], loop=True),
                   output_type=Quote, name="typed")
     memory = InMemoryRepository()
@@ -106,10 +111,11 @@ def main() -> None:
     print(f"  final_result tool:     {paired['typed']:.3f}x in memory, {paired['typed_store']:.3f}x on the TinyDB store")
     print(f"a typed answer's validation and JSON form: {validation_us:.1f} us per call")
     if "pai_plain" in rows:
-        ratio = statistics.median(a / b for a, b in zip(rows["pai_typed"], rows["pai_plain"]))
-        print(f"pydantic-ai, no store: plain {med['pai_plain']:.2f} ms, typed {med['pai_typed']:.2f} ms, {ratio:.3f}x "
-              f"(a typed answer adds {(med['pai_typed'] - med['pai_plain']) * 1000:.0f} us there, "
-              f"{(med['typed'] - med['plain']) * 1000:.0f} us here in memory)")
+        for mode, arm in (("final_result tool", "typed"), ("native", "native")):
+            ratio = statistics.median(a / b for a, b in zip(rows["pai_" + arm], rows["pai_plain"]))
+            print(f"pydantic-ai, no store, {mode}: plain {med['pai_plain']:.2f} ms, typed {med['pai_' + arm]:.2f} ms, "
+                  f"{ratio:.3f}x (a typed answer adds {(med['pai_' + arm] - med['pai_plain']) * 1000:.0f} us there, "
+                  f"{(med[arm] - med['plain']) * 1000:.0f} us here in memory)")
 
 
 if __name__ == "__main__":

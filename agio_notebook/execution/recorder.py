@@ -9,7 +9,6 @@ store's writer thread (grouped with other runs' commits) while the event loop go
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -257,7 +256,7 @@ class RunRecorder:
         whatever words came with it."""
         self.answer = answer
         self.run.output, self.run.answered = answer.data, True
-        self.run.final_text = json.dumps(answer.data, ensure_ascii=False)
+        self.run.final_text = answer.text
         _RECENT_ANSWERS[self.run.id] = answer
         while len(_RECENT_ANSWERS) > _RECENT:
             _RECENT_ANSWERS.popitem(last=False)

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+import orjson
 import pydantic
 
 from .base import Tool
@@ -58,11 +59,12 @@ def _errors(exc: pydantic.ValidationError) -> str:
 @dataclass(frozen=True, slots=True)
 class Answer:
     """A typed answer that fit: the value as validated (what ``result.output`` returns, as it was made; a
-    validator that transforms runs once) and its JSON form, as stored with the run. ``None`` is an answer
+    validator that transforms runs once) and its JSON form, as stored with the run (data and text). ``None`` is an answer
     too (an ``Optional`` type): a run has one when it has an ``Answer``, whatever its value."""
 
     value: Any
     data: Any
+    text: str  # the JSON, as the run's final text
 
 
 class OutputSpec:
@@ -137,8 +139,13 @@ class OutputSpec:
         raise OutputError(f"the answer does not fit {self.name}: {_errors(error)}")
 
     def answer(self, value: Any) -> Answer:
-        """A validated value with its JSON form."""
-        return Answer(value, self.dump(value))
+        """A validated value with its JSON form, as data and as text (one serialisation makes both)."""
+        data = self.dump(value)
+        try:
+            text = orjson.dumps(data).decode()
+        except orjson.JSONEncodeError:  # an integer past 64 bits
+            text = json.dumps(data, ensure_ascii=False)
+        return Answer(value, data, text)
 
     def dump(self, value: Any) -> Any:
         """The value as JSON data, as it is stored with the run: by its fields' own names (the columns of
