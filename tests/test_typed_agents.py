@@ -740,3 +740,25 @@ def test_the_agents_own_response_format_wins_over_native_outputs(repo):
                   output_mode="native", model_settings={"response_format": mine})
     result = go(StepRunner(agent, repository=repo).run(None, "weather?"))
     assert result.status is RunStatus.COMPLETED and result.steps[-1].extra["request"]["settings"]["response_format"] == mine
+
+
+def test_a_handoff_asks_as_the_agent_that_answers_asks(repo):
+    """A tool-mode agent hands off to a native one, and back the other way: each call's request asks as its
+    agent does (the schema as ``response_format``, or the ``final_result`` tool), never both."""
+    native = Agent(model=ScriptedModel(['{"code": 9}']), output_type=Other, output_mode="native", name="native")
+    triage = Agent(model=ScriptedModel([Reply.call("transfer_to_native")]), handoffs=[native], output_type=Weather,
+                   name="triage")
+    handed = go(StepRunner(triage, repository=repo).run(None, "a code?"))
+    assert handed.status is RunStatus.COMPLETED and handed.output == Other(code=9)
+    first, last = [s.extra["request"] for s in handed.steps if s.role is StepRole.ASSISTANT]
+    assert "response_format" not in first["settings"] and FINAL_RESULT in [t["function"]["name"] for t in first["tools"]]
+    assert last["settings"]["response_format"]["json_schema"]["name"] == "Other" and last["tools"] == []
+    tool_mode = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, city="Oslo", celsius=1, sky="rain")]),
+                      output_type=Weather, name="tooled")
+    back = Agent(model=ScriptedModel([Reply.call("transfer_to_tooled")]), handoffs=[tool_mode], output_type=Other,
+                 output_mode="native", name="back")
+    returned = go(StepRunner(back, repository=repo).run(None, "weather?"))
+    assert returned.status is RunStatus.COMPLETED and returned.output == Weather(city="Oslo", celsius=1, sky="rain")
+    first, last = [s.extra["request"] for s in returned.steps if s.role is StepRole.ASSISTANT]
+    assert first["settings"]["response_format"]["json_schema"]["name"] == "Other"
+    assert "response_format" not in last["settings"] and [t["function"]["name"] for t in last["tools"]] == [FINAL_RESULT]
