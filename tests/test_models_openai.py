@@ -157,3 +157,17 @@ def test_a_timeout_says_how_long_and_how_many_times():
         model = OpenAIModel("m", base_url="http://127.0.0.1:9/v1", api_key="sk-test-000000000", timeout=timeout,
                             max_retries=retries)
         assert str(model._error(timed_out)) == f"OpenAI-compatible endpoint http://127.0.0.1:9/v1 timed out {says}"
+
+
+def test_a_structured_output_refusal_is_what_the_model_said(server):
+    """OpenAI's structured output refuses in ``refusal``, not ``content``: it is the reply's text (kept, shown,
+    read back by a typed agent as not its JSON), never an "empty reply" asked for a second time."""
+    said = "I'm sorry, I can't help with that."
+    server.script = [[chunk({"role": "assistant", "content": None, "refusal": ""}), chunk({"refusal": said}),
+                      chunk({}, finish="stop")],
+                     {"id": "x", "object": "chat.completion", "created": 0, "model": "fake-model",
+                      "choices": [{"index": 0, "finish_reason": "stop",
+                                   "message": {"role": "assistant", "content": None, "refusal": said}}]}]
+    assert [c.text for c in collect(model_for(server)) if isinstance(c, TextDelta)] == [said]
+    assert [c.text for c in collect(model_for(server), stream=False) if isinstance(c, TextDelta)] == [said]
+    assert len(server.requests) == 2  # one each: neither was asked again

@@ -762,3 +762,114 @@ def test_a_handoff_asks_as_the_agent_that_answers_asks(repo):
     first, last = [s.extra["request"] for s in returned.steps if s.role is StepRole.ASSISTANT]
     assert first["settings"]["response_format"]["json_schema"]["name"] == "Other"
     assert "response_format" not in last["settings"] and [t["function"]["name"] for t in last["tools"]] == [FINAL_RESULT]
+
+
+class Filters(pydantic.BaseModel):
+    lang: str = "en"
+    limit: int = 10
+
+
+class Quote(pydantic.BaseModel):
+    item: str
+    price: float
+
+
+@pytest.mark.parametrize("output_type,reply,expected", [
+    (Filters | None, '{"result": {"lang": "fr", "limit": 3}}', Filters(lang="fr", limit=3)),
+    (Quote | Filters, '{"result": {"item": "tea", "price": 2}}', Quote(item="tea", price=2)),
+    (dict[str, int], '{"result": {"a": 1}}', {"a": 1}),
+    (dict[str, int], '{"result": 5}', {"result": 5}),  # not an answer unwrapped: the dict that has the key
+], ids=["optional-with-defaults", "union", "dict", "dict-with-the-key"])
+def test_a_wrapped_answer_is_read_as_the_schema_asks_it(repo, output_type, reply, expected):
+    """A type that is not an object is asked for as {"result": ...}: that is read as the answer first, so a
+    type that would also take the wrapper itself (all defaults, a dict) does not swallow it."""
+    for mode in ("native", "tool"):  # a tool-mode agent reads a text answer the same way
+        agent = Agent(model=ScriptedModel([reply]), output_type=output_type, output_mode=mode)
+        result = go(StepRunner(agent, repository=repo).run(None, "answer"))
+        assert result.status is RunStatus.COMPLETED and result.output == expected, mode
+
+
+@pytest.mark.parametrize("output_type,reply,reason", [
+    (list[Quote], '{"result": [{"item": "tea"}]}', "the answer does not fit list[Quote]: 0.price: Field required"),
+    (Quote | None, '{"result": {"item": "tea"}}', "the answer does not fit Quote | None: price: Field required"),
+    (Quote, '{"item": "tea", "price": 2,}',
+     "the answer is not valid JSON: Expecting property name enclosed in double quotes at line 1 column 28"),
+    (Quote, '{"item": "tea", "price": 2', "the answer is not valid JSON: Expecting ',' delimiter at line 1 column 27"),
+    (Quote, "  ", "the answer was empty (it must be Quote)"),
+    (Quote, "It costs 2.", "the answer must be the JSON of Quote, not free text"),
+], ids=["inner-list-field", "optional-field", "trailing-comma", "cut-off", "empty", "words"])
+def test_the_model_reads_why_its_native_answer_was_refused(repo, output_type, reply, reason):
+    agent = Agent(model=ScriptedModel([reply]), output_type=output_type, output_mode="native", output_retries=0)
+    result = go(StepRunner(agent, repository=repo).run(None, "answer"))
+    assert result.status is RunStatus.FAILED and result.error == f"no answer of type {agent.output.name} after 1 try; the last: {reason}"
+    told = result.steps[-1]
+    assert told.role is StepRole.USER and told.content == f"{reason}. {agent.output.ask}"
+    assert agent.output.ask == ('Answer with the JSON {"result": <the ' + agent.output.name + '>} only.'
+                                if agent.output.wrapped else f"Answer with the JSON of {agent.output.name} only.")
+
+
+class Score(pydantic.BaseModel):
+    result: int
+
+
+def test_a_field_named_result_keeps_its_name_in_the_reason(repo):
+    for mode, reply in (("native", '{"result": "high"}'), ("tool", Reply.call(FINAL_RESULT, result="high"))):
+        agent = Agent(model=ScriptedModel([reply]), output_type=Score, output_mode=mode, output_retries=0)
+        result = go(StepRunner(agent, repository=repo).run(None, "score?"))
+        assert result.error.startswith("no answer of type Score after 1 try; the last: the answer does not fit "
+                                       "Score: result: Input should be a valid integer"), mode
+
+
+def test_a_failed_native_run_resumes_and_the_model_reads_why(repo):
+    model = ScriptedModel(['{"item": "tea"}', '{"item": "tea", "price": 2}'])
+    agent = Agent(model=model, output_type=Quote, output_mode="native", output_retries=0)
+    runner = StepRunner(agent, repository=repo)
+    failed = go(runner.run(None, "price?"))
+    assert failed.status is RunStatus.FAILED and failed.output is None
+    resumed = go(runner.resume(failed.session_id))
+    assert resumed.status is RunStatus.COMPLETED and resumed.output == Quote(item="tea", price=2)
+    assert model.messages_of(1)[-1]["content"].startswith("the answer does not fit Quote: price: Field required")
+
+
+@pytest.mark.parametrize("mode", ["native", "tool"])
+@pytest.mark.parametrize("arguments,why", [
+    ({"result": 2 ** 70}, "it cannot be stored as JSON"),
+    ({"result": float("nan")}, "NaN and Infinity are not numbers JSON holds"),
+    ({"result": float("inf")}, "NaN and Infinity are not numbers JSON holds"),
+], ids=["past-64-bits", "nan", "infinity"])
+def test_an_answer_the_store_cannot_hold_goes_back_to_the_model(repo, mode, arguments, why):
+    """Python's JSON writes NaN and Infinity, the store's does not, nor integers past 64 bits: such an answer
+    is refused with the reason and the model asked again, never accepted and then lost."""
+    output_type = float if isinstance(arguments["result"], float) else int
+    first = (json.dumps(arguments) if mode == "native" else Reply.call(FINAL_RESULT, **arguments))
+    second = '{"result": 7}' if mode == "native" else Reply.call(FINAL_RESULT, result=7)
+    agent = Agent(model=ScriptedModel([first, second]), output_type=output_type, output_mode=mode)
+    result = go(StepRunner(agent, repository=repo).run(None, "n?"))
+    assert result.status is RunStatus.COMPLETED and result.output == 7 and repo.get_run(result.run_id).output == 7
+    refused = [s for s in result.steps if (s.role is StepRole.TOOL and s.status != "ok")
+               or s.extra.get("kind") == "output_retry"]
+    assert len(refused) == 1 and why in refused[0].content
+
+
+class Node(pydantic.BaseModel):
+    name: str
+    children: list[Node] = []
+
+
+@pytest.mark.parametrize("mode", ["native", "tool"])
+def test_a_recursive_type_is_an_answer(repo, mode):
+    tree = {"name": "a", "children": [{"name": "b", "children": [{"name": "c"}]}]}
+    reply = json.dumps(tree) if mode == "native" else Reply.call(FINAL_RESULT, **tree)
+    agent = Agent(model=ScriptedModel([reply]), output_type=Node, output_mode=mode)
+    result = go(StepRunner(agent, repository=repo).run(None, "tree?"))
+    assert result.status is RunStatus.COMPLETED and result.output == Node.model_validate(tree)
+    schema = agent.output.tool.parameters  # what the request carries either way
+    assert schema["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}  # a reference to the top
+    assert set(schema["$defs"]) == {"Node"} and schema["$defs"]["Node"]["properties"]["name"] == {"title": "Name", "type": "string"}
+
+
+def test_a_bad_output_mode_is_named_with_or_without_a_type():
+    for mode in (None, 1, "Native", True):
+        for output_type in (None, int):
+            with pytest.raises(ValueError, match=r"output_mode must be one of 'tool', 'native', got "):
+                Agent(model=ScriptedModel(["x"]), output_type=output_type, output_mode=mode)

@@ -382,11 +382,11 @@ class StepExecutor:
                     rec.give(spec.answer(spec.from_text(step.content)))
                 except OutputError as exc:
                     refusals += 1
+                    for event in await self._ask_for_output(rec, step, exc):  # stored even on the last try: a
+                        yield event  # resume asks again, the model reading why
                     if refusals > self.agent.output_retries:
                         rec.finish(RunStatus.FAILED, _no_output(spec, refusals, exc))
                         return
-                    for event in await self._ask_for_output(rec, step, exc):
-                        yield event
                     continue
                 rec.finish(RunStatus.COMPLETED)
                 return
@@ -416,13 +416,13 @@ class StepExecutor:
         answered = {s.tool_call_id: s for s in rec.steps if s.role is StepRole.TOOL and s.run_id == rec.run.id}
         for call in calls:
             result = answered.get(call.id)
-            if result is None:  # answered by the run a resume goes on from: the first that fits was its answer
-                try:
-                    return spec.answer(spec.from_arguments(json.loads(call.arguments or "{}")))
-                except (OutputError, ValueError):
-                    continue
-            if result.status == "ok":
+            if result is not None and result.status != "ok":  # refused, the model told why
+                continue
+            try:  # accepted; or unanswered by the run a resume goes on from, where the first that fits was its answer
                 return spec.answer(spec.from_arguments(json.loads(call.arguments or "{}")))
+            except ValueError as exc:  # OutputError too
+                if result is not None:
+                    return OutputError(str(exc))
         last = answered.get(calls[-1].id)
         return OutputError(last.error if last is not None and last.error else "the answer was refused")
 
@@ -617,12 +617,12 @@ class StepExecutor:
         if isinstance(arguments, ToolResult):
             return arguments
         try:
-            value = spec.from_arguments(arguments)
+            answer = spec.answer(spec.from_arguments(arguments))
         except OutputError as exc:
             return executor.invalid(call, str(exc), started, arguments)
         content = ACCEPTED
         if rec.answer is None:
-            rec.give(spec.answer(value))
+            rec.give(answer)
         else:  # the model gave two in one turn: the first is the answer
             content = NOT_USED
         return ToolResult(tool_call_id=call.id, name=call.name, content=content,
@@ -744,4 +744,4 @@ class _ToolBatch:
 
 
 def _no_output(spec: OutputSpec, tries: int, why: Exception) -> str:
-    return f"no answer of type {spec.name} after {tries} tries; the last: {why}"
+    return f"no answer of type {spec.name} after {tries} {'try' if tries == 1 else 'tries'}; the last: {why}"

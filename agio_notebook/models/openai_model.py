@@ -172,15 +172,16 @@ class OpenAIModel:
                     for choice in chunk.choices or ():
                         delta = choice.delta
                         if delta is not None:
-                            if delta.content:
-                                if not said and not delta.content.strip():
-                                    blank.append(TextDelta(delta.content))
+                            text = delta.content or getattr(delta, "refusal", None)  # a refusal is what it said
+                            if text:
+                                if not said and not text.strip():
+                                    blank.append(TextDelta(text))
                                 else:
                                     said = True
                                     for held in blank:
                                         yield held
                                     blank.clear()
-                                    yield TextDelta(delta.content)
+                                    yield TextDelta(text)
                             for tc in delta.tool_calls or ():
                                 fn = tc.function
                                 said = True
@@ -259,8 +260,9 @@ def _whole_response(response: Any) -> list[ModelChunk]:
     chunks: list[ModelChunk] = []
     choice = response.choices[0]
     message = choice.message
-    if message.content:
-        chunks.append(TextDelta(message.content))
+    text = message.content or getattr(message, "refusal", None)  # structured output's refusal: what it said
+    if text:
+        chunks.append(TextDelta(text))
     for i, tc in enumerate(message.tool_calls or ()):
         chunks.append(ToolCallDelta(i, tc.id, tc.function.name, tc.function.arguments or ""))
     if response.usage is not None:

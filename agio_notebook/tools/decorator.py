@@ -37,19 +37,31 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 
 
 def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with its ``$ref``s written out in place (what models follow best); a recursive type's
+    reference to itself stays a ``$ref``, its definition kept in the top ``$defs``."""
     defs = schema.pop("$defs", {})
+    kept: dict[str, Any] = {}
 
-    def resolve(node: Any) -> Any:
+    def resolve(node: Any, within: frozenset[str]) -> Any:
         if isinstance(node, dict):
             if "$ref" in node:
-                target = {k: v for k, v in defs[node["$ref"].rsplit("/", 1)[-1]].items() if k != "title"}
-                return resolve({**target, **{k: v for k, v in node.items() if k != "$ref"}})
-            return {k: resolve(v) for k, v in node.items()}
+                name = node["$ref"].rsplit("/", 1)[-1]
+                if name in within:  # a type inside itself: inlining would never end
+                    if name not in kept:
+                        kept[name] = {}
+                        kept[name] = resolve(defs[name], within)
+                    return node
+                target = {k: v for k, v in defs[name].items() if k != "title"}
+                return resolve({**target, **{k: v for k, v in node.items() if k != "$ref"}}, within | {name})
+            return {k: resolve(v, within) for k, v in node.items()}
         if isinstance(node, list):
-            return [resolve(v) for v in node]
+            return [resolve(v, within) for v in node]
         return node
 
-    return resolve(schema)
+    resolved = resolve(schema, frozenset())
+    if kept:
+        resolved["$defs"] = kept
+    return resolved
 
 
 _ON_REPLAY = ("record", "confirm", "block")

@@ -49,11 +49,9 @@ class OutputError(ValueError):
 
 
 def _errors(exc: pydantic.ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        where = ".".join(str(p) for p in err.get("loc", ()) if p != RESULT_FIELD) or "the value"
-        parts.append(f"{where}: {err.get('msg')}")
-    return "; ".join(parts)
+    """pydantic's reasons as the model reads them: where (a field's path; "the value" for the whole), what."""
+    return "; ".join(f"{'.'.join(str(p) for p in err.get('loc', ())) or 'the value'}: {err.get('msg')}"
+                     for err in exc.errors()[:5])
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +69,7 @@ class OutputSpec:
     """How an agent's typed answer is asked for, validated and stored (see the module docstring)."""
 
     def __init__(self, output_type: Any, mode: str = "tool"):
-        if mode not in OUTPUT_MODES:
-            raise ValueError(f"output_mode must be one of {', '.join(map(repr, OUTPUT_MODES))}, got {mode!r}")
-        self.mode = mode
+        self.mode = _checked_mode(mode)
         self.by_call = mode == "tool"  # the answer comes as a final_result call (else as the reply's JSON)
         try:
             self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(output_type)
@@ -83,9 +79,12 @@ class OutputSpec:
         self.type = output_type
         self.name = type_name(output_type)
         schema.pop("title", None)
+        defs = schema.pop("$defs", None)  # a recursive type's definitions: at the top, where "#/$defs/..." points
         self.wrapped = schema.get("type") != "object" or "properties" not in schema
         parameters = ({"type": "object", "properties": {RESULT_FIELD: schema}, "required": [RESULT_FIELD]}
                       if self.wrapped else {**schema, "required": schema.get("required", [])})
+        if defs:
+            parameters["$defs"] = defs
         about = schema.get("description") or f"an answer of type {self.name}"
         # native: the provider's structured output, asked in the request (merged under the agent's settings)
         self.settings: dict[str, Any] = {} if self.by_call else {"response_format": {
@@ -93,14 +92,15 @@ class OutputSpec:
             "json_schema": {"name": _SCHEMA_NAME.sub("_", self.name).strip("_")[:64] or "answer",
                             "schema": parameters, "strict": False}}}
         self.ask = (f"Call {FINAL_RESULT} with your answer." if self.by_call
-                    else f"Answer with the JSON of {self.name} only.")
+                    else f"Answer with the JSON of {self.name} only." if not self.wrapped
+                    else f'Answer with the JSON {{"{RESULT_FIELD}": <the {self.name}>}} only.')
         self.tool = Tool(name=FINAL_RESULT, parameters=parameters, function=_accepted, is_async=True,
                          validate=self._validate_arguments,
                          description=f"Give your final answer: {about}. Call it once, when you are done; "
                                      "its arguments are the answer.")
 
     def _validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        self.from_arguments(arguments)  # a wrong answer is the tool's error, with the reason
+        self.answer(self.from_arguments(arguments))  # a wrong answer is the tool's error, with the reason
         return {}
 
     def from_arguments(self, arguments: dict[str, Any]) -> Any:
@@ -119,33 +119,37 @@ class OutputSpec:
         fenced block (```json, ```JSON, ~~~, ``` after a sentence; of several, the last that fits: an answer
         comes after its examples), or at the start of the text with words after it."""
         body = (text or "").strip()
-        try:  # the usual answer, the type's JSON alone: parsed and validated in one go
-            return self.adapter.validate_json(body, **_EITHER_NAME)
-        except pydantic.ValidationError:
-            pass
+        if not self.wrapped:
+            try:  # the usual answer, the type's JSON alone: parsed and validated in one go
+                return self.adapter.validate_json(body, **_EITHER_NAME)
+            except pydantic.ValidationError:
+                pass
         error: pydantic.ValidationError | None = None
         for value in _json_values(body):
             tries = [value]
             if self.wrapped and isinstance(value, dict) and set(value) == {RESULT_FIELD}:
-                tries.append(value[RESULT_FIELD])  # the tool's arguments, as text
+                tries.insert(0, value[RESULT_FIELD])  # what the schema asks for: {"result": <the answer>}
             for candidate in tries:
                 try:
                     return self.adapter.validate_python(candidate, **_EITHER_NAME)
                 except pydantic.ValidationError as exc:
                     error = error or exc  # the likeliest candidate's reason is the one told
         if error is None:
-            raise OutputError(f"answer by calling {FINAL_RESULT} (the answer must be {self.name}, not free text)"
-                              if self.by_call else f"the answer must be the JSON of {self.name}, not free text")
+            raise OutputError(_no_json(body, self.name, self.by_call))
         raise OutputError(f"the answer does not fit {self.name}: {_errors(error)}")
 
     def answer(self, value: Any) -> Answer:
-        """A validated value with its JSON form, as data and as text (one serialisation makes both)."""
+        """A validated value with its JSON form, as data and as text (one serialisation makes both);
+        :class:`OutputError` for a value the store cannot hold as it is (NaN, Infinity, an integer past 64
+        bits, a lone surrogate), which the model is told, as for any answer that does not fit."""
         data = self.dump(value)
         try:
-            text = orjson.dumps(data).decode()
-        except orjson.JSONEncodeError:  # an integer past 64 bits
-            text = json.dumps(data, ensure_ascii=False)
-        return Answer(value, data, text)
+            text = orjson.dumps(data)
+        except orjson.JSONEncodeError as exc:
+            raise OutputError(f"the answer does not fit {self.name}: it cannot be stored as JSON ({exc})") from None
+        if orjson.loads(text) != data:  # NaN and Infinity became null
+            raise OutputError(f"the answer does not fit {self.name}: NaN and Infinity are not numbers JSON holds")
+        return Answer(value, data, text.decode())
 
     def dump(self, value: Any) -> Any:
         """The value as JSON data, as it is stored with the run: by its fields' own names (the columns of
@@ -160,6 +164,27 @@ class OutputSpec:
         """The ``final_result`` arguments that give ``value`` (what an offline model sends)."""
         data = self.dump(value)
         return {RESULT_FIELD: data} if self.wrapped else data
+
+
+def _checked_mode(mode: Any) -> str:
+    if not isinstance(mode, str) or mode not in OUTPUT_MODES:
+        raise ValueError(f"output_mode must be one of {', '.join(map(repr, OUTPUT_MODES))}, got {mode!r}")
+    return mode
+
+
+def _no_json(body: str, name: str, by_call: bool) -> str:
+    """Why a text answer held no JSON value, as the model reads it: empty, JSON that does not parse (where),
+    or words."""
+    if not body:
+        return f"the answer was empty (it must be {name})"
+    if body[:1] in ("{", "["):
+        try:
+            json.loads(body)
+        except json.JSONDecodeError as exc:
+            return f"the answer is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    if by_call:
+        return f"answer by calling {FINAL_RESULT} (the answer must be {name}, not free text)"
+    return f"the answer must be the JSON of {name}, not free text"
 
 
 async def _accepted(**_: Any) -> str:
@@ -187,6 +212,7 @@ def _json_values(body: str) -> Iterator[Any]:
 
 def output_spec(output_type: Any, mode: str = "tool") -> OutputSpec | None:
     """The spec of an ``output_type`` (None, ``str``: plain text, no spec) asked for in ``mode``."""
+    _checked_mode(mode)
     if output_type is None or output_type is str:
         if mode != "tool":
             raise ValueError(f"output_mode={mode!r} asks for a typed answer: give an output_type (not str)")
