@@ -4,8 +4,9 @@
 - a turn of a typed agent (``output_type``) against a plain turn (target ≤ 1.1×), the model saying the same
   words in both (the answer's JSON): asked with the provider's structured output (``output_mode="native"``:
   the reply's JSON validated) and with a ``final_result`` tool (the default: the call's arguments validated,
-  and one more step, the call's result, stored and announced); the engine alone (an in-memory store) and
-  with the default store (TinyDB files, what a user's turn costs); and a typed answer's validation alone.
+  and one more step, the call's result, stored and announced); the engine alone (an in-memory store, a new
+  one for every block of runs) and with the default store (TinyDB files, what a user's turn costs); and a
+  typed answer's validation alone.
 
 Prints ms per run (median of interleaved rounds, the arms' order turned every round) and, for each pair,
 the median of the rounds' ratios. Where pydantic-ai is installed (the ``bench`` extra), its own plain and
@@ -25,7 +26,7 @@ from agio_notebook import Agent, Reply, ScriptedModel, StepRunner
 from agio_notebook.storage import InMemoryRepository
 from agio_notebook.tools.output import OutputSpec
 
-ROUNDS, RUNS = 12, 150
+ROUNDS, RUNS = 24, 150
 WORDS = '{"item": "tea", "price": 3.5}'  # what the model says, as text or as the tool call's arguments
 
 
@@ -74,13 +75,13 @@ def main() -> None:
     native = Agent(model=ScriptedModel([WORDS], loop=True), output_type=Quote, output_mode="native", name="native")
     typed = Agent(model=ScriptedModel([Reply.call("final_result", item="tea", price=3.5)], loop=True),
                   output_type=Quote, name="typed")
-    memory = InMemoryRepository()
+    memory = {"repository": InMemoryRepository()}  # a new one for every block of runs (below)
     runner = StepRunner(plain)
     arms = {"short": lambda: plain.run_sync("price of tea?"),
             "runner": lambda: runner.run_sync(None, "price of tea?"),
-            "plain": lambda: StepRunner(plain, repository=memory).run_sync(None, "price of tea?"),
-            "native": lambda: StepRunner(native, repository=memory).run_sync(None, "price of tea?"),
-            "typed": lambda: StepRunner(typed, repository=memory).run_sync(None, "price of tea?"),
+            "plain": lambda: StepRunner(plain, repository=memory["repository"]).run_sync(None, "price of tea?"),
+            "native": lambda: StepRunner(native, repository=memory["repository"]).run_sync(None, "price of tea?"),
+            "typed": lambda: StepRunner(typed, repository=memory["repository"]).run_sync(None, "price of tea?"),
             "plain_store": lambda: StepRunner(plain, repository=runner.repository).run_sync(None, "price of tea?"),
             "native_store": lambda: StepRunner(native, repository=runner.repository).run_sync(None, "price of tea?"),
             "typed_store": lambda: StepRunner(typed, repository=runner.repository).run_sync(None, "price of tea?")}
@@ -89,6 +90,7 @@ def main() -> None:
     for round_ in range(ROUNDS):  # interleaved, so a busy moment hits every row alike; the order turns each
         order = list(arms) if round_ % 2 == 0 else list(reversed(arms))  # round (the store grows as it goes)
         for name in order:
+            memory["repository"] = InMemoryRepository()  # the engine alone: not a heap that grows as the bench goes
             rows[name].append(timed(arms[name]))
     spec = OutputSpec(Quote)
     args = {"item": "tea", "price": 3.5}
