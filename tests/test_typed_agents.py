@@ -873,3 +873,20 @@ def test_a_bad_output_mode_is_named_with_or_without_a_type():
         for output_type in (None, int):
             with pytest.raises(ValueError, match=r"output_mode must be one of 'tool', 'native', got "):
                 Agent(model=ScriptedModel(["x"]), output_type=output_type, output_mode=mode)
+
+
+def test_a_function_model_that_asks_for_settings_sees_the_schema_it_must_answer(repo):
+    seen = []
+
+    def answer(messages, tools, settings):
+        seen.append(settings)
+        schema = settings["response_format"]["json_schema"]["schema"]
+        return json.dumps({name: ("tea" if spec["type"] == "string" else 2.5)
+                           for name, spec in schema["properties"].items()})
+
+    agent = Agent(model=FunctionModel(answer), output_type=Quote, output_mode="native")
+    result = go(StepRunner(agent, repository=repo).run(None, "price?"))
+    assert result.status is RunStatus.COMPLETED and result.output == Quote(item="tea", price=2.5)
+    assert seen[0]["response_format"]["json_schema"]["name"] == "Quote"
+    plain = Agent(model=FunctionModel(lambda messages, tools: "hi"))  # two parameters: called as before
+    assert go(StepRunner(plain, repository=repo).run(None, "x")).final_text == "hi"

@@ -202,12 +202,17 @@ class ScriptedModel:
 
 class FunctionModel:
     """``fn(messages, tools)`` decides each reply: return a str, a Reply, a ToolCallSpec, or be an async
-    generator yielding str pieces / chunks for custom streaming. Sync or async. ``ttft`` and
+    generator yielding str pieces / chunks for custom streaming. Sync or async. A ``fn`` with a ``settings``
+    parameter is also given the call's settings (e.g. a typed agent's ``response_format``). ``ttft`` and
     ``tokens_per_second`` simulate latency (a returned ``Reply`` may override them)."""
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, chunk_size: int = 1,
                  ttft: float = 0.0, tokens_per_second: float | None = None):
         self.fn = fn
+        try:
+            self._wants_settings = "settings" in inspect.signature(fn).parameters
+        except (TypeError, ValueError):  # a callable without a signature to read
+            self._wants_settings = False
         self.latency = Latency(ttft, tokens_per_second)
         self.name = name or getattr(fn, "__name__", "function")
         self.chunk_size = max(1, chunk_size)
@@ -221,9 +226,10 @@ class FunctionModel:
     async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                      stream: bool = True, settings: dict[str, Any] | None = None) -> AsyncIterator[ModelChunk]:
         prompt = self._counter.count(messages)
+        extra = {"settings": dict(settings or {})} if self._wants_settings else {}
         if inspect.isasyncgenfunction(self.fn):
             completion, saw_usage = 0, False
-            async for item in self.latency.pace(self.fn(messages, tools)):
+            async for item in self.latency.pace(self.fn(messages, tools, **extra)):
                 if isinstance(item, str):
                     completion += count_text(item, self.name)[0]
                     yield TextDelta(item)
@@ -233,7 +239,7 @@ class FunctionModel:
             if not saw_usage:
                 yield Usage(prompt, completion, prompt + completion)
             return
-        value = self.fn(messages, tools)
+        value = self.fn(messages, tools, **extra)
         if inspect.isawaitable(value):
             value = await value
         self._n += 1
