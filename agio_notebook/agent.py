@@ -110,8 +110,9 @@ class Agent:
     Typed agents (see ``docs/models.md``): ``output_type`` asks the model for an answer of that type (a
     pydantic model, a dataclass, a ``TypedDict``, a list of them, ``int``...), validated, retried up to
     ``output_retries`` times with the reason, and returned as ``result.output``; ``output_mode="native"``
-    asks with the provider's structured output (``response_format``) instead of a ``final_result`` tool. ``deps_type`` is the type
-    of the dependencies a run is given (``run(..., deps=...)``), which tools and a dynamic ``system_prompt``
+    asks with the provider's structured output (``response_format``) instead of a ``final_result`` tool.
+    ``deps_type`` is the type of the dependencies a run is given (``run(..., deps=...)``), which tools and a
+    dynamic ``system_prompt``
     (a function of a :class:`~agio_notebook.tools.context.RunContext`) receive. ``settings_hook(ctx,
     messages)`` returns settings for one model call (merged over the others), e.g. a per-turn ``extra_body``.
     """

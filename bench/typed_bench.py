@@ -97,8 +97,8 @@ def main() -> None:
     validation_us = timed(lambda: spec.dump(spec.from_arguments(args)), 20000) * 1000.0
     med = {k: statistics.median(v) for k, v in rows.items()}
     paired = {k: statistics.median(a / b for a, b in zip(rows[x], rows[y]))  # each round's ratio, then the median
-              for k, (x, y) in {"short": ("short", "runner"), "typed": ("typed", "plain"), "native": ("native", "plain"),
-                                "typed_store": ("typed_store", "plain_store"),
+              for k, (x, y) in {"short": ("short", "runner"), "typed": ("typed", "plain"),
+                                "native": ("native", "plain"), "typed_store": ("typed_store", "plain_store"),
                                 "native_store": ("native_store", "plain_store")}.items()}
     print(f"{'what':<44} {'ms/run':>8}")
     print(f"{'agent.run_sync(q) (TinyDB store)':<44} {med['short']:>8.2f}")
@@ -109,8 +109,8 @@ def main() -> None:
         print(f"{'typed turn, final_result tool (' + where + ')':<44} {med['typed' + key]:>8.2f}")
     print(f"short path / StepRunner: {paired['short']:.3f}x (median of the rounds' ratios; target <= 1.05x)")
     print("typed / plain turn (medians of the rounds' ratios; target <= 1.1x):")
-    print(f"  output_mode='native':  {paired['native']:.3f}x in memory, {paired['native_store']:.3f}x on the TinyDB store")
-    print(f"  final_result tool:     {paired['typed']:.3f}x in memory, {paired['typed_store']:.3f}x on the TinyDB store")
+    for mode, arm in (("output_mode='native':", "native"), ("final_result tool:", "typed")):
+        print(f"  {mode:<22} {paired[arm]:.3f}x in memory, {paired[arm + '_store']:.3f}x on the TinyDB store")
     print(f"a typed answer's validation and JSON form: {validation_us:.1f} us per call")
     if "pai_plain" in rows:
         for mode, arm in (("final_result tool", "typed"), ("native", "native")):

@@ -702,7 +702,8 @@ def test_native_output_sends_a_wrong_answer_back_with_its_reason_and_bounds_the_
 
 
 def test_native_output_calls_tools_first_and_a_made_up_final_result_is_no_answer(repo):
-    model = ScriptedModel([Reply.call("lookup", city="Oslo"), Reply.call(FINAL_RESULT, city="Oslo", celsius=1, sky="rain"),
+    model = ScriptedModel([Reply.call("lookup", city="Oslo"),
+                           Reply.call(FINAL_RESULT, city="Oslo", celsius=1, sky="rain"),
                            '{"city": "Oslo", "celsius": 3, "sky": "cloudy"}'])
 
     @tool
@@ -739,7 +740,8 @@ def test_the_agents_own_response_format_wins_over_native_outputs(repo):
     agent = Agent(model=ScriptedModel(['{"city": "Oslo", "celsius": 4, "sky": "clear"}']), output_type=Weather,
                   output_mode="native", model_settings={"response_format": mine})
     result = go(StepRunner(agent, repository=repo).run(None, "weather?"))
-    assert result.status is RunStatus.COMPLETED and result.steps[-1].extra["request"]["settings"]["response_format"] == mine
+    assert result.status is RunStatus.COMPLETED
+    assert result.steps[-1].extra["request"]["settings"]["response_format"] == mine
 
 
 def test_a_handoff_asks_as_the_agent_that_answers_asks(repo):
@@ -751,7 +753,8 @@ def test_a_handoff_asks_as_the_agent_that_answers_asks(repo):
     handed = go(StepRunner(triage, repository=repo).run(None, "a code?"))
     assert handed.status is RunStatus.COMPLETED and handed.output == Other(code=9)
     first, last = [s.extra["request"] for s in handed.steps if s.role is StepRole.ASSISTANT]
-    assert "response_format" not in first["settings"] and FINAL_RESULT in [t["function"]["name"] for t in first["tools"]]
+    assert "response_format" not in first["settings"]
+    assert FINAL_RESULT in [t["function"]["name"] for t in first["tools"]]
     assert last["settings"]["response_format"]["json_schema"]["name"] == "Other" and last["tools"] == []
     tool_mode = Agent(model=ScriptedModel([Reply.call(FINAL_RESULT, city="Oslo", celsius=1, sky="rain")]),
                       output_type=Weather, name="tooled")
@@ -761,7 +764,8 @@ def test_a_handoff_asks_as_the_agent_that_answers_asks(repo):
     assert returned.status is RunStatus.COMPLETED and returned.output == Weather(city="Oslo", celsius=1, sky="rain")
     first, last = [s.extra["request"] for s in returned.steps if s.role is StepRole.ASSISTANT]
     assert first["settings"]["response_format"]["json_schema"]["name"] == "Other"
-    assert "response_format" not in last["settings"] and [t["function"]["name"] for t in last["tools"]] == [FINAL_RESULT]
+    assert "response_format" not in last["settings"]
+    assert [t["function"]["name"] for t in last["tools"]] == [FINAL_RESULT]
 
 
 class Filters(pydantic.BaseModel):
@@ -801,7 +805,8 @@ def test_a_wrapped_answer_is_read_as_the_schema_asks_it(repo, output_type, reply
 def test_the_model_reads_why_its_native_answer_was_refused(repo, output_type, reply, reason):
     agent = Agent(model=ScriptedModel([reply]), output_type=output_type, output_mode="native", output_retries=0)
     result = go(StepRunner(agent, repository=repo).run(None, "answer"))
-    assert result.status is RunStatus.FAILED and result.error == f"no answer of type {agent.output.name} after 1 try; the last: {reason}"
+    assert result.status is RunStatus.FAILED
+    assert result.error == f"no answer of type {agent.output.name} after 1 try; the last: {reason}"
     told = result.steps[-1]
     assert told.role is StepRole.USER and told.content == f"{reason}. {agent.output.ask}"
     assert agent.output.ask == ('Answer with the JSON {"result": <the ' + agent.output.name + '>} only.'
@@ -865,7 +870,8 @@ def test_a_recursive_type_is_an_answer(repo, mode):
     assert result.status is RunStatus.COMPLETED and result.output == Node.model_validate(tree)
     schema = agent.output.tool.parameters  # what the request carries either way
     assert schema["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}  # a reference to the top
-    assert set(schema["$defs"]) == {"Node"} and schema["$defs"]["Node"]["properties"]["name"] == {"title": "Name", "type": "string"}
+    assert set(schema["$defs"]) == {"Node"}
+    assert schema["$defs"]["Node"]["properties"]["name"] == {"title": "Name", "type": "string"}
 
 
 def test_a_bad_output_mode_is_named_with_or_without_a_type():

@@ -57,8 +57,8 @@ def _errors(exc: pydantic.ValidationError) -> str:
 @dataclass(frozen=True, slots=True)
 class Answer:
     """A typed answer that fit: the value as validated (what ``result.output`` returns, as it was made; a
-    validator that transforms runs once) and its JSON form, as stored with the run (data and text). ``None`` is an answer
-    too (an ``Optional`` type): a run has one when it has an ``Answer``, whatever its value."""
+    validator that transforms runs once) and its JSON form, as stored with the run (data and text). ``None``
+    is an answer too (an ``Optional`` type): a run has one when it has an ``Answer``, whatever its value."""
 
     value: Any
     data: Any
