@@ -29,6 +29,8 @@ def who(ctx: RunContext[Shop]) -> str:
 shopper = Agent(model=ScriptedModel([Reply.call("who"), Reply.call("final_result", owner="Ada", open=True)],
                                     loop=True), tools=[who], deps_type=Shop, output_type=Answer, name="shopper")
 shop = Shop("Ada")
+native = Agent(model=ScriptedModel(['Ada, open.', '{"owner": "Ada", "open": true}'], loop=True),
+              output_type=Answer, output_mode="native", name="native")
 '''
 
 
@@ -97,3 +99,15 @@ def test_a_retry_takes_the_deps_of_the_call_that_asks(kernel):
                                "h = first.retry(deps=new)")
     errors = "".join(m["content"].get("evalue", "") for m in of_type(redefined["messages"], "error"))
     assert "was defined again since the agent was made; run the agent's cell again" in errors, errors
+
+
+def test_a_native_typed_answer_shows_like_any_other_and_the_refusal_is_in_the_transcript(kernel):
+    res = kernel.execute("%%agio native --new-session\nWho owns the shop, and is it open?", timeout=120)
+    assert res["reply"]["content"]["status"] == "ok", res["reply"]["content"]
+    final = [m["content"]["data"] for m in of_type(res["messages"], "display_data", "update_display_data")
+             if "application/vnd.agio.run+json" in m["content"]["data"]][-1]
+    assert final["application/vnd.agio.run+json"]["run"]["output"] == {"owner": "Ada", "open": True}
+    assert "Output · Answer" in final["text/html"] and "Answer with the JSON of Answer only." in final["text/html"]
+    kernel.execute("handle = _")
+    assert kernel.value("[type(handle.output).__name__, handle.output.open, handle.run.final_text]") == [
+        "Answer", True, '{"owner":"Ada","open":true}']
