@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import json
 from typing import Literal
 
@@ -773,11 +774,6 @@ class Filters(pydantic.BaseModel):
     limit: int = 10
 
 
-class Quote(pydantic.BaseModel):
-    item: str
-    price: float
-
-
 @pytest.mark.parametrize("output_type,reply,expected", [
     (Filters | None, '{"result": {"lang": "fr", "limit": 3}}', Filters(lang="fr", limit=3)),
     (Quote | Filters, '{"result": {"item": "tea", "price": 2}}', Quote(item="tea", price=2)),
@@ -896,3 +892,40 @@ def test_a_function_model_that_asks_for_settings_sees_the_schema_it_must_answer(
     assert seen[0]["response_format"]["json_schema"]["name"] == "Quote"
     plain = Agent(model=FunctionModel(lambda messages, tools: "hi"))  # two parameters: called as before
     assert go(StepRunner(plain, repository=repo).run(None, "x")).final_text == "hi"
+
+
+class Event(pydantic.BaseModel, strict=True):
+    when: datetime.datetime
+
+
+def test_one_rule_reads_an_answer_given_as_text_or_as_a_call(repo):
+    """A strict type: the same data is refused alike as the reply's JSON and as final_result's arguments (and a
+    stored answer is read back by that same rule)."""
+    verdicts = []
+    for mode, reply in (("native", '{"when": "2026-01-01T00:00:00"}'),
+                        ("tool", Reply.call(FINAL_RESULT, when="2026-01-01T00:00:00"))):
+        agent = Agent(model=ScriptedModel([reply]), output_type=Event, output_mode=mode, output_retries=0)
+        result = go(StepRunner(agent, repository=repo).run(None, "when?"))
+        verdicts.append((result.status, result.error.split("; the last: ")[-1] if result.error else None))
+    assert verdicts[0] == verdicts[1] and verdicts[0][0] is RunStatus.FAILED
+    assert verdicts[0][1].startswith("the answer does not fit Event: when: Input should be")
+
+
+def test_a_native_answer_is_read_without_running_tools(repo):
+    from agio_notebook.core import ExecutionConfig
+
+    agent = Agent(model=ScriptedModel(['{"item": "tea", "price": 2}']), output_type=Quote, output_mode="native")
+    result = go(StepRunner(agent, repository=repo, config=ExecutionConfig(execute_tools=False)).run(None, "price?"))
+    assert result.status is RunStatus.COMPLETED and result.output == Quote(item="tea", price=2)
+    assert result.run.final_text == '{"item": "tea", "price": 2.0}'  # its JSON, as json.dumps writes it
+
+
+def test_a_function_model_that_changes_its_settings_leaves_the_agents_alone(repo):
+    def rude(messages, tools, settings):
+        settings["response_format"]["json_schema"]["schema"]["properties"].clear()
+        return '{"item": "tea", "price": 2}'
+
+    agent = Agent(model=FunctionModel(rude), output_type=Quote, output_mode="native")
+    for _ in range(2):
+        assert go(StepRunner(agent, repository=repo).run(None, "price?")).output == Quote(item="tea", price=2)
+    assert set(agent.output.settings["response_format"]["json_schema"]["schema"]["properties"]) == {"item", "price"}

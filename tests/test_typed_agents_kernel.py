@@ -110,4 +110,4 @@ def test_a_native_typed_answer_shows_like_any_other_and_the_refusal_is_in_the_tr
     assert "Output · Answer" in final["text/html"] and "Answer with the JSON of Answer only." in final["text/html"]
     kernel.execute("handle = _")
     assert kernel.value("[type(handle.output).__name__, handle.output.open, handle.run.final_text]") == [
-        "Answer", True, '{"owner":"Ada","open":true}']
+        "Answer", True, '{"owner": "Ada", "open": true}']

@@ -30,7 +30,7 @@ from ..models.recording import Recording, reuse_key
 from ..models.replay import response_chunks, step_response
 from ..models.request import MessageChain, stored_request, tools_digest
 from ..models.settings import check_settings, merge_settings
-from ..tools import ToolCallContext, ToolResult
+from ..tools import Tool, ToolCallContext, ToolResult
 from ..tools.context import RunContext
 from ..tools.output import ACCEPTED, FINAL_RESULT, NOT_USED, Answer, OutputError, OutputSpec
 from .approval import ApprovalDecision, ApprovalRequest, Approver, edited_note
@@ -375,8 +375,8 @@ class StepExecutor:
             spec = self.agent.output  # a typed agent's, after any handoff
             if not step.tool_calls or not self.config.execute_tools:  # else the calls stay pending
                 yield self._close_turn(rec, step)
-                if spec is None or not self.config.execute_tools:
-                    rec.finish(RunStatus.COMPLETED)
+                if spec is None or not self.config.execute_tools and (spec.by_call or step.tool_calls):
+                    rec.finish(RunStatus.COMPLETED)  # a native answer needs no tool run: it is read below
                     return
                 try:  # a typed answer given as text (JSON), as providers' structured output gives it
                     rec.give(spec.answer(spec.from_text(step.content)))
@@ -498,10 +498,10 @@ class StepExecutor:
         t0 = time.perf_counter()
         spec = self.agent.output
         if spec is not None and spec.by_call and batch.to_run and all(c.name == FINAL_RESULT for c in batch.to_run):
-            for event in self._give_outputs(rec, batch, spec):  # a typed answer only: nothing runs, nothing waits
-                yield event
-            for call in batch.to_run:
-                await self.hooks.call("on_tool_end", run, batch.results[call.id])
+            for call in batch.to_run:  # a typed answer only: nothing runs, nothing waits
+                result = batch.results[call.id] = self._give_output(rec, call, spec)
+                yield self._result_event(rec, result, batch.sequences)
+                await self.hooks.call("on_tool_end", run, result)
         else:
             async for event in self._execute(rec, step, batch, recording):
                 yield event
@@ -530,11 +530,7 @@ class StepExecutor:
 
     def _to_decide(self, batch: _ToolBatch, recording: Recording | None) -> bool:
         """Whether any call waits on a decision (:meth:`_triage`) before it runs; else all of them run."""
-        for call in batch.calls:
-            tool = self.registry.get(call.name)
-            if tool is not None and (tool.requires_approval or (recording is not None and tool.side_effects)):
-                return True
-        return False
+        return any(_decided(self.registry.get(call.name), call, recording) for call in batch.calls)
 
     async def _triage(self, rec: RunRecorder, batch: _ToolBatch, recording: Recording | None
                       ) -> AsyncIterator[StepEvent]:
@@ -542,20 +538,15 @@ class StepExecutor:
         call needing approval waits for it, the rest run."""
         for call in batch.calls:
             tool = self.registry.get(call.name)
-            if (recording is not None and tool is not None and tool.side_effects
-                    and recording.has_tool_result(call.name, call.arguments)):
-                if tool.on_replay == "confirm":  # a person decides whether it runs again
-                    async for event in self._approve(rec, call, batch):
-                        yield event
-                    continue
+            if not _decided(tool, call, recording):
+                batch.to_run.append(call)
+                continue
+            if _replayed_side_effect(tool, call, recording) and tool.on_replay != "confirm":
                 result = self._side_effect_result(call, tool.on_replay, recording, batch.replayed)
                 batch.results[call.id] = result
                 yield self._result_event(rec, result, batch.sequences, replayed=call.id in batch.replayed)
                 continue
-            if tool is None or not tool.requires_approval:
-                batch.to_run.append(call)
-                continue
-            async for event in self._approve(rec, call, batch):
+            async for event in self._approve(rec, call, batch):  # a person decides (again, for a side effect)
                 yield event
 
     async def _mark_started(self, rec: RunRecorder, step: Step, batch: _ToolBatch) -> None:
@@ -600,14 +591,6 @@ class StepExecutor:
                     yield event
             yield self._result_event(rec, result, batch.sequences)
             await self.hooks.call("on_tool_end", run, result)
-
-    def _give_outputs(self, rec: RunRecorder, batch: _ToolBatch, spec: OutputSpec) -> list[StepEvent]:
-        """A batch of ``final_result`` calls only, answered in turn: each call's result and its event."""
-        events = []
-        for call in batch.to_run:
-            result = batch.results[call.id] = self._give_output(rec, call, spec)
-            events.append(self._result_event(rec, result, batch.sequences))
-        return events
 
     def _give_output(self, rec: RunRecorder, call: ToolCall, spec: OutputSpec) -> ToolResult:
         """A ``final_result`` call answered here: its arguments validated once, the first that fit become
@@ -741,6 +724,17 @@ class _ToolBatch:
     approvals: dict[str, dict[str, Any]] = field(default_factory=dict)
     replayed: dict[str, str] = field(default_factory=dict)  # call id -> the recorded step that answered it
     markers: dict[str, Step] = field(default_factory=dict)  # side-effect calls' "started" steps
+
+
+def _replayed_side_effect(tool: Tool | None, call: ToolCall, recording: Recording | None) -> bool:
+    """A side-effect call the recording already holds a result of: it follows the tool's ``on_replay``."""
+    return (tool is not None and tool.side_effects and recording is not None
+            and recording.has_tool_result(call.name, call.arguments))
+
+
+def _decided(tool: Tool | None, call: ToolCall, recording: Recording | None) -> bool:
+    """Whether a call waits on a decision before it runs: approval, or a recorded side effect's ``on_replay``."""
+    return tool is not None and (tool.requires_approval or _replayed_side_effect(tool, call, recording))
 
 
 def _no_output(spec: OutputSpec, tries: int, why: Exception) -> str:

@@ -7,6 +7,7 @@ tutorials and teaching need.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import json
 import re
@@ -226,7 +227,7 @@ class FunctionModel:
     async def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                      stream: bool = True, settings: dict[str, Any] | None = None) -> AsyncIterator[ModelChunk]:
         prompt = self._counter.count(messages)
-        extra = {"settings": dict(settings or {})} if self._wants_settings else {}
+        extra = {"settings": copy.deepcopy(settings or {})} if self._wants_settings else {}  # the agent's stay its own
         if inspect.isasyncgenfunction(self.fn):
             completion, saw_usage = 0, False
             async for item in self.latency.pace(self.fn(messages, tools, **extra)):

@@ -119,11 +119,6 @@ class OutputSpec:
         fenced block (```json, ```JSON, ~~~, ``` after a sentence; of several, the last that fits: an answer
         comes after its examples), or at the start of the text with words after it."""
         body = (text or "").strip()
-        if not self.wrapped:
-            try:  # the usual answer, the type's JSON alone: parsed and validated in one go
-                return self.adapter.validate_json(body, **_EITHER_NAME)
-            except pydantic.ValidationError:
-                pass
         error: pydantic.ValidationError | None = None
         for value in _json_values(body):
             tries = [value]
@@ -139,17 +134,19 @@ class OutputSpec:
         raise OutputError(f"the answer does not fit {self.name}: {_errors(error)}")
 
     def answer(self, value: Any) -> Answer:
-        """A validated value with its JSON form, as data and as text (one serialisation makes both);
+        """A validated value with its JSON form, as data and as text;
         :class:`OutputError` for a value the store cannot hold as it is (NaN, Infinity, an integer past 64
         bits, a lone surrogate), which the model is told, as for any answer that does not fit."""
         data = self.dump(value)
         try:
-            text = orjson.dumps(data)
+            orjson.dumps(data)  # as the stores write it
         except orjson.JSONEncodeError as exc:
             raise OutputError(f"the answer does not fit {self.name}: it cannot be stored as JSON ({exc})") from None
-        if orjson.loads(text) != data:  # NaN and Infinity became null
-            raise OutputError(f"the answer does not fit {self.name}: NaN and Infinity are not numbers JSON holds")
-        return Answer(value, data, text.decode())
+        try:
+            text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+        except ValueError:  # orjson would have written them as null
+            raise OutputError(f"the answer does not fit {self.name}: NaN and Infinity are not numbers JSON holds") from None
+        return Answer(value, data, text)
 
     def dump(self, value: Any) -> Any:
         """The value as JSON data, as it is stored with the run: by its fields' own names (the columns of
