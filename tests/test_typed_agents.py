@@ -898,17 +898,24 @@ class Event(pydantic.BaseModel, strict=True):
     when: datetime.datetime
 
 
-def test_one_rule_reads_an_answer_given_as_text_or_as_a_call(repo):
-    """A strict type: the same data is refused alike as the reply's JSON and as final_result's arguments (and a
-    stored answer is read back by that same rule)."""
-    verdicts = []
+def test_one_rule_reads_an_answer_given_as_text_as_a_call_or_from_the_store(repo, monkeypatch):
+    """A strict type, whose datetime JSON gives as an ISO string: taken alike as the reply's JSON and as
+    final_result's arguments, and a stored answer reads back as the type (pydantic's JSON mode, every time)."""
+    from agio_notebook.execution import recorder
+    from agio_notebook.execution.result import output_of
+
+    when = datetime.datetime(2026, 1, 1)
     for mode, reply in (("native", '{"when": "2026-01-01T00:00:00"}'),
                         ("tool", Reply.call(FINAL_RESULT, when="2026-01-01T00:00:00"))):
         agent = Agent(model=ScriptedModel([reply]), output_type=Event, output_mode=mode, output_retries=0)
         result = go(StepRunner(agent, repository=repo).run(None, "when?"))
-        verdicts.append((result.status, result.error.split("; the last: ")[-1] if result.error else None))
-    assert verdicts[0] == verdicts[1] and verdicts[0][0] is RunStatus.FAILED
-    assert verdicts[0][1].startswith("the answer does not fit Event: when: Input should be")
+        assert result.status is RunStatus.COMPLETED and result.output == Event(when=when), (mode, result.error)
+        monkeypatch.setattr(recorder, "_RECENT_ANSWERS", type(recorder._RECENT_ANSWERS)())  # a restarted kernel
+        assert output_of(repo.get_run(result.run_id), None, agent) == Event(when=when)
+    wrong = Agent(model=ScriptedModel(['{"when": 5}']), output_type=Event, output_mode="native", output_retries=0)
+    refused = go(StepRunner(wrong, repository=repo).run(None, "when?"))
+    assert refused.error.startswith("no answer of type Event after 1 try; the last: the answer does not fit Event: "
+                                    "when: Input should be")
 
 
 def test_a_native_answer_is_read_without_running_tools(repo):

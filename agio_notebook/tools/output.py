@@ -110,15 +110,25 @@ class OutputSpec:
                 raise OutputError(f"call {FINAL_RESULT} with {{\"{RESULT_FIELD}\": <the answer>}}")
             arguments = arguments[RESULT_FIELD]
         try:
-            return self.adapter.validate_python(arguments, **_EITHER_NAME)
+            return self._read(json.dumps(arguments))
         except pydantic.ValidationError as exc:
             raise OutputError(f"the answer does not fit {self.name}: {_errors(exc)}") from None
+
+    def _read(self, text: str) -> Any:
+        """The one rule every answer is read by, as a call's arguments, a reply's text or a stored answer:
+        its JSON, validated in pydantic's JSON mode (a strict type takes an ISO date as JSON gives it)."""
+        return self.adapter.validate_json(text, **_EITHER_NAME)
 
     def from_text(self, text: str | None) -> Any:
         """The typed value a text answer gives: JSON of the type (or of the tool's arguments), alone, in a
         fenced block (```json, ```JSON, ~~~, ``` after a sentence; of several, the last that fits: an answer
         comes after its examples), or at the start of the text with words after it."""
         body = (text or "").strip()
+        if not self.wrapped:
+            try:  # the usual answer, the type's JSON alone
+                return self._read(body)
+            except pydantic.ValidationError:
+                pass
         error: pydantic.ValidationError | None = None
         for value in _json_values(body):
             tries = [value]
@@ -126,7 +136,7 @@ class OutputSpec:
                 tries.insert(0, value[RESULT_FIELD])  # what the schema asks for: {"result": <the answer>}
             for candidate in tries:
                 try:
-                    return self.adapter.validate_python(candidate, **_EITHER_NAME)
+                    return self._read(json.dumps(candidate))
                 except pydantic.ValidationError as exc:
                     error = error or exc  # the likeliest candidate's reason is the one told
         if error is None:
@@ -155,7 +165,7 @@ class OutputSpec:
 
     def load(self, data: Any) -> Any:
         """A stored value back as the type."""
-        return self.adapter.validate_python(data, **_EITHER_NAME)
+        return self._read(json.dumps(data))
 
     def arguments_for(self, value: Any) -> dict[str, Any]:
         """The ``final_result`` arguments that give ``value`` (what an offline model sends)."""
