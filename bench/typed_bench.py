@@ -8,8 +8,8 @@
   one for every block of runs) and with the default store (TinyDB files, what a user's turn costs); and a
   typed answer's validation alone.
 
-Runs on one core. Prints ms per run (median of interleaved rounds, the arms' order turned every round) and,
-for each pair, the median of the rounds' ratios. Where pydantic-ai is installed (the ``bench`` extra), its
+Prints ms per run (median of interleaved rounds, the arms' order turned every round) and, for each pair,
+the median of the rounds' ratios. Where pydantic-ai is installed (the ``bench`` extra), its
 own plain and typed runs (``FunctionModel``, no store) go in the same rounds, for what a typed answer costs
 there.
 """
@@ -70,8 +70,6 @@ def pydantic_ai_arms() -> dict:
 
 
 def main() -> None:
-    if hasattr(os, "sched_setaffinity"):  # one core: blocks are not compared across cores and their caches
-        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     store = tempfile.mkdtemp(prefix="agio-typed-bench-")
     os.environ["AGIO_STORE"] = store  # the short path's default store: TinyDB files, as StepRunner's below
     plain = Agent(model=ScriptedModel([WORDS], loop=True), name="plain")
