@@ -349,3 +349,35 @@ async def test_undecided_pause_continues_and_run_drives_to_the_end(tmp_path):
     assert result.final_text == "2 + 3 = 5"
     with pytest.raises(DebugError, match="already resumed"):
         second.cont()
+
+
+@sync
+async def test_a_typed_answer_edited_or_answered_by_hand_at_a_pause_is_what_the_run_gives(tmp_path):
+    """Beside another tool, a final_result call's arguments edited at the pause are the answer (not what the
+    model proposed); one answered by hand ran nothing, so it is no answer and the model is asked again."""
+    import pydantic
+
+    from agio_notebook.models.scripted import call
+
+    class Sum(pydantic.BaseModel):
+        total: int
+
+    def typed(replies):
+        agent = Agent(model=Recorder(replies), tools=[add], output_type=Sum)
+        return StepRunner(agent, repository=open_repository(str(tmp_path / "store")))
+
+    both = Reply.calls(call("add", _id="c1", a=2, b=3), call("final_result", _id="c2", total=6))
+    debug = typed([both]).debug(None, "2 + 3?", breakpoints=["tool"])
+    async for pause in debug:
+        if pause.name == "final_result":
+            pause.edit(arguments='{"total": 5}')
+        pause.cont()
+    assert debug.result.status is RunStatus.COMPLETED and debug.result.output == Sum(total=5)
+    debug = typed([both, Reply.call("final_result", _id="c3", total=5)]).debug(None, "2 + 3?", breakpoints=["tool"])
+    async for pause in debug:
+        if pause.name == "final_result" and pause.sequence == 4:
+            pause.skip("five, I think")
+            continue
+        pause.cont()
+    assert debug.result.status is RunStatus.COMPLETED and debug.result.output == Sum(total=5)
+    assert debug.result.run.metrics.model_calls == 2  # the hand-typed text was no answer: the model was asked

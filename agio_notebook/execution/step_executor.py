@@ -418,8 +418,11 @@ class StepExecutor:
             result = answered.get(call.id)
             if result is not None and result.status != "ok":  # refused, the model told why
                 continue
+            arguments = call.arguments if result is None else _ran_with(call, result)
+            if arguments is None:  # answered by hand at a step-mode pause: that is no answer of the type
+                continue
             try:  # accepted; or unanswered by the run a resume goes on from, where the first that fits was its answer
-                return spec.answer(spec.from_arguments(json.loads(call.arguments or "{}")))
+                return spec.answer(spec.from_arguments(json.loads(arguments or "{}")))
             except ValueError as exc:  # OutputError too
                 if result is not None:
                     return OutputError(str(exc))
@@ -724,6 +727,20 @@ class _ToolBatch:
     approvals: dict[str, dict[str, Any]] = field(default_factory=dict)
     replayed: dict[str, str] = field(default_factory=dict)  # call id -> the recorded step that answered it
     markers: dict[str, Step] = field(default_factory=dict)  # side-effect calls' "started" steps
+
+
+def _ran_with(call: ToolCall, result: Step) -> str | None:
+    """The arguments a call ran with, from its result's step: the model's, or those edited at a step-mode pause
+    or an approval; None for a call a person answered by hand at a pause (it did not run)."""
+    edited = result.extra.get("edited") or {}
+    if edited.get("skipped"):
+        return None
+    if "arguments" in edited:
+        return edited["arguments"]["sent"]
+    approval = result.extra.get("approval")
+    if approval and approval.get("edited"):
+        return approval["arguments"]
+    return call.arguments
 
 
 def _replayed_side_effect(tool: Tool | None, call: ToolCall, recording: Recording | None) -> bool:
