@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?|°\s?[cf]\b|º\s?[cf]\b|\d+(?:\.\d+)?|[,;:]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|(?<=[.!?])$")
@@ -90,7 +90,8 @@ def _negators_before(clause: list[str], index: int) -> int:
     return n
 
 
-def _find(clause: list[str], phrase: tuple[str, ...]) -> list[int]:
+def find(clause: Sequence[str], phrase: tuple[str, ...]) -> list[int]:
+    """Where ``phrase`` (words) starts in ``clause`` (words), every place."""
     return [i for i in range(len(clause) - len(phrase) + 1) if tuple(clause[i:i + len(phrase)]) == phrase]
 
 
@@ -178,7 +179,7 @@ def read(text: str, concepts: dict[str, Iterable[str]]) -> list[Sentence]:
         for clause in clauses(sentence.tokens):
             for concept, forms in phrases.items():
                 for form in forms:
-                    for i in _find(clause, form):
+                    for i in find(clause, form):
                         sentence.mentions.append(Mention(concept, _negators_before(clause, i) % 2 == 0, n, raw,
                                                          tuple(clause)))
         out.append(sentence)
@@ -260,6 +261,5 @@ def doubt(text: str) -> str | None:
     for sentence in read(text, {"doubt": DOUBTS}):
         for mention in sentence.mentions:
             if mention.positive:
-                return next((d for d in DOUBTS if tuple(tokens(d)) in
-                             {tuple(mention.clause[i:i + len(tokens(d))]) for i in range(len(mention.clause))}), "doubt")
+                return next((d for d in DOUBTS if find(mention.clause, tuple(tokens(d)))), "doubt")
     return None

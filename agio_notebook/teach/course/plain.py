@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..reading import STOPWORDS, UNIVERSAL, Sentence, clauses
+from ..reading import STOPWORDS, UNIVERSAL, Sentence, clauses, find
 
 _DAYS = {f"{d}day{s}" for d in ("mon", "tues", "wednes", "thurs", "fri", "satur", "sun") for s in ("", "s")} | {
     "weekend", "weekends", "weekday", "weekdays", "holidays", "mornings", "evenings", "nights"}
@@ -57,10 +57,6 @@ class Reservation:
                 "question": "a question, not an instruction"}[self.kind]
 
 
-def _has(clause: list[str], phrase: tuple[str, ...]) -> int:
-    return next((i for i in range(len(clause) - len(phrase) + 1) if tuple(clause[i:i + len(phrase)]) == phrase), -1)
-
-
 def _content(words: Iterable[str], skip: set[str]) -> list[str]:
     return [w for w in words if w not in _FILLER and w not in skip and not w[0].isdigit() and w not in UNIVERSAL]
 
@@ -69,7 +65,7 @@ def stance(clause: list[str], text: str = "") -> Reservation | None:
     """What makes one clause not an instruction to this model now: said of the past, a hypothetical, about
     someone else, judged wrong, broken, or a question (``text``, the sentence, ends with "?")."""
     for phrase in _BROKEN:
-        if _has(clause, phrase) >= 0:
+        if find(clause, phrase):
             return Reservation("broken", phrase)
     for i, word in enumerate(clause):
         if word in _WRONG:
@@ -84,7 +80,7 @@ def stance(clause: list[str], text: str = "") -> Reservation | None:
         if word in _WOULD and not (set(clause[i + 1:i + 3]) & _WOULD_LIKE):
             return Reservation("hypothetical", (word,))
     for phrase in _PAST:
-        if _has(clause, phrase) >= 0:
+        if find(clause, phrase):
             return Reservation("past", phrase)
     if text.rstrip().endswith("?"):
         return Reservation("question", ())
