@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .reading import doubt, negated_at  # the rules of negation and doubt
+
 # a number standing on its own: not glued to a digit or decimal point before it (a currency code may be:
 # EUR34.50), not followed by more digits; thousands separators (1,510.00) and a typographic minus are read
 _NUMBER = re.compile(r"(?<![\d.])([-−–]?)((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)(?![\d]|\.\d|,\d{3})")
@@ -149,9 +151,6 @@ def unstated(text: str, value: float, *, besides: tuple[float, ...] = (), spans:
     sum is not 53"), nothing in it doubts it ("..., but I doubt it", "maybe"), and no other value stands beside
     it ("53 (or maybe 100)", "34 + 19 = 53; the tool said 60"); ``besides`` are values it may also say (the
     question's own numbers). The reason reads after "your answer ...": "does not say 53"."""
-    # values are read before prose: the rules of negation and doubt live in reading
-    from .reading import doubt, negated_at
-
     found = spans(text)
     hits = [n for n in found if same(n.value, value, tolerance)]
     if not hits:
