@@ -7,7 +7,7 @@ from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook, new_output
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, expect, sync_playwright
 
 from kernel_support import KERNEL_NAME
 from lab_support import CHROMIUM, CHROMIUM_ARGS, open_with_kernel, run_all, running_lab
@@ -54,8 +54,9 @@ def test_exercise_inserts_its_starter_below_and_the_starter_checks(lab_env):
             assert len(src) == 4 and src[0] == "%load_ext agio_notebook" and src[1] == "%agio exercise tool_errors"
             assert 'check(exercise("tool_errors"), city_weather)' in src[2]  # right below the magic's cell
             assert src[3] == "print('last')"
-            shown = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea").inner_text()
-            assert "Make a tool's errors help the model recover" in shown
+            # the cell's prompt may be drawn before its output: wait for the output itself
+            expect(page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea")).to_contain_text(
+                "Make a tool's errors help the model recover", timeout=LONG)
 
             starter = page.locator(".jp-Notebook .jp-Cell").nth(2)
             starter.locator(".cm-content").click()
